@@ -1,0 +1,80 @@
+#pragma once
+/// Exceptions thrown by dblock. Every class is nothrow-copyable (std::runtime_error keeps its
+/// message in a shared immutable buffer) and the message names the input at fault and the fix.
+/// Expected outcomes are values, not exceptions: a busy lock is an empty optional.
+
+#include <array>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace dblock {
+
+enum class ErrorCategory {
+  invalid_argument,  ///< bad name, TTL, duration, DSN or option; nothing was sent
+  connection,        ///< the database cannot be reached, refused the login, or the link broke
+  timeout,           ///< acquire(name, timeout) gave up
+  not_held,          ///< released a lock this owner does not hold
+  lock_lost,         ///< the lease ended or was taken over while the lock was held
+  schema,            ///< dblock's tables are missing, older or newer than this build
+  database,          ///< any other error reported by the database
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCategory category, const std::string& message, std::string_view sqlstate = {});
+
+  [[nodiscard]] ErrorCategory category() const noexcept { return category_; }
+  /// The five-character SQLSTATE when the database reported one, else "".
+  [[nodiscard]] const char* sqlstate() const noexcept { return sqlstate_.data(); }
+
+ private:
+  ErrorCategory category_;
+  std::array<char, 6> sqlstate_{};
+};
+
+class InvalidArgument : public Error {
+ public:
+  explicit InvalidArgument(const std::string& message) : Error(ErrorCategory::invalid_argument, message) {}
+};
+
+class ConnectionError : public Error {
+ public:
+  explicit ConnectionError(const std::string& message, std::string_view sqlstate = {})
+      : Error(ErrorCategory::connection, message, sqlstate) {}
+};
+
+class Timeout : public Error {
+ public:
+  explicit Timeout(const std::string& message) : Error(ErrorCategory::timeout, message) {}
+};
+
+class NotHeld : public Error {
+ public:
+  explicit NotHeld(const std::string& message) : Error(ErrorCategory::not_held, message) {}
+};
+
+class LockLost : public Error {
+ public:
+  explicit LockLost(const std::string& message) : Error(ErrorCategory::lock_lost, message) {}
+};
+
+/// dblock's tables are missing, or their version differs from what this build understands.
+class SchemaError : public Error {
+ public:
+  enum class Reason { missing, outdated, newer };
+  SchemaError(Reason reason, const std::string& message)
+      : Error(ErrorCategory::schema, message), reason_(reason) {}
+  [[nodiscard]] Reason reason() const noexcept { return reason_; }
+
+ private:
+  Reason reason_;
+};
+
+class DatabaseError : public Error {
+ public:
+  explicit DatabaseError(const std::string& message, std::string_view sqlstate = {})
+      : Error(ErrorCategory::database, message, sqlstate) {}
+};
+
+}  // namespace dblock

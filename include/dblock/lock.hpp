@@ -1,0 +1,56 @@
+#pragma once
+/// Lock: the RAII guard of one acquisition. Move-only. The destructor releases and never throws
+/// (a failed release is logged at warning level); call release() to see errors.
+/// A guard may be moved to, and released from, another thread.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dblock {
+
+namespace detail {
+struct HeldLock;
+class ManagerCore;
+}  // namespace detail
+
+class Lock {
+ public:
+  Lock(Lock&& other) noexcept;
+  Lock& operator=(Lock&& other) noexcept;
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+  ~Lock();
+
+  [[nodiscard]] const std::string& name() const;
+  /// Fencing token: strictly greater than every token granted earlier for this name. Re-entries
+  /// share the token of the first acquisition. Pass it to the resource you protect.
+  [[nodiscard]] std::int64_t token() const;
+  /// Re-entrancy depth this guard stands for (1 for the outermost acquisition).
+  [[nodiscard]] std::int64_t count() const noexcept { return count_; }
+  /// True once the lease was found gone, taken over or unrenewable. Thread-safe.
+  [[nodiscard]] bool lost() const;
+  /// Steady-clock instant before which the lease cannot have run out, however the database's
+  /// clock runs: request send time + TTL, moved forward by each successful renewal.
+  [[nodiscard]] std::chrono::steady_clock::time_point local_deadline() const;
+  /// False after release() or after being moved from.
+  [[nodiscard]] bool owns() const noexcept { return held_ != nullptr; }
+  explicit operator bool() const noexcept { return owns(); }
+
+  /// Releases this acquisition (one re-entrancy level).
+  /// @throws NotHeld when already released; LockLost when the lease had been lost (the row is
+  ///         left to its new owner); ConnectionError/DatabaseError when the database failed (the
+  ///         guard is then released locally and the row expires with its lease).
+  void release();
+
+ private:
+  friend class detail::ManagerCore;
+  Lock(std::shared_ptr<detail::ManagerCore> core, std::shared_ptr<detail::HeldLock> held, std::int64_t count);
+
+  std::shared_ptr<detail::ManagerCore> core_;
+  std::shared_ptr<detail::HeldLock> held_;
+  std::int64_t count_ = 0;
+};
+
+}  // namespace dblock

@@ -1,0 +1,62 @@
+#pragma once
+/// LockManager hands out Lock guards for names such as "orders/42". It owns an owner identity
+/// (host + pid + random nonce + manager sequence, plus the thread under OwnerScope::thread), a
+/// watchdog thread that renews every held lock in one statement per cycle, and the wait policy.
+/// Thread-safe. Locks may outlive the manager object: they keep its state alive.
+///
+/// Example:
+///   auto store = dblock::Store::open("postgresql://app:pw@db/app");
+///   dblock::LockManager locks(store, {.default_ttl = 30s});
+///   if (auto lock = locks.try_acquire("nightly-report")) { run(lock->token()); }
+///   auto order = locks.acquire("orders/42", 5s);   // throws dblock::Timeout after 5 s
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <dblock/lock.hpp>
+#include <dblock/options.hpp>
+#include <dblock/store.hpp>
+
+namespace dblock {
+
+/// Monotonic counters of one manager; read with LockManager::stats().
+struct ManagerStats {
+  std::uint64_t acquired = 0;      ///< grants, re-entries included
+  std::uint64_t contended = 0;     ///< tries that found another live owner
+  std::uint64_t timeouts = 0;      ///< acquire() calls that gave up
+  std::uint64_t renewals = 0;      ///< renewal statements that succeeded
+  std::uint64_t lost = 0;          ///< leases lost while held
+  std::chrono::milliseconds waited{0};  ///< total time spent waiting in acquire()
+};
+
+class LockManager {
+ public:
+  /// @throws InvalidArgument for bad options; SchemaError when dblock's tables are missing or
+  ///         of another version ("run dblock migrate up").
+  explicit LockManager(std::shared_ptr<Store> store, ManagerOptions options = {});
+  ~LockManager();
+  LockManager(const LockManager&) = delete;
+  LockManager& operator=(const LockManager&) = delete;
+
+  /// One round trip. Returns an empty optional when another owner holds a live lease.
+  /// @throws InvalidArgument (name, TTL), ConnectionError, DatabaseError.
+  [[nodiscard]] std::optional<Lock> try_acquire(std::string_view name, LockOptions options = {});
+
+  /// Waits up to `timeout` (0 = one try). PostgreSQL wakes waiters on release (LISTEN/NOTIFY)
+  /// and at the holder's lease end; other backends poll with jittered exponential backoff.
+  /// @throws Timeout when the lock was not granted in time, plus what try_acquire throws.
+  [[nodiscard]] Lock acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options = {});
+
+  /// The owner id written into rows by the calling thread.
+  [[nodiscard]] std::string owner_id() const;
+  [[nodiscard]] ManagerStats stats() const;
+
+ private:
+  std::shared_ptr<detail::ManagerCore> core_;
+};
+
+}  // namespace dblock

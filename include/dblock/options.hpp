@@ -1,0 +1,69 @@
+#pragma once
+/// Plain option structs; every default is written next to its field. Use designated
+/// initialisers: `dblock::ManagerOptions{.default_ttl = 10s}`. Validation happens in one place,
+/// when the struct is handed to dblock, and throws dblock::InvalidArgument naming the field.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <spdlog/fwd.h>
+
+namespace dblock {
+
+using std::chrono::milliseconds;
+
+/// How a Store connects. Most fields can also be given as URI query parameters
+/// (`?schema=s&prefix=p&pool=8`); an explicit field here wins over the URI.
+struct StoreOptions {
+  /// Schema (PostgreSQL) that holds dblock's tables. Default: from the URI, else "public".
+  std::string schema;
+  /// Prefix of every dblock table name. Default: from the URI, else "dblock_".
+  std::string prefix;
+  /// Most sessions the pool opens at once. Default: from the URI, else 8.
+  std::size_t pool_size = 0;
+  /// How long to wait for a free pooled session or a new connection. Default: 10 s.
+  milliseconds connect_timeout{10'000};
+  /// Logger for the library. Default: none (silent).
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+/// Whose re-entry counts as re-entrant.
+enum class OwnerScope {
+  thread,   ///< each thread of a manager is its own owner (java.util.concurrent, Redisson). Default.
+  manager,  ///< every thread of one LockManager shares ownership.
+};
+
+/// Per-acquisition options.
+struct LockOptions {
+  /// Lease length. Zero means the manager's default_ttl. Must be >= 3 x the renew interval.
+  milliseconds ttl{0};
+};
+
+/// Policy of one LockManager.
+struct ManagerOptions {
+  /// Lease of a lock unless LockOptions::ttl says otherwise. Default: 30 s. Limits: 3 ms .. 30 days.
+  milliseconds default_ttl{30'000};
+  /// How often the watchdog renews every held lock in one statement. Zero = default_ttl / 3.
+  /// Must be at most a third of every lock's TTL.
+  milliseconds renew_interval{0};
+  /// Owner identity scope for re-entry. Default: per thread.
+  OwnerScope owner_scope = OwnerScope::thread;
+  /// Waiting without a release notification (SQLite, MySQL; PostgreSQL only as a safety net):
+  /// first delay, growth factor and cap of the exponential backoff; each delay is jittered
+  /// uniformly in [delay/2, delay].
+  milliseconds backoff_initial{5};
+  double backoff_factor = 2.0;
+  milliseconds backoff_max{500};
+  /// Called from the watchdog thread when a held lock is found lost (row gone, taken over, or
+  /// renewal failing past the local deadline). Must not block for long and must not throw.
+  std::function<void(std::string_view name, std::int64_t token)> on_lost;
+  /// Extra text mixed into the owner id, e.g. a pod name. Default: none.
+  std::string owner_tag;
+};
+
+}  // namespace dblock

@@ -1,0 +1,66 @@
+#pragma once
+/// A Store is one database holding dblock's tables: a parsed URI and a bounded pool of sessions.
+/// Thread-safe; share it (std::shared_ptr) between LockManagers, a Reaper and a Migrator.
+///
+/// URIs: `postgresql://user:pw@host:port/db?schema=s&prefix=p&pool=8` (plus everything libpq
+/// accepts, including multi-host lists and target_session_attrs).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dblock/options.hpp>
+
+namespace dblock {
+
+namespace detail {
+class Backend;
+struct StoreAccess;
+}  // namespace detail
+
+/// One row of the lock table as an operator sees it.
+struct LockInfo {
+  std::string name;
+  std::string owner;
+  std::int64_t count = 0;
+  std::int64_t token = 0;
+  /// Lease left by the database's clock; negative once expired (row not yet reaped).
+  std::chrono::milliseconds remaining{0};
+};
+
+class Store {
+ public:
+  /// Parses the URI and opens one session to prove the server and credentials work.
+  /// @throws InvalidArgument for a malformed URI, an unknown scheme or bad options;
+  ///         ConnectionError when the server cannot be reached or refuses the login.
+  [[nodiscard]] static std::shared_ptr<Store> open(std::string_view uri, StoreOptions options = {});
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  /// "postgresql", ...
+  [[nodiscard]] std::string_view dialect() const noexcept;
+  /// The URI with any password replaced by "***": safe to log.
+  [[nodiscard]] const std::string& redacted_uri() const noexcept;
+
+  /// Throws SchemaError unless the schema version is exactly the one this build knows.
+  /// Checked once and remembered; LockManager calls it on construction.
+  void check_schema();
+
+  /// Every row in the lock table, live and expired, ordered by name.
+  [[nodiscard]] std::vector<LockInfo> locks();
+  /// Operator's break-glass: deletes the row whoever holds it. Returns whether a row existed.
+  bool force_release(std::string_view name);
+
+ private:
+  friend struct detail::StoreAccess;
+  struct Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dblock

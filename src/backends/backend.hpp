@@ -1,0 +1,117 @@
+#pragma once
+// The one internal interface every database implements. It speaks locks, not SQL: each call is
+// one domain operation. Implementations hold no threads and no policy (no retries, no waiting);
+// they translate driver errors into dblock exceptions, marking transient ones and those whose
+// outcome is unknown so that the core can decide.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dblock/errors.hpp>
+#include <dblock/store.hpp>
+
+namespace dblock::detail {
+
+using std::chrono::milliseconds;
+
+/// A deadlock, serialization failure or busy database: safe to run the statement again.
+class TransientError : public DatabaseError {
+ public:
+  using DatabaseError::DatabaseError;
+};
+
+/// The connection broke after the statement may have been sent: it may or may not have run.
+class OutcomeUnknown : public ConnectionError {
+ public:
+  using ConnectionError::ConnectionError;
+};
+
+struct Grant {
+  std::int64_t count = 0;  // re-entrancy depth after this acquisition
+  std::int64_t token = 0;
+};
+
+/// A lock to renew: the row must still carry this owner and token and a live lease.
+struct HeldRef {
+  std::string_view name;
+  std::string_view owner;
+  std::int64_t token = 0;
+  milliseconds ttl{0};
+};
+
+/// Wakes waiters when a name is released. Used by one thread at a time, except interrupt().
+class ReleaseListener {
+ public:
+  virtual ~ReleaseListener() = default;
+  /// From now on releases of `name` are reported (and releasers know someone waits).
+  virtual void watch(std::string_view name) = 0;
+  virtual void unwatch(std::string_view name) = 0;
+  /// Blocks up to `timeout` (or until interrupt()) and returns the names released meanwhile.
+  /// @throws ConnectionError when the listening session broke: notifications may have been missed.
+  virtual std::vector<std::string> wait(milliseconds timeout) = 0;
+  /// Thread-safe: makes a concurrent or the next wait() return at once.
+  virtual void interrupt() noexcept = 0;
+};
+
+/// One embedded migration, placeholders not yet filled.
+struct MigrationFile {
+  int version = 0;
+  std::string_view name;
+  std::string_view checksum;  // SHA-256 of the file as shipped, hex
+  std::string_view sql;
+};
+
+struct AppliedMigration {
+  int version = 0;
+  std::string name;
+  std::string checksum;
+  bool success = false;
+};
+
+/// Holds the database-level migration lock on a dedicated session for as long as it lives.
+class MigrationSession {
+ public:
+  virtual ~MigrationSession() = default;
+  /// Creates the schema and the history table when missing, then reads the history.
+  virtual std::vector<AppliedMigration> history() = 0;
+  /// Runs one migration and records it in the history, in one transaction where the dialect allows.
+  virtual void apply(const MigrationFile& migration, std::string_view applied_by) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  [[nodiscard]] virtual std::string_view dialect() const noexcept = 0;
+
+  /// Insert, re-enter (same owner, live: count+1, same token) or take over an expired row (count 1,
+  /// new token) in one round trip; empty when another owner holds a live lease.
+  virtual std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) = 0;
+  /// Decrements the count and deletes the row at zero. Returns the count left, or empty when the
+  /// row does not carry this owner and token (nothing is changed then).
+  virtual std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) = 0;
+  /// Renews every given lock in one statement; returns the names whose lease was extended.
+  virtual std::vector<std::string> renew(std::span<const HeldRef> held) = 0;
+  /// Read-only: the lease left on `name`, empty when there is no row.
+  virtual std::optional<milliseconds> lease_left(std::string_view name) = 0;
+  /// Read-only: the row for `name`, if any.
+  virtual std::optional<LockInfo> read(std::string_view name) = 0;
+  virtual std::vector<LockInfo> list() = 0;
+  virtual bool force_release(std::string_view name) = 0;
+
+  /// A listener for release notifications, or nullptr when the database has none (waiters poll).
+  virtual std::unique_ptr<ReleaseListener> listen() { return nullptr; }
+
+  /// The applied schema version. @throws SchemaError(missing) when dblock's tables do not exist.
+  virtual int schema_version() = 0;
+  /// Takes the migration lock, polling until `lock_timeout`. @throws Timeout.
+  virtual std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) = 0;
+};
+
+}  // namespace dblock::detail

@@ -1,0 +1,17 @@
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include <spdlog/fwd.h>
+
+#include "backends/backend.hpp"
+#include "core/uri.hpp"
+
+namespace dblock::detail {
+
+/// The backend for the URI's scheme. @throws InvalidArgument for a scheme not built in,
+/// ConnectionError when the first session cannot be opened.
+[[nodiscard]] std::unique_ptr<Backend> make_backend(const StoreUri& uri, std::chrono::milliseconds connect_timeout,
+                                                    std::shared_ptr<spdlog::logger> logger);
+
+}  // namespace dblock::detail

@@ -1,0 +1,352 @@
+#include "backends/postgres/pg_backend.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "backends/postgres/pg_pool.hpp"
+#include "migrate/placeholders.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+std::int64_t to_int64(const PGresult* result, int row, int column) {
+  const char* text = PQgetvalue(result, row, column);
+  std::int64_t value = 0;
+  std::from_chars(text, text + PQgetlength(result, row, column), value);
+  return value;
+}
+
+std::string text_of(const PGresult* result, int row, int column) {
+  return {PQgetvalue(result, row, column), static_cast<std::size_t>(PQgetlength(result, row, column))};
+}
+
+/// FNV-1a: a stable 32-bit namespace for this installation's advisory keys and channel name.
+std::int32_t installation_key(std::string_view schema, std::string_view prefix) {
+  std::uint32_t hash = 2166136261u;
+  for (char c : fmt::format("{}.{}", schema, prefix)) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 16777619u;
+  }
+  return static_cast<std::int32_t>(hash);
+}
+
+/// Every SQL statement of table mode, built once per store for its schema and prefix.
+struct PgSql {
+  PgSql(std::string_view schema, std::string_view prefix, std::int32_t key, std::string_view channel) {
+    auto key_text = std::to_string(key);
+    auto fill = [&](std::string_view sql) {
+      return detail::fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}, {"{key}", key_text}, {"{channel}", channel}});
+    };
+    // The server-side function draws fencing tokens while holding the row lock (STACK-NOTES §4.1).
+    acquire = {0, fill(R"(SELECT lock_count, lock_token FROM "{schema}"."{prefix}acquire"($1, $2, $3::bigint))")};
+    // At zero the row is deleted; NOTIFY only when a waiter holds the shared advisory key
+    // (then our exclusive try fails), so uncontended releases pay no notify cost.
+    release = {1, fill(R"(
+WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint AND count <= 1
+           RETURNING name),
+     u AS (UPDATE "{schema}"."{prefix}locks" SET count = count - 1
+           WHERE name = $1 AND owner = $2 AND token = $3::bigint AND count > 1 RETURNING count)
+SELECT 0::bigint, CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
+                       ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END FROM d
+UNION ALL SELECT count::bigint, 0 FROM u)")};
+    renew = {2, fill(R"(
+UPDATE "{schema}"."{prefix}locks" AS l SET expires_at = clock_timestamp() + h.ttl * interval '1 millisecond'
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS h(name, owner, token, ttl)
+WHERE l.name = h.name AND l.owner = h.owner AND l.token = h.token AND l.expires_at > clock_timestamp()
+RETURNING l.name)")};
+    lease_left = {3, fill(R"(
+SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
+    list = {4, fill(R"(
+SELECT name, owner, count, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+FROM "{schema}"."{prefix}locks" WHERE ($1 = '' OR name = $1) ORDER BY name)")};
+    force_release = {5, fill(R"(
+WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 RETURNING name)
+SELECT (SELECT 1 FROM pg_notify('{channel}', d.name)) FROM d)")};
+    schema_version = fill(R"(SELECT coalesce(max(version), 0) FROM "{schema}"."{prefix}schema_history" WHERE success)");
+    history_table = fill(R"(
+CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}schema_history" (
+  version      integer PRIMARY KEY,
+  name         text NOT NULL,
+  checksum     text NOT NULL,
+  applied_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+  applied_by   text NOT NULL,
+  execution_ms bigint NOT NULL,
+  success      boolean NOT NULL
+))");
+    history = fill(R"(SELECT version, name, checksum, success FROM "{schema}"."{prefix}schema_history" ORDER BY version)");
+    record = fill(R"(INSERT INTO "{schema}"."{prefix}schema_history" (version, name, checksum, applied_by, execution_ms, success)
+VALUES ($1::integer, $2, $3, $4, $5::bigint, true))");
+    migration_lock = fill("SELECT pg_try_advisory_lock({key}, hashtext('dblock:migrate'))");
+  }
+
+  PgStatement acquire, release, renew, lease_left, list, force_release;
+  std::string schema_version, history_table, history, record, migration_lock;
+};
+
+/// Owns an eventfd so a blocked listener wait can be interrupted from another thread.
+class EventFd {
+ public:
+  EventFd() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw ConnectionError(fmt::format("eventfd failed: errno {}", errno));
+  }
+  ~EventFd() { close(fd_); }
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  void signal() const noexcept {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto written = write(fd_, &one, sizeof one);
+  }
+  void drain() const noexcept {
+    std::uint64_t value = 0;
+    [[maybe_unused]] auto got = read(fd_, &value, sizeof value);
+  }
+
+ private:
+  int fd_;
+};
+
+class PgListener final : public ReleaseListener {
+ public:
+  PgListener(std::unique_ptr<PgConnection> connection, std::int32_t key, std::string channel)
+      : connection_(std::move(connection)), key_(std::to_string(key)), channel_(std::move(channel)) {
+    connection_->exec(fmt::format("LISTEN \"{}\"", channel_));
+  }
+
+  void watch(std::string_view name) override {
+    std::array<std::string, 2> params{key_, std::string(name)};
+    connection_->exec_params("SELECT pg_advisory_lock_shared($1::integer, hashtext($2))", params);
+  }
+
+  void unwatch(std::string_view name) override {
+    std::array<std::string, 2> params{key_, std::string(name)};
+    connection_->exec_params("SELECT pg_advisory_unlock_shared($1::integer, hashtext($2))", params);
+  }
+
+  std::vector<std::string> wait(milliseconds timeout) override {
+    std::vector<std::string> released;
+    collect(released);
+    if (!released.empty()) return released;
+    std::array<pollfd, 2> fds{pollfd{PQsocket(connection_->raw()), POLLIN, 0}, pollfd{wake_.fd(), POLLIN, 0}};
+    int ready = poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+    if (ready < 0 && errno != EINTR) throw ConnectionError(fmt::format("poll on listener failed: errno {}", errno));
+    if (fds[1].revents != 0) wake_.drain();
+    if (fds[0].revents != 0) {
+      if (PQconsumeInput(connection_->raw()) == 0 || PQstatus(connection_->raw()) == CONNECTION_BAD)
+        throw ConnectionError(fmt::format("listener session broke: {}", PQerrorMessage(connection_->raw())));
+      collect(released);
+    }
+    return released;
+  }
+
+  void interrupt() noexcept override { wake_.signal(); }
+
+ private:
+  void collect(std::vector<std::string>& released) {
+    while (PGnotify* notify = PQnotifies(connection_->raw())) {
+      if (channel_ == notify->relname) released.emplace_back(notify->extra);
+      PQfreemem(notify);
+    }
+  }
+
+  std::unique_ptr<PgConnection> connection_;
+  std::string key_;
+  std::string channel_;
+  EventFd wake_;
+};
+
+class PgMigrationSession final : public MigrationSession {
+ public:
+  PgMigrationSession(std::unique_ptr<PgConnection> connection, const PgSql& sql, std::string schema,
+                     std::string prefix, milliseconds lock_timeout)
+      : connection_(std::move(connection)), sql_(sql), schema_(std::move(schema)), prefix_(std::move(prefix)) {
+    // Polled rather than blocking, so it cannot deadlock with a concurrent index build.
+    auto deadline = std::chrono::steady_clock::now() + lock_timeout;
+    auto delay = milliseconds(20);
+    while (true) {
+      auto result = connection_->exec(sql_.migration_lock);
+      if (text_of(result.get(), 0, 0) == "t") break;
+      if (std::chrono::steady_clock::now() + delay > deadline)
+        throw Timeout(fmt::format("another `dblock migrate` held the migration lock for longer than {}ms",
+                                  lock_timeout.count()));
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, milliseconds(500));
+    }
+  }
+
+  std::vector<AppliedMigration> history() override {
+    // CREATE SCHEMA needs the CREATE privilege on the database even when the schema exists: ask first.
+    std::array<std::string, 1> schema{schema_};
+    auto found = connection_->exec_params("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema);
+    if (PQntuples(found.get()) == 0) connection_->exec(fmt::format("CREATE SCHEMA \"{}\"", schema_));
+    connection_->exec(sql_.history_table);
+    auto result = connection_->exec(sql_.history);
+    std::vector<AppliedMigration> applied;
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      applied.push_back(AppliedMigration{static_cast<int>(to_int64(result.get(), row, 0)),
+                                         text_of(result.get(), row, 1), text_of(result.get(), row, 2),
+                                         text_of(result.get(), row, 3) == "t"});
+    return applied;
+  }
+
+  void apply(const MigrationFile& migration, std::string_view applied_by) override {
+    auto started = std::chrono::steady_clock::now();
+    connection_->exec("BEGIN");
+    try {
+      connection_->exec(fill_placeholders(migration.sql, schema_, prefix_));
+      auto elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
+      std::array<std::string, 5> params{std::to_string(migration.version), std::string(migration.name),
+                                        std::string(migration.checksum), std::string(applied_by),
+                                        std::to_string(elapsed.count())};
+      connection_->exec_params(sql_.record, params);
+      connection_->exec("COMMIT");
+    } catch (const Error& e) {
+      if (PQstatus(connection_->raw()) == CONNECTION_OK) connection_->exec("ROLLBACK");
+      throw DatabaseError(fmt::format("migration {:04d}_{} failed and was rolled back, nothing of it applied: {}",
+                                      migration.version, migration.name, e.what()),
+                          e.sqlstate());
+    }
+  }
+
+ private:
+  std::unique_ptr<PgConnection> connection_;
+  const PgSql& sql_;
+  std::string schema_;
+  std::string prefix_;
+};
+
+class PgBackend final : public Backend {
+ public:
+  PgBackend(const StoreUri& uri, milliseconds connect_timeout, std::shared_ptr<spdlog::logger> logger)
+      : schema_(uri.schema),
+        prefix_(uri.prefix),
+        key_(installation_key(uri.schema, uri.prefix)),
+        channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
+        sql_(uri.schema, uri.prefix, key_, channel_),
+        pool_(uri.driver_uri, uri.redacted, uri.pool_size, connect_timeout, std::move(logger)) {
+    auto first = pool_.lease();  // proves the server and the credentials now, not at first use
+  }
+
+  std::string_view dialect() const noexcept override { return "postgresql"; }
+
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) override {
+    std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(ttl.count())};
+    auto session = pool_.lease();
+    auto result = session->exec_prepared(sql_.acquire, params);
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return Grant{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1)};
+  }
+
+  std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
+    std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(token)};
+    auto session = pool_.lease();
+    auto result = session->exec_prepared(sql_.release, params);
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return to_int64(result.get(), 0, 0);
+  }
+
+  std::vector<std::string> renew(std::span<const HeldRef> held) override {
+    std::vector<std::string_view> names, owners;
+    std::string tokens = "{", ttls = "{";
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      names.push_back(held[i].name);
+      owners.push_back(held[i].owner);
+      tokens += fmt::format("{}{}", i == 0 ? "" : ",", held[i].token);
+      ttls += fmt::format("{}{}", i == 0 ? "" : ",", held[i].ttl.count());
+    }
+    std::array<std::string, 4> params{pg_text_array(names), pg_text_array(owners), tokens + "}", ttls + "}"};
+    // Extending a lease is idempotent, so a session that turns out broken is replaced and the
+    // statement run once more.
+    auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.renew, params); });
+    std::vector<std::string> renewed;
+    renewed.reserve(static_cast<std::size_t>(PQntuples(result.get())));
+    for (int row = 0; row < PQntuples(result.get()); ++row) renewed.push_back(text_of(result.get(), row, 0));
+    return renewed;
+  }
+
+  std::optional<milliseconds> lease_left(std::string_view name) override {
+    std::array<std::string, 1> params{std::string(name)};
+    auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.lease_left, params); });
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return milliseconds(to_int64(result.get(), 0, 0));
+  }
+
+  std::optional<LockInfo> read(std::string_view name) override {
+    auto rows = list_rows(std::string(name));
+    if (rows.empty()) return std::nullopt;
+    return std::move(rows.front());
+  }
+
+  std::vector<LockInfo> list() override { return list_rows({}); }
+
+  bool force_release(std::string_view name) override {
+    std::array<std::string, 1> params{std::string(name)};
+    auto session = pool_.lease();
+    auto result = session->exec_prepared(sql_.force_release, params);
+    return PQntuples(result.get()) > 0;
+  }
+
+  std::unique_ptr<ReleaseListener> listen() override {
+    return std::make_unique<PgListener>(pool_.connect_dedicated(), key_, channel_);
+  }
+
+  int schema_version() override {
+    auto result = idempotent([&](PgConnection& session) { return session.exec(sql_.schema_version); });
+    return static_cast<int>(to_int64(result.get(), 0, 0));
+  }
+
+  std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
+    return std::make_unique<PgMigrationSession>(pool_.connect_dedicated(), sql_, schema_, prefix_, lock_timeout);
+  }
+
+ private:
+  template <class Fn>
+  PgResult idempotent(Fn&& statement) {
+    try {
+      auto session = pool_.lease();
+      return statement(*session);
+    } catch (const OutcomeUnknown&) {
+      auto session = pool_.lease();
+      return statement(*session);
+    }
+  }
+
+  /// `name` empty lists every row (lock names are never empty).
+  std::vector<LockInfo> list_rows(const std::string& name) {
+    std::array<std::string, 1> params{name};
+    auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.list, params); });
+    std::vector<LockInfo> rows;
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      rows.push_back(LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1),
+                              to_int64(result.get(), row, 2), to_int64(result.get(), row, 3),
+                              milliseconds(to_int64(result.get(), row, 4))});
+    return rows;
+  }
+
+  std::string schema_;
+  std::string prefix_;
+  std::int32_t key_;
+  std::string channel_;
+  PgSql sql_;
+  PgPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_postgres_backend(const StoreUri& uri, milliseconds connect_timeout,
+                                               std::shared_ptr<spdlog::logger> logger) {
+  return std::make_unique<PgBackend>(uri, connect_timeout, std::move(logger));
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,134 @@
+#include "backends/postgres/pg_connection.hpp"
+
+#include <array>
+#include <string>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "backends/backend.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+void route_notice(void* logger, const char* message) {
+  std::string_view text(message);
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  static_cast<spdlog::logger*>(logger)->debug("server notice: {}", text);
+}
+
+std::string trimmed(const char* message) {
+  std::string text = message != nullptr ? message : "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
+
+}  // namespace
+
+PgConnection::PgConnection(const std::string& uri, const std::string& redacted_uri,
+                           std::chrono::milliseconds connect_timeout, std::shared_ptr<spdlog::logger> logger)
+    : logger_(std::move(logger)), redacted_uri_(redacted_uri) {
+  auto timeout_s = std::to_string(std::max<long long>(2, (connect_timeout.count() + 999) / 1000));
+  // Ours first: later keywords (the URI) override earlier ones, so the user's settings win.
+  std::array<const char*, 4> keys{"connect_timeout", "application_name", "dbname", nullptr};
+  std::array<const char*, 4> values{timeout_s.c_str(), "dblock", uri.c_str(), nullptr};
+  conn_.reset(PQconnectdbParams(keys.data(), values.data(), 1));
+  if (!conn_) throw ConnectionError(fmt::format("cannot connect to {}: out of memory", redacted_uri_));
+  if (PQstatus(conn_.get()) != CONNECTION_OK) {
+    auto message = trimmed(PQerrorMessage(conn_.get()));
+    bool login = message.find("authentication failed") != std::string::npos ||
+                 message.find("password") != std::string::npos;
+    throw ConnectionError(fmt::format("cannot connect to {}: {}{}", redacted_uri_, message,
+                                      login ? " (check the user name and password)" : ""),
+                          login ? "28P01" : "08001");
+  }
+  PQsetNoticeProcessor(conn_.get(), route_notice, logger_.get());
+  // Lock statements run autocommit at READ COMMITTED whatever the server's default is.
+  exec("SET default_transaction_isolation = 'read committed'");
+}
+
+bool PgConnection::usable() const noexcept {
+  return PQstatus(conn_.get()) == CONNECTION_OK && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
+}
+
+void PgConnection::fail(const PGresult* result, std::string_view what) const {
+  if (result == nullptr || PQstatus(conn_.get()) == CONNECTION_BAD) {
+    throw OutcomeUnknown(fmt::format("{}: connection to {} broke: {}", what, redacted_uri_,
+                                     trimmed(PQerrorMessage(conn_.get()))),
+                         "08006");
+  }
+  const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  std::string sqlstate = state != nullptr ? state : "";
+  auto message = fmt::format("{}: {}", what, trimmed(PQresultErrorMessage(result)));
+  if (sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03" || sqlstate == "26000")
+    throw TransientError(message, sqlstate);
+  if (sqlstate == "42P01" || sqlstate == "3F000" || sqlstate == "42883")
+    throw SchemaError(SchemaError::Reason::missing,
+                      fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_,
+                                  message.substr(0, message.find('\n'))));
+  if (starts_with(sqlstate, "08") || starts_with(sqlstate, "57P")) throw ConnectionError(message, sqlstate);
+  throw DatabaseError(message, sqlstate);
+}
+
+PgResult PgConnection::check(PgResult result, std::string_view what) const {
+  auto status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
+  fail(result.get(), what);
+}
+
+PgResult PgConnection::exec(std::string_view sql) {
+  return check(PgResult(PQexec(conn_.get(), std::string(sql).c_str())), "statement failed");
+}
+
+namespace {
+std::vector<const char*> values_of(std::span<const std::string> params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (auto& param : params) values.push_back(param.c_str());
+  return values;
+}
+}  // namespace
+
+PgResult PgConnection::exec_params(const std::string& sql, std::span<const std::string> params) {
+  auto values = values_of(params);
+  return check(PgResult(PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                     values.data(), nullptr, nullptr, 0)),
+               "statement failed");
+}
+
+PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<const std::string> params) {
+  auto name = fmt::format("dblock_{}", statement.id);
+  if (statement.id >= prepared_.size()) prepared_.resize(statement.id + 1, false);
+  if (!prepared_[statement.id]) {
+    check(PgResult(PQprepare(conn_.get(), name.c_str(), statement.sql.c_str(), 0, nullptr)), "prepare failed");
+    prepared_[statement.id] = true;
+  }
+  auto values = values_of(params);
+  PgResult result(PQexecPrepared(conn_.get(), name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                                 nullptr, 0));
+  if (result && PQresultStatus(result.get()) == PGRES_FATAL_ERROR) {
+    const char* state = PQresultErrorField(result.get(), PG_DIAG_SQLSTATE);
+    if (state != nullptr && std::string_view(state) == "26000") prepared_.assign(prepared_.size(), false);
+  }
+  return check(std::move(result), "statement failed");
+}
+
+std::string pg_text_array(std::span<const std::string_view> items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,64 @@
+#pragma once
+// One libpq session: RAII ownership of PGconn, statements prepared once per session, and the
+// translation of libpq failures into dblock exceptions.
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <spdlog/fwd.h>
+
+namespace dblock::detail {
+
+struct PgResultDeleter {
+  void operator()(PGresult* result) const noexcept { PQclear(result); }
+};
+using PgResult = std::unique_ptr<PGresult, PgResultDeleter>;
+
+/// A statement the backend prepares lazily, once per session.
+struct PgStatement {
+  std::size_t id;
+  std::string sql;
+};
+
+class PgConnection {
+ public:
+  /// @throws ConnectionError (message names `redacted_uri`, never the password).
+  PgConnection(const std::string& uri, const std::string& redacted_uri, std::chrono::milliseconds connect_timeout,
+               std::shared_ptr<spdlog::logger> logger);
+
+  /// Connected and not inside a transaction: fit to go back to a pool.
+  [[nodiscard]] bool usable() const noexcept;
+  [[nodiscard]] PGconn* raw() const noexcept { return conn_.get(); }
+
+  /// Simple-query protocol: may hold several statements (migrations).
+  PgResult exec(std::string_view sql);
+  PgResult exec_params(const std::string& sql, std::span<const std::string> params);
+  PgResult exec_prepared(const PgStatement& statement, std::span<const std::string> params);
+
+  /// Throws the dblock exception for a failed result (or a broken session when result is null).
+  [[noreturn]] void fail(const PGresult* result, std::string_view what) const;
+
+ private:
+  PgResult check(PgResult result, std::string_view what) const;
+
+  struct ConnDeleter {
+    void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
+  };
+  std::shared_ptr<spdlog::logger> logger_;
+  std::unique_ptr<PGconn, ConnDeleter> conn_;
+  std::string redacted_uri_;
+  std::vector<bool> prepared_;
+};
+
+/// `{"a","b\"c"}`: a text[] literal with every element quoted, so NULL, commas and braces in
+/// names stay data.
+[[nodiscard]] std::string pg_text_array(std::span<const std::string_view> items);
+
+}  // namespace dblock::detail

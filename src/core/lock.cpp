@@ -1,0 +1,59 @@
+#include <dblock/errors.hpp>
+#include <dblock/lock.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include "core/manager_core.hpp"
+
+namespace dblock {
+
+Lock::Lock(std::shared_ptr<detail::ManagerCore> core, std::shared_ptr<detail::HeldLock> held, std::int64_t count)
+    : core_(std::move(core)), held_(std::move(held)), count_(count) {}
+
+Lock::Lock(Lock&& other) noexcept
+    : core_(std::move(other.core_)), held_(std::move(other.held_)), count_(std::exchange(other.count_, 0)) {}
+
+Lock& Lock::operator=(Lock&& other) noexcept {
+  if (this != &other) {
+    Lock old(std::move(*this));  // releases what this guard held
+    core_ = std::move(other.core_);
+    held_ = std::move(other.held_);
+    count_ = std::exchange(other.count_, 0);
+  }
+  return *this;
+}
+
+Lock::~Lock() {
+  if (!held_) return;
+  try {
+    release();
+  } catch (const std::exception& e) {
+    core_->logger().warn("releasing lock in destructor failed: {}", e.what());
+  } catch (...) {
+    core_->logger().warn("releasing lock in destructor failed");
+  }
+}
+
+namespace {
+const detail::HeldLock& require(const std::shared_ptr<detail::HeldLock>& held) {
+  if (!held) throw NotHeld("this Lock guard was released or moved from");
+  return *held;
+}
+}  // namespace
+
+const std::string& Lock::name() const { return require(held_).name; }
+std::int64_t Lock::token() const { return require(held_).token; }
+bool Lock::lost() const { return require(held_).lost.load(); }
+
+std::chrono::steady_clock::time_point Lock::local_deadline() const {
+  return std::chrono::steady_clock::time_point(
+      std::chrono::steady_clock::duration(require(held_).local_deadline.load()));
+}
+
+void Lock::release() {
+  require(held_);
+  auto held = std::move(held_);
+  core_->release(held);
+}
+
+}  // namespace dblock

@@ -1,0 +1,26 @@
+#include <dblock/lock_manager.hpp>
+
+#include "core/manager_core.hpp"
+
+namespace dblock {
+
+LockManager::LockManager(std::shared_ptr<Store> store, ManagerOptions options) {
+  if (!store) throw InvalidArgument("LockManager needs a Store (got a null pointer)");
+  core_ = std::make_shared<detail::ManagerCore>(std::move(store), std::move(options));
+  core_->start_watchdog();
+}
+
+LockManager::~LockManager() = default;
+
+std::optional<Lock> LockManager::try_acquire(std::string_view name, LockOptions options) {
+  return core_->try_acquire(name, options);
+}
+
+Lock LockManager::acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options) {
+  return core_->acquire(name, timeout, options);
+}
+
+std::string LockManager::owner_id() const { return core_->owner_for_this_thread(); }
+ManagerStats LockManager::stats() const { return core_->stats(); }
+
+}  // namespace dblock

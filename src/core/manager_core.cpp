@@ -1,0 +1,313 @@
+#include "core/manager_core.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/backoff.hpp"
+#include "core/duration.hpp"
+#include "core/owner_id.hpp"
+#include "core/store_impl.hpp"
+#include "core/validate.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+constexpr int kTransientAttempts = 5;
+constexpr std::chrono::milliseconds kNotifiedSafetyPoll{1000};
+
+/// Runs `statement` again on errors the backend classified as transient (deadlock, serialization
+/// failure, busy); never on anything else.
+template <class Fn>
+auto retry_transient(Fn&& statement) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return statement();
+    } catch (const TransientError&) {
+      if (attempt == kTransientAttempts) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 << attempt));
+    }
+  }
+}
+
+SteadyClock::time_point as_time_point(SteadyClock::rep ticks) {
+  return SteadyClock::time_point(SteadyClock::duration(ticks));
+}
+
+}  // namespace
+
+ManagerCore::ManagerCore(std::shared_ptr<Store> store, ManagerOptions options)
+    : store_(std::move(store)),
+      backend_(*StoreAccess::impl(*store_).backend),
+      options_(std::move(options)),
+      logger_(StoreAccess::impl(*store_).logger) {
+  if (options_.default_ttl < kMinTtl || options_.default_ttl > kMaxTtl)
+    throw InvalidArgument(fmt::format("ManagerOptions.default_ttl {}ms must be between {}ms and {}ms",
+                                      options_.default_ttl.count(), kMinTtl.count(), kMaxTtl.count()));
+  if (options_.renew_interval.count() < 0)
+    throw InvalidArgument("ManagerOptions.renew_interval must not be negative");
+  renew_interval_ = options_.renew_interval.count() > 0 ? options_.renew_interval : options_.default_ttl / 3;
+  if (options_.default_ttl < 3 * renew_interval_)
+    throw InvalidArgument(fmt::format("ManagerOptions.renew_interval {}ms is more than a third of default_ttl {}ms",
+                                      renew_interval_.count(), options_.default_ttl.count()));
+  if (options_.backoff_initial.count() <= 0 || options_.backoff_max < options_.backoff_initial ||
+      options_.backoff_factor < 1.0)
+    throw InvalidArgument("ManagerOptions backoff: need 0 < backoff_initial <= backoff_max and backoff_factor >= 1");
+  owner_id_ = make_manager_owner_id(options_.owner_tag);
+  store_->check_schema();
+}
+
+ManagerCore::~ManagerCore() {
+  watchdog_.request_stop();
+  // The last Lock can be dropped by the user's on_lost callback, i.e. on the watchdog thread.
+  if (watchdog_.joinable() && watchdog_.get_id() == std::this_thread::get_id()) watchdog_.detach();
+}
+
+void ManagerCore::start_watchdog() {
+  watchdog_ = std::jthread([this](std::stop_token stop) { watchdog(std::move(stop)); });
+}
+
+std::string ManagerCore::owner_for_this_thread() const {
+  if (options_.owner_scope == OwnerScope::manager) return owner_id_;
+  return fmt::format("{}:t{:016x}", owner_id_, this_thread_owner_nonce());
+}
+
+ManagerStats ManagerCore::stats() const {
+  return ManagerStats{acquired_.load(), contended_.load(), timeouts_.load(), renewals_.load(), lost_.load(),
+                      std::chrono::milliseconds(waited_ms_.load())};
+}
+
+std::chrono::milliseconds ManagerCore::effective_ttl(const LockOptions& options) const {
+  auto ttl = options.ttl.count() > 0 ? options.ttl : options_.default_ttl;
+  if (options.ttl.count() < 0) throw InvalidArgument(fmt::format("ttl {}ms is negative", options.ttl.count()));
+  validate_ttl(ttl, renew_interval_);
+  return ttl;
+}
+
+std::optional<Grant> ManagerCore::acquire_once(std::string_view name, const std::string& owner,
+                                               std::chrono::milliseconds ttl) {
+  try {
+    return retry_transient([&] { return backend_.try_acquire(name, owner, ttl); });
+  } catch (const OutcomeUnknown& e) {
+    // The upsert is not idempotent (a re-run would re-enter): read what happened instead.
+    logger_->warn("acquire of '{}' lost its reply ({}); reading the row to resolve it", name, e.what());
+    if (auto grant = resolve_unknown_acquire(name, owner)) return grant;
+    return retry_transient([&] { return backend_.try_acquire(name, owner, ttl); });
+  }
+}
+
+std::optional<Grant> ManagerCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
+  auto row = retry_transient([&] { return backend_.read(name); });
+  if (!row || row->owner != owner || row->remaining.count() <= 0) return std::nullopt;
+  std::lock_guard lock(mutex_);
+  auto it = held_.find(Key{owner, std::string(name)});
+  std::int64_t depth_before = (it != held_.end() && it->second->token == row->token) ? it->second->depth : 0;
+  if (row->count == depth_before + 1) return Grant{row->count, row->token};
+  return std::nullopt;  // the statement did not run: the caller may run it once more
+}
+
+std::optional<Lock> ManagerCore::try_acquire(std::string_view name, const LockOptions& options) {
+  validate_lock_name(name);
+  auto ttl = effective_ttl(options);
+  auto owner = owner_for_this_thread();
+  auto sent = SteadyClock::now();
+  auto grant = acquire_once(name, owner, ttl);
+  if (!grant) {
+    contended_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  return register_grant(name, owner, ttl, sent, *grant);
+}
+
+Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
+  if (timeout.count() < 0) throw InvalidArgument(fmt::format("timeout {}ms is negative", timeout.count()));
+  auto started = SteadyClock::now();
+  auto deadline = started + timeout;
+  if (auto lock = try_acquire(name, options)) return std::move(*lock);
+  auto ttl = effective_ttl(options);
+  auto owner = owner_for_this_thread();
+  auto record_wait = [&] {
+    waited_ms_.fetch_add(
+        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count(),
+        std::memory_order_relaxed);
+  };
+  if (timeout.count() > 0) {
+    auto& store = StoreAccess::impl(*store_);
+    auto subscription = store.release_hub().subscribe(std::string(name), std::min(timeout, store.connect_timeout));
+    bool notified = store.release_hub().notifying();
+    Backoff backoff(options_.backoff_initial, options_.backoff_factor, options_.backoff_max,
+                    this_thread_owner_nonce() ^ static_cast<std::uint64_t>(started.time_since_epoch().count()));
+    // Try once right after subscribing: a release before the watch was in place sent no wake-up.
+    bool try_now = true;
+    while (SteadyClock::now() < deadline) {
+      if (try_now) {
+        auto sent = SteadyClock::now();
+        if (auto grant = acquire_once(name, owner, ttl)) {
+          record_wait();
+          return register_grant(name, owner, ttl, sent, *grant);
+        }
+        contended_.fetch_add(1, std::memory_order_relaxed);
+      }
+      // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
+      auto left = retry_transient([&] { return backend_.lease_left(name); });
+      auto now = SteadyClock::now();
+      auto poll = notified ? kNotifiedSafetyPoll : backoff.next();
+      auto wake_at = std::min(deadline, now + poll);
+      if (left && left->count() > 0) wake_at = std::min(wake_at, now + *left + std::chrono::milliseconds(1));
+      else if (!try_now) { try_now = true; continue; }  // free now: try at once
+      else wake_at = std::min(deadline, now + backoff.next());  // free but lost the race: back off
+      bool released = subscription->wait_until(wake_at);
+      try_now = released || (left && SteadyClock::now() >= now + *left);
+    }
+  }
+  record_wait();
+  timeouts_.fetch_add(1, std::memory_order_relaxed);
+  throw Timeout(fmt::format("lock '{}' was not acquired within {}", name, format_duration(timeout)));
+}
+
+Lock ManagerCore::register_grant(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl,
+                                 SteadyClock::time_point sent, Grant grant) {
+  auto deadline = (sent + ttl).time_since_epoch().count();
+  std::shared_ptr<HeldLock> held;
+  std::shared_ptr<HeldLock> replaced;
+  {
+    std::lock_guard lock(mutex_);
+    auto& slot = held_[Key{owner, std::string(name)}];
+    if (slot && slot->token == grant.token) {
+      slot->local_deadline.store(std::max(slot->local_deadline.load(), deadline));
+    } else {
+      replaced = std::exchange(slot, std::make_shared<HeldLock>(std::string(name), owner, grant.token, ttl,
+                                                                sent + ttl));
+    }
+    slot->depth += 1;
+    held = slot;
+  }
+  if (replaced && !replaced->lost.exchange(true)) {
+    // Our earlier lease on this name expired and we took it over afresh: the old guards are stale.
+    lost_.fetch_add(1, std::memory_order_relaxed);
+    logger_->warn("lock '{}' (token {}) had expired before it was acquired again", name, replaced->token);
+  }
+  acquired_.fetch_add(1, std::memory_order_relaxed);
+  return Lock(shared_from_this(), std::move(held), grant.count);
+}
+
+void ManagerCore::forget(const std::shared_ptr<HeldLock>& held) {
+  auto it = held_.find(Key{held->owner, held->name});
+  if (it != held_.end() && it->second == held) held_.erase(it);
+}
+
+std::optional<std::int64_t> ManagerCore::release_once(const HeldLock& held, std::int64_t depth_before) {
+  try {
+    return retry_transient([&] { return backend_.release(held.name, held.owner, held.token); });
+  } catch (const OutcomeUnknown& e) {
+    logger_->warn("release of '{}' lost its reply ({}); reading the row to resolve it", held.name, e.what());
+    auto row = retry_transient([&] { return backend_.read(held.name); });
+    bool still_ours = row && row->owner == held.owner && row->token == held.token;
+    if (still_ours && row->count == depth_before)  // not applied: releasing once more is safe
+      return retry_transient([&] { return backend_.release(held.name, held.owner, held.token); });
+    if (still_ours) return row->count;
+    return depth_before <= 1 ? std::optional<std::int64_t>(0) : std::nullopt;
+  }
+}
+
+void ManagerCore::release(const std::shared_ptr<HeldLock>& held) {
+  std::int64_t depth_before = 0;
+  {
+    // Forget first: whatever the database says, this guard no longer holds the lock, and a row
+    // we fail to release must not be renewed forever.
+    std::lock_guard lock(mutex_);
+    depth_before = held->depth;
+    if (--held->depth <= 0) forget(held);
+  }
+  auto remaining = release_once(*held, depth_before);
+  if (!remaining) {
+    if (!held->lost.exchange(true)) {
+      lost_.fetch_add(1, std::memory_order_relaxed);
+      logger_->warn("lock '{}' (token {}) was lost before release", held->name, held->token);
+    }
+    throw LockLost(fmt::format("lock '{}' (token {}) was lost before release: its lease ended or another owner "
+                               "took it over",
+                               held->name, held->token));
+  }
+}
+
+void ManagerCore::mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why) {
+  {
+    std::lock_guard lock(mutex_);
+    forget(held);
+  }
+  if (held->lost.exchange(true)) return;
+  lost_.fetch_add(1, std::memory_order_relaxed);
+  logger_->warn("lock '{}' (token {}) lost: {}", held->name, held->token, why);
+  if (options_.on_lost) {
+    try {
+      options_.on_lost(held->name, held->token);
+    } catch (const std::exception& e) {
+      logger_->error("on_lost callback for '{}' threw: {}", held->name, e.what());
+    } catch (...) {
+      logger_->error("on_lost callback for '{}' threw", held->name);
+    }
+  }
+}
+
+void ManagerCore::watchdog(std::stop_token stop) {
+  bool retry_soon = false;
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lock(mutex_);
+      auto interval = retry_soon ? std::max(renew_interval_ / 4, std::chrono::milliseconds(1)) : renew_interval_;
+      wake_watchdog_.wait_for(lock, stop, interval, [] { return false; });
+    }
+    if (stop.stop_requested()) return;
+    auto self = weak_from_this().lock();  // keeps this alive through user callbacks
+    if (!self) return;
+    retry_soon = !renew_cycle();
+    self.reset();  // may destroy *this on this thread; the destructor then requested stop
+  }
+}
+
+bool ManagerCore::renew_cycle() {
+  std::vector<std::shared_ptr<HeldLock>> snapshot;
+  {
+    std::lock_guard lock(mutex_);
+    snapshot.reserve(held_.size());
+    for (auto& [key, held] : held_) snapshot.push_back(held);
+  }
+  if (snapshot.empty()) return true;
+  std::vector<HeldRef> refs;
+  refs.reserve(snapshot.size());
+  for (auto& held : snapshot) refs.push_back(HeldRef{held->name, held->owner, held->token, held->ttl});
+  auto sent = SteadyClock::now();
+  std::vector<std::string> renewed_names;
+  try {
+    renewed_names = retry_transient([&] { return backend_.renew(refs); });
+  } catch (const std::exception& e) {
+    logger_->warn("renewing {} lock(s) failed, will retry: {}", snapshot.size(), e.what());
+    auto now = SteadyClock::now();
+    for (auto& held : snapshot)
+      if (now >= as_time_point(held->local_deadline.load()))
+        mark_lost(held, "renewal kept failing until the local deadline passed");
+    return false;
+  }
+  renewals_.fetch_add(1, std::memory_order_relaxed);
+  std::set<std::string_view> renewed(renewed_names.begin(), renewed_names.end());
+  for (auto& held : snapshot) {
+    if (renewed.contains(held->name)) {
+      held->local_deadline.store((sent + held->ttl).time_since_epoch().count());
+      continue;
+    }
+    bool still_held;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = held_.find(Key{held->owner, held->name});
+      still_held = it != held_.end() && it->second == held;
+    }
+    if (still_held) mark_lost(held, "the row was deleted, expired or taken over");
+  }
+  return true;
+}
+
+}  // namespace dblock::detail

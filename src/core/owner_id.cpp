@@ -1,0 +1,34 @@
+#include "core/owner_id.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <random>
+
+#include <fmt/format.h>
+
+namespace dblock::detail {
+
+namespace {
+
+std::uint64_t random_u64() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+}
+
+}  // namespace
+
+std::string make_manager_owner_id(std::string_view tag) {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  std::string id = fmt::format("{}:{}:{:016x}", host.data(), getpid(), random_u64());
+  if (!tag.empty()) id += fmt::format(":{}", tag.substr(0, 64));
+  return id;
+}
+
+std::uint64_t this_thread_owner_nonce() {
+  thread_local const std::uint64_t nonce = random_u64();
+  return nonce;
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,15 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dblock::detail {
+
+/// "host:pid:nonce[:tag]" — host alone collides between processes, host+pid after a restart in a
+/// container (pid 1 again), so a random 64-bit nonce per manager makes it unique.
+[[nodiscard]] std::string make_manager_owner_id(std::string_view tag);
+/// A random id for the calling thread, drawn once per thread: thread ids of exited threads are
+/// reused by the OS and std::thread::id, which would let a new thread re-enter an old one's lock.
+[[nodiscard]] std::uint64_t this_thread_owner_nonce();
+
+}  // namespace dblock::detail

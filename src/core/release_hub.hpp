@@ -1,0 +1,83 @@
+#pragma once
+// One listening session per Store, driven by one thread, that turns release notifications into
+// wake-ups of waiting threads. A release wakes one waiter of that name in this process (the
+// oldest), so a hot name does not cause a thundering herd of failing acquire statements.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/fwd.h>
+
+#include "backends/backend.hpp"
+
+namespace dblock::detail {
+
+class ReleaseHub {
+ public:
+  class Subscription;
+
+  ReleaseHub(Backend& backend, std::shared_ptr<spdlog::logger> logger);
+  ~ReleaseHub();
+  ReleaseHub(const ReleaseHub&) = delete;
+  ReleaseHub& operator=(const ReleaseHub&) = delete;
+
+  /// Starts watching `name` and returns once releases of it will be seen (or `ready_timeout`
+  /// passed: the subscription then still works, but only as a timer).
+  /// Whether releases currently wake waiters (false: none on this backend, or the listener is down).
+  [[nodiscard]] bool notifying();
+
+  [[nodiscard]] std::unique_ptr<Subscription> subscribe(const std::string& name, std::chrono::milliseconds ready_timeout);
+
+ private:
+  struct Waiter {
+    bool signaled = false;
+  };
+  struct Watched {
+    std::deque<std::shared_ptr<Waiter>> waiters;  // oldest first
+    bool active = false;                          // watch() done on the current listener
+  };
+
+  void run(std::stop_token stop);
+  void signal_one(Watched& watched);
+  void signal_all();
+
+  Backend& backend_;
+  std::shared_ptr<spdlog::logger> logger_;
+  std::mutex mutex_;
+  std::condition_variable_any changed_;
+  std::map<std::string, Watched, std::less<>> watched_;
+  std::vector<std::string> to_unwatch_;
+  std::unique_ptr<ReleaseListener> listener_;  // used by the hub thread only, interrupt() by anyone
+  ReleaseListener* listener_for_interrupt_ = nullptr;  // guarded by mutex_
+  bool listener_failed_ = false;
+  std::jthread thread_;
+
+  friend class Subscription;
+};
+
+/// RAII: unsubscribes on destruction.
+class ReleaseHub::Subscription {
+ public:
+  Subscription(ReleaseHub& hub, std::string name, std::shared_ptr<Waiter> waiter);
+  ~Subscription();
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+  /// Waits until a release of the name wakes this waiter (true) or `until` passes (false).
+  bool wait_until(std::chrono::steady_clock::time_point until);
+
+ private:
+  ReleaseHub& hub_;
+  std::string name_;
+  std::shared_ptr<Waiter> waiter_;
+};
+
+}  // namespace dblock::detail

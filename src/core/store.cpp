@@ -1,0 +1,80 @@
+#include <dblock/migrate.hpp>
+#include <dblock/store.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "backends/backend_factory.hpp"
+#include "core/store_impl.hpp"
+#include "core/validate.hpp"
+
+namespace dblock {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> silent_logger() {
+  // Not registered in spdlog's registry: the library never touches the application's loggers.
+  auto logger = std::make_shared<spdlog::logger>("dblock");
+  logger->set_level(spdlog::level::off);
+  return logger;
+}
+
+}  // namespace
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::~Store() = default;
+
+std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->uri = detail::parse_store_uri(uri);
+  auto& parsed = impl->uri;
+  if (!options.schema.empty()) parsed.schema = options.schema;
+  if (!options.prefix.empty()) { parsed.prefix = options.prefix; parsed.prefix_given = true; }
+  if (options.pool_size != 0) parsed.pool_size = options.pool_size;
+  if (parsed.schema.empty()) parsed.schema = "public";
+  if (!parsed.prefix_given) parsed.prefix = "dblock_";
+  if (parsed.pool_size == 0) parsed.pool_size = 8;
+  detail::validate_identifier("schema", parsed.schema, 63, false);
+  detail::validate_identifier("table prefix", parsed.prefix, 40, true);
+  if (options.connect_timeout.count() <= 0)
+    throw InvalidArgument(fmt::format("connect_timeout {}ms must be positive", options.connect_timeout.count()));
+  impl->connect_timeout = options.connect_timeout;
+  impl->logger = options.logger ? options.logger : silent_logger();
+  impl->backend = detail::make_backend(parsed, impl->connect_timeout, impl->logger);
+  impl->logger->debug("opened store {}", parsed.redacted);
+  return std::shared_ptr<Store>(new Store(std::move(impl)));
+}
+
+std::string_view Store::dialect() const noexcept { return impl_->backend->dialect(); }
+const std::string& Store::redacted_uri() const noexcept { return impl_->uri.redacted; }
+
+void Store::check_schema() {
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->schema_checked) return;
+  }
+  int found = impl_->backend->schema_version();
+  int known = latest_schema_version();
+  if (found < known)
+    throw SchemaError(SchemaError::Reason::outdated,
+                      fmt::format("dblock schema in {} is at version {}, this build needs {}: run `dblock migrate up`",
+                                  impl_->uri.redacted, found, known));
+  if (found > known)
+    throw SchemaError(SchemaError::Reason::newer,
+                      fmt::format("dblock schema in {} is at version {}, newer than this build understands ({}): "
+                                  "upgrade dblock",
+                                  impl_->uri.redacted, found, known));
+  std::lock_guard lock(impl_->mutex);
+  impl_->schema_checked = true;
+}
+
+std::vector<LockInfo> Store::locks() { return impl_->backend->list(); }
+
+bool Store::force_release(std::string_view name) {
+  detail::validate_lock_name(name);
+  bool existed = impl_->backend->force_release(name);
+  impl_->logger->warn("force-released lock '{}' ({})", name, existed ? "row deleted" : "no such lock");
+  return existed;
+}
+
+}  // namespace dblock

@@ -1,0 +1,108 @@
+#include "core/uri.hpp"
+
+#include <charconv>
+#include <vector>
+
+#include <dblock/errors.hpp>
+#include <fmt/format.h>
+
+namespace dblock::detail {
+
+namespace {
+
+std::string percent_decode(std::string_view text, std::string_view uri_for_errors) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') { out += text[i]; continue; }
+    unsigned value = 0;
+    if (i + 2 >= text.size())
+      throw InvalidArgument(fmt::format("DSN '{}' has a truncated %-escape", uri_for_errors));
+    auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
+    if (ec != std::errc() || end != text.data() + i + 3)
+      throw InvalidArgument(fmt::format("DSN '{}' has an invalid %-escape", uri_for_errors));
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string redact_uri(std::string_view uri) {
+  std::string out(uri);
+  auto scheme_end = out.find("://");
+  if (scheme_end != std::string::npos) {
+    auto authority_start = scheme_end + 3;
+    auto authority_end = out.find_first_of("/?", authority_start);
+    if (authority_end == std::string::npos) authority_end = out.size();
+    auto at = out.rfind('@', authority_end);
+    if (at != std::string::npos && at >= authority_start) {
+      auto colon = out.find(':', authority_start);
+      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  for (std::size_t pos = 0; (pos = out.find("password=", pos)) != std::string::npos;) {
+    if (pos > 0 && out[pos - 1] != '?' && out[pos - 1] != '&' && out[pos - 1] != ' ') { pos += 9; continue; }
+    auto value_start = pos + 9;
+    auto value_end = out.find_first_of("& ", value_start);
+    if (value_end == std::string::npos) value_end = out.size();
+    out.replace(value_start, value_end - value_start, "***");
+    pos = value_start + 3;
+  }
+  return out;
+}
+
+StoreUri parse_store_uri(std::string_view uri) {
+  StoreUri parsed;
+  parsed.redacted = redact_uri(uri);
+  auto fail = [&](std::string_view why) {
+    throw InvalidArgument(fmt::format("DSN '{}' is invalid: {}", parsed.redacted, why));
+  };
+  if (uri.empty()) fail("it is empty");
+  if (uri.find('\0') != std::string_view::npos) fail("it contains a NUL byte");
+  auto scheme_end = uri.find("://");
+  if (scheme_end == std::string_view::npos || scheme_end == 0)
+    fail("expected scheme://..., e.g. postgresql://user:pw@host:5432/db or sqlite:///path/to/file.db");
+  std::string_view scheme = uri.substr(0, scheme_end);
+  if (scheme == "postgresql" || scheme == "postgres") parsed.scheme = "postgresql";
+  else if (scheme == "sqlite" || scheme == "sqlite3") parsed.scheme = "sqlite";
+  else if (scheme == "mysql" || scheme == "mariadb") parsed.scheme = "mysql";
+  else fail(fmt::format("unknown scheme '{}' (supported: postgresql://, sqlite://)", scheme));
+
+  auto query_start = uri.find('?');
+  std::string_view base = uri.substr(0, query_start);
+  std::vector<std::string> kept;
+  if (query_start != std::string_view::npos) {
+    std::string_view query = uri.substr(query_start + 1);
+    while (!query.empty()) {
+      auto amp = query.find('&');
+      std::string_view pair = query.substr(0, amp);
+      query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+      if (pair.empty()) continue;
+      auto eq = pair.find('=');
+      if (eq == std::string_view::npos) fail(fmt::format("query parameter '{}' has no '='", pair));
+      std::string_view key = pair.substr(0, eq);
+      std::string value = percent_decode(pair.substr(eq + 1), parsed.redacted);
+      if (key == "schema") {
+        parsed.schema = value;
+      } else if (key == "prefix") {
+        parsed.prefix = value;
+        parsed.prefix_given = true;
+      } else if (key == "pool") {
+        std::size_t pool = 0;
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), pool);
+        if (ec != std::errc() || end != value.data() + value.size() || pool == 0 || pool > 1000)
+          fail(fmt::format("pool='{}' must be a whole number from 1 to 1000", value));
+        parsed.pool_size = pool;
+      } else {
+        kept.emplace_back(pair);
+      }
+    }
+  }
+  parsed.driver_uri = std::string(base);
+  for (std::size_t i = 0; i < kept.size(); ++i) parsed.driver_uri += (i == 0 ? "?" : "&") + kept[i];
+  if (parsed.scheme == "sqlite" && base.size() == scheme_end + 3) fail("the database file path is missing");
+  return parsed;
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,24 @@
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace dblock::detail {
+
+/// A store URI split into what dblock uses itself and what goes to the driver.
+struct StoreUri {
+  std::string scheme;      // normalised: "postgresql" or "sqlite"
+  std::string driver_uri;  // the URI without dblock's own query parameters
+  std::string redacted;    // the URI with passwords replaced by ***: safe to print
+  std::string schema;      // empty when not given
+  std::string prefix;      // empty when not given
+  bool prefix_given = false;
+  std::size_t pool_size = 0;  // 0 when not given
+};
+
+/// @throws InvalidArgument naming the (redacted) URI and the problem.
+[[nodiscard]] StoreUri parse_store_uri(std::string_view uri);
+/// Replaces the password in `user:password@` and in `password=` parameters with ***.
+[[nodiscard]] std::string redact_uri(std::string_view uri);
+
+}  // namespace dblock::detail

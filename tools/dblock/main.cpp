@@ -1,0 +1,161 @@
+// dblock: the command-line tool. Subcommands: migrate up, run, locks, release --force.
+#include <cstdlib>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <dblock/dblock.hpp>
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "core/duration.hpp"
+#include "core/validate.hpp"
+#include "dblock/exit_codes.hpp"
+#include "dblock/run_command.hpp"
+
+namespace {
+
+using namespace dblock;
+
+constexpr const char* kDefaultDsn = "sqlite://dblock.db";
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+int exit_code_for(const Error& error) {
+  switch (error.category()) {
+    case ErrorCategory::invalid_argument: return cli::kUsage;
+    case ErrorCategory::connection: return cli::kUnavailable;
+    case ErrorCategory::timeout: return cli::kTempFail;
+    case ErrorCategory::schema: return cli::kConfig;
+    default: return cli::kSoftware;
+  }
+}
+
+void print_locks(Store& store, bool json) {
+  auto rows = store.locks();
+  if (json) {
+    fmt::print("[");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      auto& row = rows[i];
+      fmt::print("{}{{\"name\":{},\"owner\":{},\"count\":{},\"token\":{},\"remaining_ms\":{},\"expired\":{}}}",
+                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), row.count, row.token,
+                 row.remaining.count(), row.remaining.count() <= 0);
+    }
+    fmt::print("]\n");
+    return;
+  }
+  if (rows.empty()) {
+    fmt::print("no locks\n");
+    return;
+  }
+  fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", "NAME", "COUNT", "TOKEN", "LEASE", "OWNER");
+  for (auto& row : rows) {
+    auto lease = row.remaining.count() > 0 ? detail::format_duration(row.remaining) : std::string("expired");
+    fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", row.name, row.count, row.token, lease, row.owner);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dblock: distributed locks in the SQL database you already run"};
+  app.require_subcommand(1);
+  std::string dsn;
+  std::string log_level = "warn";
+  app.add_option("--dsn", dsn, "Database URI (default: $DBLOCK_DSN, else sqlite://dblock.db)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  auto* migrate_cmd = app.add_subcommand("migrate", "Manage dblock's own tables");
+  migrate_cmd->require_subcommand(1);
+  auto* migrate_up = migrate_cmd->add_subcommand("up", "Apply every missing migration (safe to run concurrently)");
+
+  auto* run = app.add_subcommand("run", "Run a command while holding a lock: dblock run --name N -- CMD ...");
+  cli::RunRequest request;
+  std::string ttl_text = "30s";
+  std::string wait_text = "0s";
+  run->add_option("--name", request.name, "Lock name")->required();
+  run->add_option("--ttl", ttl_text, "Lease length, renewed every third of it (500ms, 30s, 5m)");
+  run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once)");
+  run->add_option("command", request.command, "The command and its arguments, after --")->required();
+
+  auto* locks = app.add_subcommand("locks", "List locks with owner, count, token and lease left");
+  bool json = false;
+  locks->add_flag("--json", json, "Print JSON");
+
+  auto* release = app.add_subcommand("release", "Operator's break-glass: delete a lock whoever holds it");
+  bool force = false;
+  std::string release_name;
+  release->add_flag("--force", force, "Required: confirms breaking someone else's lock");
+  release->add_option("name", release_name, "Lock name")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : cli::kUsage;
+  }
+
+  auto logger = std::make_shared<spdlog::logger>("dblock", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_level(spdlog::level::from_str(log_level));
+  if (dsn.empty()) {
+    const char* from_env = std::getenv("DBLOCK_DSN");
+    dsn = from_env != nullptr && *from_env != '\0' ? from_env : kDefaultDsn;
+  }
+
+  try {
+    if (run->parsed()) {
+      request.ttl = detail::parse_duration(ttl_text);
+      request.wait = detail::parse_duration(wait_text);
+      detail::validate_lock_name(request.name);
+      detail::validate_ttl(request.ttl, {});
+      cli::block_forwarded_signals();  // before the Store or a manager starts any thread
+    }
+    if (release->parsed()) {
+      if (!force) throw InvalidArgument("release breaks another owner's lock: add --force to confirm");
+      detail::validate_lock_name(release_name);
+    }
+    auto store = Store::open(dsn, StoreOptions{.logger = logger});
+    if (migrate_up->parsed()) {
+      auto result = migrate(*store);
+      if (result.applied.empty()) fmt::print("dblock schema is up to date (version {})\n", result.current_version);
+      for (int version : result.applied) fmt::print("applied migration {:04d}\n", version);
+      return 0;
+    }
+    if (run->parsed()) return cli::run_guarded(store, request);
+    store->check_schema();
+    if (locks->parsed()) {
+      print_locks(*store, json);
+      return 0;
+    }
+    if (release->parsed()) {
+      bool existed = store->force_release(release_name);
+      logger->warn("operator force-released lock '{}'", release_name);
+      fmt::print("{}\n", existed ? fmt::format("released '{}'", release_name)
+                                 : fmt::format("no lock named '{}'", release_name));
+      return existed ? 0 : 1;
+    }
+  } catch (const Error& e) {
+    fmt::print(stderr, "dblock: {}\n", e.what());
+    return exit_code_for(e);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "dblock: {}\n", e.what());
+    return cli::kSoftware;
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Throwaway database servers on loopback for the tests, in a temp dir.
+#   tools/testdb.sh start [DIR]   start (idempotent) and print the DSNs as shell exports
+#   tools/testdb.sh env [DIR]     print the DSNs of running servers
+#   tools/testdb.sh stop [DIR]    stop the servers started in DIR (by PID) and remove DIR
+# DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Ports: $DBLOCK_PGPORT (55433).
+set -euo pipefail
+cmd=${1:-}
+DIR=${2:-${DBLOCK_TESTDB_DIR:-/tmp/dblock-testdb}}
+PGPORT=${DBLOCK_PGPORT:-55433}
+PW=${DBLOCK_TEST_PASSWORD:-dblockpw}
+
+die() { echo "testdb.sh: $*" >&2; exit 1; }
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+wait_gone() {
+  local pid=$1 t=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 0.05; t=$((t + 1)); [ $t -lt 600 ] || die "pid $pid did not exit"
+  done
+}
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+pg_running() { [ -f "$DIR/pg/data/postmaster.pid" ] && kill -0 "$(head -1 "$DIR/pg/data/postmaster.pid")" 2>/dev/null; }
+
+print_env() {
+  echo "export DBLOCK_TEST_PG_DSN='postgresql://dblock:$PW@127.0.0.1:$PGPORT/dblock'"
+  echo "export DBLOCK_TEST_PG_ADMIN='host=$DIR/pg port=$PGPORT user=dblock dbname=dblock'"
+}
+
+start_pg() {
+  pg_running && return 0
+  local bin; bin=$(pg_bin); [ -n "$bin" ] || die "PostgreSQL is not installed (apt-get install postgresql)"
+  port_busy "$PGPORT" && die "port $PGPORT is taken by another process; set DBLOCK_PGPORT"
+  rm -rf "$DIR/pg"; mkdir -p "$DIR/pg"; chown postgres:postgres "$DIR/pg"
+  printf '%s\n' "$PW" > "$DIR/pg/pwfile"; chown postgres "$DIR/pg/pwfile"; chmod 600 "$DIR/pg/pwfile"
+  runuser -u postgres -- "$bin/initdb" -D "$DIR/pg/data" -U dblock --pwfile="$DIR/pg/pwfile" \
+    --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 --no-sync > "$DIR/pg/initdb.log" 2>&1 \
+    || { cat "$DIR/pg/initdb.log" >&2; die "initdb failed"; }
+  rm -f "$DIR/pg/pwfile"
+  runuser -u postgres -- "$bin/pg_ctl" -D "$DIR/pg/data" -l "$DIR/pg/server.log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $DIR/pg -c max_connections=300" start > /dev/null \
+    || { cat "$DIR/pg/server.log" >&2; die "PostgreSQL did not start"; }
+  runuser -u postgres -- "$bin/psql" -X -q -h "$DIR/pg" -p "$PGPORT" -U dblock -d postgres -c "CREATE DATABASE dblock"
+}
+
+stop_pg() {
+  if pg_running; then
+    local pid; pid=$(head -1 "$DIR/pg/data/postmaster.pid")
+    kill -INT "$pid" 2>/dev/null || true   # SIGINT = fast shutdown
+    wait_gone "$pid"
+  fi
+}
+
+case $cmd in
+  start)
+    [ "$(id -u)" = 0 ] || die "run as root (initdb runs as user postgres through runuser)"
+    [ ${#DIR} -lt 80 ] || die "DIR '$DIR' is too long for a unix socket path"
+    mkdir -p "$DIR"; chmod 755 "$DIR"
+    start_pg
+    print_env ;;
+  env) print_env ;;
+  stop)
+    stop_pg
+    rm -rf "$DIR" ;;
+  *) die "usage: testdb.sh start|env|stop [DIR]" ;;
+esac
