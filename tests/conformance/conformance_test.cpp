@@ -1,0 +1,374 @@
+// The behavioural suite of DESIGN.md "Semantics", written once and run against every backend and
+// mode (INSTANTIATE_TEST_SUITE_P at the bottom). Each test gets its own table prefix.
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "support/admin.hpp"
+#include "support/servers.hpp"
+#include "support/tcp_proxy.hpp"
+
+using namespace std::chrono_literals;
+using dblock::test::Admin;
+
+namespace {
+
+struct BackendCase {
+  const char* label;
+  const char* dialect;
+  const char* dsn_env;
+};
+
+void PrintTo(const BackendCase& backend, std::ostream* out) { *out << backend.label; }
+
+std::string with_params(const std::string& dsn, const std::string& params) {
+  return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + params;
+}
+
+/// Waits for a condition with a bound; returns whether it became true.
+template <class Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return predicate();
+}
+
+class Conformance : public ::testing::TestWithParam<BackendCase> {
+ protected:
+  void SetUp() override {
+    DBLOCK_REQUIRE_DSN(server_dsn_, GetParam().dsn_env);
+    prefix_ = dblock::test::unique_prefix();
+    dsn_ = with_params(server_dsn_, "prefix=" + prefix_);
+    store_ = dblock::Store::open(dsn_);
+    dblock::migrate(*store_);
+    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, "public", prefix_);
+  }
+
+  std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
+    return std::make_unique<dblock::LockManager>(store_, std::move(options));
+  }
+
+  std::optional<dblock::LockInfo> row(const std::string& name) {
+    for (auto& info : store_->locks())
+      if (info.name == name) return info;
+    return std::nullopt;
+  }
+
+  std::string server_dsn_;
+  std::string prefix_;
+  std::string dsn_;
+  std::shared_ptr<dblock::Store> store_;
+  std::unique_ptr<Admin> admin_;
+};
+
+TEST_P(Conformance, MutualExclusionAcrossManagers) {
+  auto a = manager();
+  auto b = manager();
+  auto held = a->try_acquire("orders/42");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->count(), 1);
+  EXPECT_FALSE(b->try_acquire("orders/42"));
+  EXPECT_TRUE(b->try_acquire("orders/43")) << "other names are independent";
+  held->release();
+  EXPECT_TRUE(b->try_acquire("orders/42"));
+}
+
+TEST_P(Conformance, OwnerScopeIsTheThreadByDefault) {
+  auto a = manager();
+  auto held = a->try_acquire("job");
+  ASSERT_TRUE(held);
+  bool other_thread_got_it = true;
+  std::thread([&] { other_thread_got_it = a->try_acquire("job").has_value(); }).join();
+  EXPECT_FALSE(other_thread_got_it);
+
+  auto shared = manager({.owner_scope = dblock::OwnerScope::manager});
+  auto outer = shared->try_acquire("shared-job");
+  ASSERT_TRUE(outer);
+  std::optional<dblock::Lock> inner;
+  std::thread([&] { inner = shared->try_acquire("shared-job"); }).join();
+  ASSERT_TRUE(inner) << "OwnerScope::manager shares ownership between threads";
+  EXPECT_EQ(inner->count(), 2);
+}
+
+TEST_P(Conformance, ReentrancyCountsUpAndDown) {
+  auto a = manager();
+  auto b = manager();
+  auto outer = a->try_acquire("report");
+  auto inner = a->try_acquire("report");
+  ASSERT_TRUE(outer && inner);
+  EXPECT_EQ(outer->count(), 1);
+  EXPECT_EQ(inner->count(), 2);
+  EXPECT_EQ(outer->token(), inner->token()) << "re-entry keeps the token";
+  EXPECT_EQ(row("report")->count, 2);
+  inner->release();
+  EXPECT_EQ(row("report")->count, 1);
+  EXPECT_FALSE(b->try_acquire("report")) << "still held after the inner release";
+  outer->release();
+  EXPECT_FALSE(row("report")) << "the row is deleted at zero";
+  EXPECT_TRUE(b->try_acquire("report"));
+}
+
+TEST_P(Conformance, GuardMovesToAnotherThreadAndReleasesThere) {
+  auto a = manager();
+  auto held = a->try_acquire("moved");
+  ASSERT_TRUE(held);
+  std::thread([lock = std::move(*held)]() mutable { lock.release(); }).join();
+  EXPECT_FALSE(row("moved"));
+}
+
+TEST_P(Conformance, DestructorReleases) {
+  auto a = manager();
+  {
+    auto held = a->try_acquire("scoped");
+    ASSERT_TRUE(held);
+    EXPECT_TRUE(row("scoped"));
+  }
+  EXPECT_FALSE(row("scoped"));
+  auto lock = a->try_acquire("twice");
+  ASSERT_TRUE(lock);
+  lock->release();
+  EXPECT_THROW(lock->release(), dblock::NotHeld);
+}
+
+TEST_P(Conformance, ExpiredLockIsTakenOverWithLargerTokenAndOldReleaseChangesNothing) {
+  auto a = manager();
+  auto b = manager();
+  auto old = a->try_acquire("lease");
+  ASSERT_TRUE(old);
+  admin_->expire("lease");
+  auto fresh = b->try_acquire("lease");
+  ASSERT_TRUE(fresh) << "an expired lease is taken over";
+  EXPECT_EQ(fresh->count(), 1);
+  EXPECT_GT(fresh->token(), old->token());
+  EXPECT_THROW(old->release(), dblock::LockLost);
+  auto info = row("lease");
+  ASSERT_TRUE(info) << "the old holder's release must not delete the new owner's row";
+  EXPECT_EQ(info->token, fresh->token());
+  EXPECT_EQ(info->count, 1);
+}
+
+TEST_P(Conformance, TokensIncreaseAcrossDeleteAndRecreate) {
+  auto a = manager();
+  std::int64_t previous = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto lock = a->try_acquire("recreated");
+    ASSERT_TRUE(lock);
+    EXPECT_GT(lock->token(), previous);
+    previous = lock->token();
+    lock->release();
+    EXPECT_FALSE(row("recreated"));
+  }
+}
+
+TEST_P(Conformance, RenewalKeepsLockAlivePastSeveralTtls) {
+  auto a = manager({.default_ttl = 300ms});
+  auto b = manager();
+  auto held = a->try_acquire("renewed");
+  ASSERT_TRUE(held);
+  auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return std::chrono::steady_clock::now() - started > 4 * 300ms; }, 5s));
+  EXPECT_GE(a->stats().renewals, 3u);
+  EXPECT_FALSE(held->lost());
+  EXPECT_FALSE(b->try_acquire("renewed")) << "still held after four TTLs";
+  EXPECT_GT(row("renewed")->remaining.count(), 0);
+  EXPECT_GT(held->local_deadline(), std::chrono::steady_clock::now());
+}
+
+TEST_P(Conformance, LostWhenRowIsStolen) {
+  std::promise<std::pair<std::string, std::int64_t>> lost;
+  auto a = manager({.default_ttl = 300ms, .on_lost = [&](std::string_view name, std::int64_t token) {
+                      lost.set_value({std::string(name), token});
+                    }});
+  auto held = a->try_acquire("stolen");
+  ASSERT_TRUE(held);
+  admin_->steal("stolen", "thief");
+  auto future = lost.get_future();
+  ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "the watchdog must notice within a cycle";
+  EXPECT_EQ(future.get(), std::make_pair(std::string("stolen"), held->token()));
+  EXPECT_TRUE(held->lost());
+  EXPECT_EQ(a->stats().lost, 1u);
+  EXPECT_THROW(held->release(), dblock::LockLost);
+  EXPECT_EQ(row("stolen")->owner, "thief") << "release must leave the thief's row alone";
+}
+
+TEST_P(Conformance, LostWhenRowIsDeleted) {
+  std::promise<void> lost;
+  auto a = manager({.default_ttl = 300ms, .on_lost = [&](std::string_view, std::int64_t) { lost.set_value(); }});
+  auto held = a->try_acquire("deleted");
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(store_->force_release("deleted"));
+  ASSERT_EQ(lost.get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(held->lost());
+}
+
+TEST_P(Conformance, WaitTimesOut) {
+  auto a = manager();
+  auto b = manager();
+  auto held = a->try_acquire("busy");
+  ASSERT_TRUE(held);
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_THROW((void)b->acquire("busy", 300ms), dblock::Timeout);
+  auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_GE(waited, 300ms);
+  EXPECT_LT(waited, 5s);
+  EXPECT_EQ(b->stats().timeouts, 1u);
+  EXPECT_THROW((void)b->acquire("busy", 0ms), dblock::Timeout) << "zero timeout: one try";
+}
+
+TEST_P(Conformance, WaiterIsWokenPromptlyByRelease) {
+  auto a = manager({.default_ttl = 60s});
+  auto b = manager();
+  auto held = a->try_acquire("handoff");
+  ASSERT_TRUE(held);
+  std::promise<void> waiting;
+  auto waiter = std::async(std::launch::async, [&] {
+    waiting.set_value();
+    auto lock = b->acquire("handoff", 30s);
+    return std::make_pair(std::chrono::steady_clock::now(), lock.token());
+  });
+  waiting.get_future().wait();
+  // Let the waiter reach its wait: it has then contended at least once.
+  ASSERT_TRUE(eventually([&] { return b->stats().contended >= 1; }));
+  auto released_at = std::chrono::steady_clock::now();
+  held->release();
+  ASSERT_EQ(waiter.wait_for(20s), std::future_status::ready);
+  auto [acquired_at, token] = waiter.get();
+  // Far below the 60 s lease: the waiter was woken by the release, not by the lease's end.
+  EXPECT_LT(acquired_at - released_at, 5s);
+  EXPECT_GT(token, 0);
+}
+
+TEST_P(Conformance, WaiterAcquiresWhenLeaseRunsOut) {
+  auto a = manager({.default_ttl = 60s});
+  auto b = manager();
+  auto held = a->try_acquire("abandoned");
+  ASSERT_TRUE(held);
+  auto waiter = std::async(std::launch::async, [&] { return b->acquire("abandoned", 20s).token(); });
+  ASSERT_TRUE(eventually([&] { return b->stats().contended >= 1; }));
+  admin_->expire("abandoned");  // the holder stalls: no release, no notification
+  ASSERT_EQ(waiter.wait_for(20s), std::future_status::ready);
+  EXPECT_GT(waiter.get(), held->token());
+}
+
+TEST_P(Conformance, BadInputIsRejectedBeforeAnythingIsSent) {
+  auto a = manager();
+  EXPECT_THROW((void)a->try_acquire(""), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->try_acquire(std::string(256, 'x')), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->try_acquire(std::string("a\0b", 3)), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->try_acquire("bad\xff utf8"), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->try_acquire("x", {.ttl = -1ms}), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->try_acquire("x", {.ttl = 1ms}), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->try_acquire("x", {.ttl = std::chrono::hours(24 * 365)}), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->acquire("x", -1s), dblock::InvalidArgument);
+  EXPECT_THROW(manager({.default_ttl = 0ms}), dblock::InvalidArgument);
+  EXPECT_THROW(manager({.default_ttl = 3s, .renew_interval = 2s}), dblock::InvalidArgument);
+  EXPECT_TRUE(store_->locks().empty()) << "nothing may be written for bad input";
+  EXPECT_TRUE(a->try_acquire(std::string(255, 'x'))) << "255 bytes is the limit, inclusive";
+  EXPECT_TRUE(a->try_acquire("quote ' \" ; DROP TABLE x; -- \xF0\x9F\x94\x92")) << "names are bound, never spliced";
+}
+
+TEST_P(Conformance, BadDsnAndMissingSchemaGiveClearErrors) {
+  EXPECT_THROW((void)dblock::Store::open("not a uri"), dblock::InvalidArgument);
+  EXPECT_THROW((void)dblock::Store::open("redis://localhost"), dblock::InvalidArgument);
+  EXPECT_THROW((void)dblock::Store::open(with_params(server_dsn_, "pool=0")), dblock::InvalidArgument);
+  EXPECT_THROW((void)dblock::Store::open(with_params(server_dsn_, "prefix=Bad-Prefix")), dblock::InvalidArgument);
+  auto fresh = dblock::Store::open(with_params(server_dsn_, "prefix=" + dblock::test::unique_prefix()));
+  try {
+    dblock::LockManager unusable(fresh);
+    FAIL() << "a store without dblock's tables must be refused";
+  } catch (const dblock::SchemaError& e) {
+    EXPECT_EQ(e.reason(), dblock::SchemaError::Reason::missing);
+    EXPECT_NE(std::string(e.what()).find("dblock migrate up"), std::string::npos) << e.what();
+  }
+}
+
+TEST_P(Conformance, CrossProcessExclusionWithTheCli) {
+  char path_template[] = "/tmp/dblock-xproc-XXXXXX";
+  int fd = mkstemp(path_template);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::string journal = path_template;
+  constexpr int kProcesses = 4;
+  constexpr int kRounds = 5;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      for (int round = 0; round < kRounds; ++round) {
+        std::string script = "echo \"begin $$\" >> " + journal + "; sleep 0.01; echo \"end $$\" >> " + journal;
+        pid_t run = fork();
+        if (run == 0) {
+          execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn_.c_str(), "run", "--name", "xproc", "--ttl", "5s", "--wait",
+                "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+          _exit(127);
+        }
+        int status = 0;
+        waitpid(run, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) _exit(1);
+      }
+      _exit(0);
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a dblock run failed";
+  }
+  std::ifstream in(journal);
+  std::string kind, pid, open_pid;
+  int entries = 0;
+  while (in >> kind >> pid) {
+    if (kind == "begin") {
+      EXPECT_TRUE(open_pid.empty()) << "two processes inside the lock: " << open_pid << " and " << pid;
+      open_pid = pid;
+      ++entries;
+    } else {
+      EXPECT_EQ(open_pid, pid);
+      open_pid.clear();
+    }
+  }
+  EXPECT_EQ(entries, kProcesses * kRounds);
+  std::remove(journal.c_str());
+}
+
+TEST_P(Conformance, UncontendedAcquireAndReleaseAreOneRoundTripEach) {
+  // Count client->server round trips through a loopback proxy in front of the server.
+  auto at = server_dsn_.find("@127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << "expects a loopback TCP DSN";
+  auto port_start = at + 11;
+  auto port_end = server_dsn_.find('/', port_start);
+  auto port = static_cast<std::uint16_t>(std::stoi(server_dsn_.substr(port_start, port_end - port_start)));
+  dblock::test::TcpProxy proxy(port);
+  auto proxied = server_dsn_.substr(0, port_start) + std::to_string(proxy.port()) + server_dsn_.substr(port_end);
+  auto store = dblock::Store::open(with_params(proxied, "prefix=" + prefix_ + "&pool=1"));
+  dblock::LockManager locks(store, {.default_ttl = 60s});
+  locks.try_acquire("warm-up")->release();  // connects and prepares the statements
+  constexpr int kCycles = 20;
+  proxy.reset_round_trips();
+  for (int i = 0; i < kCycles; ++i) {
+    auto lock = locks.try_acquire("rt-" + std::to_string(i));
+    ASSERT_TRUE(lock);
+    lock->release();
+  }
+  EXPECT_EQ(proxy.round_trips(), 2u * kCycles);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
+                         ::testing::Values(BackendCase{"postgres_table", "postgresql", "DBLOCK_TEST_PG_DSN"}),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace

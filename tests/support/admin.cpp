@@ -1,0 +1,61 @@
+#include "support/admin.hpp"
+
+#include <libpq-fe.h>
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace dblock::test {
+
+namespace {
+
+class PgAdmin final : public Admin {
+ public:
+  PgAdmin(const std::string& dsn, std::string schema, std::string prefix)
+      : conn_(PQconnectdb(dsn.c_str())), table_(fmt::format("\"{}\".\"{}locks\"", schema, prefix)),
+        sequence_(fmt::format("\"{}\".\"{}token_seq\"", schema, prefix)) {
+    if (PQstatus(conn_) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(conn_));
+  }
+  ~PgAdmin() override { PQfinish(conn_); }
+
+  void expire(const std::string& name) override {
+    run(fmt::format("UPDATE {} SET expires_at = clock_timestamp() - interval '1 second' WHERE name = {}", table_,
+                    quote(name)));
+  }
+  void steal(const std::string& name, const std::string& owner) override {
+    run(fmt::format("UPDATE {} SET owner = {}, count = 1, token = nextval('{}'), "
+                    "expires_at = clock_timestamp() + interval '1 hour' WHERE name = {}",
+                    table_, quote(owner), sequence_, quote(name)));
+  }
+  void exec(const std::string& sql) override { run(sql); }
+
+ private:
+  std::string quote(const std::string& text) {
+    char* quoted = PQescapeLiteral(conn_, text.c_str(), text.size());
+    std::string out(quoted);
+    PQfreemem(quoted);
+    return out;
+  }
+  void run(const std::string& sql) {
+    PGresult* result = PQexec(conn_, sql.c_str());
+    auto status = PQresultStatus(result);
+    std::string error = PQresultErrorMessage(result);
+    PQclear(result);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw std::runtime_error(error);
+  }
+
+  PGconn* conn_;
+  std::string table_;
+  std::string sequence_;
+};
+
+}  // namespace
+
+std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
+                                  const std::string& prefix) {
+  if (dialect == "postgresql") return std::make_unique<PgAdmin>(dsn, schema, prefix);
+  throw std::runtime_error("no test admin for dialect " + dialect);
+}
+
+}  // namespace dblock::test

@@ -1,0 +1,25 @@
+#pragma once
+// Direct database access for tests, through the dialect's own client library: it simulates what
+// the library must survive (a lease running out, a row stolen) by editing rows behind its back.
+
+#include <memory>
+#include <string>
+
+namespace dblock::test {
+
+class Admin {
+ public:
+  virtual ~Admin() = default;
+  /// Moves the lease of `name` into the past, as if its holder had stalled.
+  virtual void expire(const std::string& name) = 0;
+  /// Hands the row to another owner with a new token, as a takeover by someone else would.
+  virtual void steal(const std::string& name, const std::string& owner) = 0;
+  /// Runs arbitrary SQL (dialect-specific tests only).
+  virtual void exec(const std::string& sql) = 0;
+};
+
+/// `dsn` is the server DSN without dblock's query parameters.
+std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
+                                  const std::string& prefix);
+
+}  // namespace dblock::test

@@ -1,0 +1,43 @@
+#pragma once
+// How database tests find their servers: a DSN per backend from the environment (printed by
+// tools/testdb.sh). Without one a test skips, unless DBLOCK_REQUIRE_SERVERS=1 (tools/test.sh sets
+// it), which turns the missing server into a failure.
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+namespace dblock::test {
+
+inline bool servers_required() {
+  const char* value = std::getenv("DBLOCK_REQUIRE_SERVERS");
+  return value != nullptr && std::string(value) == "1";
+}
+
+inline std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+/// A table prefix no other test (or test process) uses, so tests run in parallel on one database.
+inline std::string unique_prefix() {
+  static std::atomic<int> counter{0};
+  return fmt::format("t{}_{}_", getpid(), counter++);
+}
+
+}  // namespace dblock::test
+
+/// In a fixture's SetUp or a test: `dsn` gets the server's DSN, or the test skips/fails.
+#define DBLOCK_REQUIRE_DSN(dsn, env_name)                                                                  \
+  do {                                                                                                     \
+    dsn = ::dblock::test::env_or_empty(env_name);                                                          \
+    if (dsn.empty()) {                                                                                     \
+      if (::dblock::test::servers_required()) FAIL() << (env_name) << " is not set but DBLOCK_REQUIRE_SERVERS=1"; \
+      GTEST_SKIP() << (env_name) << " is not set (start servers with tools/testdb.sh start)";             \
+    }                                                                                                      \
+  } while (0)

@@ -1,0 +1,107 @@
+// Pure logic, no database: parsers, validation, backoff, placeholders.
+
+#include <gtest/gtest.h>
+
+#include <dblock/errors.hpp>
+
+#include "core/backoff.hpp"
+#include "core/duration.hpp"
+#include "core/uri.hpp"
+#include "core/validate.hpp"
+#include "migrate/placeholders.hpp"
+
+using namespace std::chrono_literals;
+using namespace dblock::detail;
+
+TEST(Duration, ParsesUnits) {
+  EXPECT_EQ(parse_duration("500ms"), 500ms);
+  EXPECT_EQ(parse_duration("30s"), 30s);
+  EXPECT_EQ(parse_duration("5m"), 5min);
+  EXPECT_EQ(parse_duration("2h"), 2h);
+  EXPECT_EQ(parse_duration("0"), 0ms);
+}
+
+TEST(Duration, RejectsBadText) {
+  for (const char* bad : {"", "5", "-5s", "5x", "s", "1.5s", "5 s", "99999999999999999999s", "9223372036854775807h"})
+    EXPECT_THROW((void)parse_duration(bad), dblock::InvalidArgument) << bad;
+}
+
+TEST(Duration, Formats) {
+  EXPECT_EQ(format_duration(250ms), "250ms");
+  EXPECT_EQ(format_duration(30s), "30s");
+  EXPECT_EQ(format_duration(1500ms), "1.5s");
+  EXPECT_EQ(format_duration(5min), "5m");
+}
+
+TEST(LockName, Rules) {
+  EXPECT_NO_THROW(validate_lock_name("orders/42"));
+  EXPECT_NO_THROW(validate_lock_name(std::string(255, 'a')));
+  EXPECT_NO_THROW(validate_lock_name("caf\xC3\xA9 \xF0\x9F\x94\x92"));
+  EXPECT_THROW(validate_lock_name(""), dblock::InvalidArgument);
+  EXPECT_THROW(validate_lock_name(std::string(256, 'a')), dblock::InvalidArgument);
+  EXPECT_THROW(validate_lock_name(std::string("a\0b", 3)), dblock::InvalidArgument);
+  EXPECT_THROW(validate_lock_name("\xC3"), dblock::InvalidArgument);          // truncated sequence
+  EXPECT_THROW(validate_lock_name("\xC0\xAF"), dblock::InvalidArgument);      // overlong
+  EXPECT_THROW(validate_lock_name("\xED\xA0\x80"), dblock::InvalidArgument);  // surrogate
+}
+
+TEST(Ttl, Rules) {
+  EXPECT_NO_THROW(validate_ttl(30s, 10s));
+  EXPECT_THROW(validate_ttl(0ms, 0ms), dblock::InvalidArgument);
+  EXPECT_THROW(validate_ttl(-5s, 0ms), dblock::InvalidArgument);
+  EXPECT_THROW(validate_ttl(29s, 10s), dblock::InvalidArgument);
+  EXPECT_THROW(validate_ttl(std::chrono::hours(24 * 31), 0ms), dblock::InvalidArgument);
+}
+
+TEST(Identifier, Rules) {
+  EXPECT_NO_THROW(validate_identifier("prefix", "dblock_", 40, false));
+  EXPECT_NO_THROW(validate_identifier("prefix", "", 40, true));
+  for (const char* bad : {"Upper", "1abc", "a-b", "a b", "a\"b", "a;drop"})
+    EXPECT_THROW(validate_identifier("prefix", bad, 40, false), dblock::InvalidArgument) << bad;
+  EXPECT_THROW(validate_identifier("schema", std::string(64, 'a'), 63, false), dblock::InvalidArgument);
+}
+
+TEST(Uri, SplitsDblockParametersFromDriverOnes) {
+  auto uri = parse_store_uri("postgresql://u:secret@h:5432/db?schema=locks&sslmode=disable&prefix=app_&pool=4");
+  EXPECT_EQ(uri.scheme, "postgresql");
+  EXPECT_EQ(uri.schema, "locks");
+  EXPECT_EQ(uri.prefix, "app_");
+  EXPECT_EQ(uri.pool_size, 4u);
+  EXPECT_EQ(uri.driver_uri, "postgresql://u:secret@h:5432/db?sslmode=disable");
+  EXPECT_EQ(uri.redacted.find("secret"), std::string::npos);
+}
+
+TEST(Uri, RejectsMalformedAndNeverEchoesPasswords) {
+  for (const char* bad : {"", "localhost", "://x", "ftp://x", "postgresql://u:topsecret@h/db?pool=0",
+                          "postgresql://u:topsecret@h/db?pool=x", "postgresql://u:topsecret@h/db?schema", "sqlite://"}) {
+    try {
+      (void)parse_store_uri(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const dblock::InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()).find("topsecret"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Uri, Redaction) {
+  EXPECT_EQ(redact_uri("postgresql://u:pw@h/db"), "postgresql://u:***@h/db");
+  EXPECT_EQ(redact_uri("postgresql://u@h/db?password=pw&x=1"), "postgresql://u@h/db?password=***&x=1");
+  EXPECT_EQ(redact_uri("postgresql://h1:5432,h2:5433/db"), "postgresql://h1:5432,h2:5433/db");
+}
+
+TEST(Backoff, GrowsWithJitterWithinBounds) {
+  Backoff backoff(10ms, 2.0, 100ms, 42);
+  std::chrono::milliseconds previous_cap = 10ms;
+  for (int i = 0; i < 20; ++i) {
+    auto delay = backoff.next();
+    EXPECT_GE(delay, std::chrono::milliseconds(1));
+    EXPECT_LE(delay, 100ms);
+    EXPECT_GE(delay, previous_cap / 2 - 1ms);
+    previous_cap = std::min(previous_cap * 2 + 1ms, std::chrono::milliseconds(100));
+  }
+}
+
+TEST(Placeholders, FillsSchemaAndPrefixOnly) {
+  EXPECT_EQ(fill_placeholders("CREATE TABLE \"{schema}\".\"{prefix}locks\" -- {other}", "s", "p_"),
+            "CREATE TABLE \"s\".\"p_locks\" -- {other}");
+}
