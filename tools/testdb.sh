@@ -3,11 +3,11 @@
 #   tools/testdb.sh start [DIR]   start (idempotent) and print the DSNs as shell exports
 #   tools/testdb.sh env [DIR]     print the DSNs of running servers
 #   tools/testdb.sh stop [DIR]    stop the servers started in DIR (by PID) and remove DIR
-# DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Ports: $DBLOCK_PGPORT (55433).
+# DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Port: $DBLOCK_PGPORT, else the first
+# free one from 55433.
 set -euo pipefail
 cmd=${1:-}
 DIR=${2:-${DBLOCK_TESTDB_DIR:-/tmp/dblock-testdb}}
-PGPORT=${DBLOCK_PGPORT:-55433}
 PW=${DBLOCK_TEST_PASSWORD:-dblockpw}
 
 die() { echo "testdb.sh: $*" >&2; exit 1; }
@@ -19,9 +19,18 @@ wait_gone() {
   done
 }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# The port is chosen at start (first free from 55433, or $DBLOCK_PGPORT) and remembered in DIR.
+pick_port() {
+  if [ -n "${DBLOCK_PGPORT:-}" ]; then echo "$DBLOCK_PGPORT"; return; fi
+  local port
+  for port in $(seq 55433 55533); do port_busy "$port" || { echo "$port"; return; }; done
+  die "no free port in 55433-55533"
+}
 pg_running() { [ -f "$DIR/pg/data/postmaster.pid" ] && kill -0 "$(head -1 "$DIR/pg/data/postmaster.pid")" 2>/dev/null; }
 
 print_env() {
+  [ -f "$DIR/pgport" ] || die "no servers started in $DIR"
+  local PGPORT; PGPORT=$(cat "$DIR/pgport")
   echo "export DBLOCK_TEST_PG_DSN='postgresql://dblock:$PW@127.0.0.1:$PGPORT/dblock'"
   echo "export DBLOCK_TEST_PG_ADMIN='host=$DIR/pg port=$PGPORT user=dblock dbname=dblock'"
 }
@@ -29,6 +38,7 @@ print_env() {
 start_pg() {
   pg_running && return 0
   local bin; bin=$(pg_bin); [ -n "$bin" ] || die "PostgreSQL is not installed (apt-get install postgresql)"
+  local PGPORT; PGPORT=$(pick_port)
   port_busy "$PGPORT" && die "port $PGPORT is taken by another process; set DBLOCK_PGPORT"
   rm -rf "$DIR/pg"; mkdir -p "$DIR/pg"; chown postgres:postgres "$DIR/pg"
   printf '%s\n' "$PW" > "$DIR/pg/pwfile"; chown postgres "$DIR/pg/pwfile"; chmod 600 "$DIR/pg/pwfile"
@@ -40,6 +50,7 @@ start_pg() {
     -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $DIR/pg -c max_connections=300" start > /dev/null \
     || { cat "$DIR/pg/server.log" >&2; die "PostgreSQL did not start"; }
   runuser -u postgres -- "$bin/psql" -X -q -h "$DIR/pg" -p "$PGPORT" -U dblock -d postgres -c "CREATE DATABASE dblock"
+  echo "$PGPORT" > "$DIR/pgport"
 }
 
 stop_pg() {

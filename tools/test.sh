@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The one test command. On a fresh Debian 12 machine (as root, or with sudo) it installs what is
+# missing, builds, starts throwaway database servers on loopback, runs every test with
+# DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), builds the consumer project
+# against the installed package, repeats the suites under ThreadSanitizer and ASan+UBSan, and
+# stops the servers. Exits non-zero on any failure.
+#   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc)
+sanitizers=${DBLOCK_SANITIZERS-tsan asan}
+step() { printf '\n==> %s\n' "$*"; }
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+step "checking Debian packages"
+packages=(cmake ninja-build g++ pkg-config git libpq-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+          libcli11-dev postgresql postgresql-client)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+fi
+
+step "configure and build (preset dev, -Werror)"
+cmake --preset dev > /dev/null
+cmake --build --preset dev -j "$jobs"
+
+dbdir=$(mktemp -d /tmp/dblock-test.XXXXXX)
+stop_servers() { "$root/tools/testdb.sh" stop "$dbdir" || true; }
+trap stop_servers EXIT
+step "starting throwaway servers in $dbdir"
+eval "$("$root/tools/testdb.sh" start "$dbdir")"
+export DBLOCK_REQUIRE_SERVERS=1
+
+step "ctest (dev)"
+ctest --preset dev -j "$jobs"
+
+step "install and build the consumer project against the installed package"
+prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
+cmake --install build/dev --prefix "$prefix" > /dev/null
+cmake -S tests/consumer -B "$prefix/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
+cmake --build "$prefix/consumer-build"
+"$prefix/consumer-build/consumer" "$DBLOCK_TEST_PG_DSN?prefix=consumer_"
+rm -rf "$prefix"
+
+for preset in $sanitizers; do
+  step "build and ctest under preset $preset"
+  cmake --preset "$preset" > /dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+  ctest --preset "$preset" -j "$jobs"
+done
+
+step "all tests passed"
