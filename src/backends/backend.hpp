@@ -82,6 +82,9 @@ class MigrationSession {
   virtual std::vector<AppliedMigration> history() = 0;
   /// Runs one migration and records it in the history, in one transaction where the dialect allows.
   virtual void apply(const MigrationFile& migration, std::string_view applied_by) = 0;
+  /// Makes the run durable where the dialect holds the whole run in one transaction (SQLite);
+  /// without it, the destructor rolls back. Called once, after the last apply().
+  virtual void finish() = 0;
 };
 
 class Backend {

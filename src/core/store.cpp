@@ -31,7 +31,11 @@ std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
   if (!options.schema.empty()) parsed.schema = options.schema;
   if (!options.prefix.empty()) { parsed.prefix = options.prefix; parsed.prefix_given = true; }
   if (options.pool_size != 0) parsed.pool_size = options.pool_size;
-  if (parsed.schema.empty()) parsed.schema = "public";
+  if (parsed.scheme == "sqlite" && !parsed.schema.empty() && parsed.schema != "main")
+    throw InvalidArgument(fmt::format("DSN '{}': SQLite has no schemas (got schema={}); use prefix= to keep "
+                                      "installations apart",
+                                      parsed.redacted, parsed.schema));
+  if (parsed.schema.empty()) parsed.schema = parsed.scheme == "sqlite" ? "main" : "public";
   if (!parsed.prefix_given) parsed.prefix = "dblock_";
   if (parsed.pool_size == 0) parsed.pool_size = 8;
   detail::validate_identifier("schema", parsed.schema, 63, false);

@@ -99,9 +99,15 @@ StoreUri parse_store_uri(std::string_view uri) {
       }
     }
   }
+  if (parsed.scheme == "sqlite") {
+    // sqlite:///abs/path.db -> /abs/path.db; sqlite://relative.db -> relative.db
+    parsed.driver_uri = percent_decode(base.substr(scheme_end + 3), parsed.redacted);
+    if (parsed.driver_uri.empty()) fail("the database file path is missing");
+    if (!kept.empty()) fail(fmt::format("unknown parameter '{}' (sqlite accepts prefix and pool)", kept.front()));
+    return parsed;
+  }
   parsed.driver_uri = std::string(base);
   for (std::size_t i = 0; i < kept.size(); ++i) parsed.driver_uri += (i == 0 ? "?" : "&") + kept[i];
-  if (parsed.scheme == "sqlite" && base.size() == scheme_end + 3) fail("the database file path is missing");
   return parsed;
 }
 

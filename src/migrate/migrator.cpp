@@ -76,6 +76,7 @@ MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout) {
     result.applied.push_back(file.version);
     result.current_version = file.version;
   }
+  session->finish();
   {
     std::lock_guard lock(impl.mutex);
     impl.schema_checked = false;  // the next check reads the new version

@@ -17,9 +17,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-TEST(Stress, HotNamesKeepExclusionAndTokenOrder) {
+class Stress : public ::testing::TestWithParam<dblock::test::BackendCase> {
+ protected:
+  static void TearDownTestSuite() { dblock::test::remove_embedded_sqlite(); }
+};
+
+TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
   std::string dsn;
-  DBLOCK_REQUIRE_DSN(dsn, "DBLOCK_TEST_PG_DSN");
+  DBLOCK_REQUIRE_BACKEND_DSN(dsn, GetParam());
   auto store = dblock::Store::open(dsn + "?prefix=" + dblock::test::unique_prefix() + "&pool=16");
   dblock::migrate(*store);
 
@@ -78,5 +83,8 @@ TEST(Stress, HotNamesKeepExclusionAndTokenOrder) {
   EXPECT_EQ(total, kManagers * kThreadsPerManager * kIterations);
   EXPECT_TRUE(store->locks().empty()) << "every release deleted its row";
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Stress, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+                         [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "support/admin.hpp"
 
 #include <libpq-fe.h>
+#include <sqlite3.h>
 
 #include <stdexcept>
 
@@ -50,11 +51,55 @@ class PgAdmin final : public Admin {
   std::string sequence_;
 };
 
+constexpr const char* kSqliteNow =
+    "(CAST(strftime('%s','now') AS INTEGER) * 1000 + CAST(substr(strftime('%f','now'), 4) AS INTEGER))";
+
+class SqliteAdmin final : public Admin {
+ public:
+  SqliteAdmin(const std::string& path, std::string prefix) : table_(fmt::format("\"{}locks\"", prefix)),
+                                                              counter_(fmt::format("\"{}token_counter\"", prefix)) {
+    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw std::runtime_error(sqlite3_errmsg(db_));
+    sqlite3_busy_timeout(db_, 10000);
+  }
+  ~SqliteAdmin() override { sqlite3_close(db_); }
+
+  void expire(const std::string& name) override {
+    run(fmt::format("UPDATE {} SET expires_at = {} - 1000 WHERE name = {}", table_, kSqliteNow, quote(name)));
+  }
+  void steal(const std::string& name, const std::string& owner) override {
+    run(fmt::format("UPDATE {} SET owner = {}, count = 1, token = (SELECT value + 1 FROM {}), "
+                    "expires_at = {} + 3600000 WHERE name = {}",
+                    table_, quote(owner), counter_, kSqliteNow, quote(name)));
+  }
+  void exec(const std::string& sql) override { run(sql); }
+
+ private:
+  static std::string quote(const std::string& text) {
+    char* quoted = sqlite3_mprintf("%Q", text.c_str());
+    std::string out(quoted);
+    sqlite3_free(quoted);
+    return out;
+  }
+  void run(const std::string& sql) {
+    char* error = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+      std::string message = error != nullptr ? error : "?";
+      sqlite3_free(error);
+      throw std::runtime_error(message);
+    }
+  }
+
+  sqlite3* db_ = nullptr;
+  std::string table_;
+  std::string counter_;
+};
+
 }  // namespace
 
 std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
                                   const std::string& prefix) {
   if (dialect == "postgresql") return std::make_unique<PgAdmin>(dsn, schema, prefix);
+  if (dialect == "sqlite") return std::make_unique<SqliteAdmin>(dsn.substr(std::string("sqlite://").size()), prefix);
   throw std::runtime_error("no test admin for dialect " + dialect);
 }
 

@@ -4,7 +4,9 @@
 // it), which turns the missing server into a failure.
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <memory>
 #include <string>
 
@@ -24,6 +26,25 @@ inline std::string env_or_empty(const char* name) {
   return value != nullptr ? value : "";
 }
 
+/// One backend/mode the database suites run against.
+struct BackendCase {
+  const char* label;
+  const char* dialect;
+  const char* dsn_env;  // server DSN from the environment; nullptr: an embedded database file
+};
+
+inline void PrintTo(const BackendCase& backend, std::ostream* out) { *out << backend.label; }
+
+inline const BackendCase kPostgresTable{"postgres_table", "postgresql", "DBLOCK_TEST_PG_DSN"};
+inline const BackendCase kSqlite{"sqlite", "sqlite", nullptr};
+
+/// A SQLite file per test process (ctest runs each test in its own process).
+inline std::string embedded_sqlite_path() { return fmt::format("/tmp/dblock-test-{}.db", getpid()); }
+
+inline void remove_embedded_sqlite() {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((embedded_sqlite_path() + suffix).c_str());
+}
+
 /// A table prefix no other test (or test process) uses, so tests run in parallel on one database.
 inline std::string unique_prefix() {
   static std::atomic<int> counter{0};
@@ -31,6 +52,14 @@ inline std::string unique_prefix() {
 }
 
 }  // namespace dblock::test
+
+/// In a fixture's SetUp or a test: `dsn` gets the backend's DSN (a temp file for embedded ones),
+/// or the test skips/fails.
+#define DBLOCK_REQUIRE_BACKEND_DSN(dsn, backend)                                         \
+  do {                                                                                   \
+    if ((backend).dsn_env == nullptr) dsn = "sqlite://" + ::dblock::test::embedded_sqlite_path(); \
+    else DBLOCK_REQUIRE_DSN(dsn, (backend).dsn_env);                                     \
+  } while (0)
 
 /// In a fixture's SetUp or a test: `dsn` gets the server's DSN, or the test skips/fails.
 #define DBLOCK_REQUIRE_DSN(dsn, env_name)                                                                  \

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/duration.hpp"
+#include "core/json.hpp"
 #include "core/validate.hpp"
 #include "dblock/exit_codes.hpp"
 #include "dblock/run_command.hpp"
@@ -18,23 +19,6 @@ namespace {
 using namespace dblock;
 
 constexpr const char* kDefaultDsn = "sqlite://dblock.db";
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-        else out += c;
-    }
-  }
-  return out + "\"";
-}
 
 int exit_code_for(const Error& error) {
   switch (error.category()) {
@@ -53,7 +37,7 @@ void print_locks(Store& store, bool json) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       auto& row = rows[i];
       fmt::print("{}{{\"name\":{},\"owner\":{},\"count\":{},\"token\":{},\"remaining_ms\":{},\"expired\":{}}}",
-                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), row.count, row.token,
+                 i == 0 ? "" : ",", detail::json_string(row.name), detail::json_string(row.owner), row.count, row.token,
                  row.remaining.count(), row.remaining.count() <= 0);
     }
     fmt::print("]\n");

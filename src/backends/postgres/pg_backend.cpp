@@ -12,7 +12,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "backends/postgres/pg_pool.hpp"
+#include "backends/postgres/pg_connection.hpp"
+#include "backends/session_pool.hpp"
 #include "migrate/placeholders.hpp"
 
 namespace dblock::detail {
@@ -219,6 +220,8 @@ class PgMigrationSession final : public MigrationSession {
     }
   }
 
+  void finish() override {}  // each migration committed on its own
+
  private:
   std::unique_ptr<PgConnection> connection_;
   const PgSql& sql_;
@@ -234,7 +237,10 @@ class PgBackend final : public Backend {
         key_(installation_key(uri.schema, uri.prefix)),
         channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
         sql_(uri.schema, uri.prefix, key_, channel_),
-        pool_(uri.driver_uri, uri.redacted, uri.pool_size, connect_timeout, std::move(logger)) {
+        pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, connect_timeout, logger] {
+                return std::make_unique<PgConnection>(driver_uri, redacted, connect_timeout, logger);
+              },
+              uri.redacted, uri.pool_size, connect_timeout) {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
   }
 
@@ -339,7 +345,7 @@ class PgBackend final : public Backend {
   std::int32_t key_;
   std::string channel_;
   PgSql sql_;
-  PgPool pool_;
+  SessionPool<PgConnection> pool_;
 };
 
 }  // namespace

@@ -1,0 +1,426 @@
+// SOCI's sqlite3 header wraps <sqlite3.h> in namespace sqlite_api: include it first, and never
+// <sqlite3.h> directly (STACK-NOTES §2.3).
+#include <soci/soci.h>
+#include <soci/sqlite3/soci-sqlite3.h>
+
+#include "backends/sqlite/sqlite_backend.hpp"
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "backends/session_pool.hpp"
+#include "core/json.hpp"
+#include "migrate/placeholders.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+// SQLite's clock in epoch milliseconds; exact, unlike the julianday() form (1 ms low).
+constexpr std::string_view kNow =
+    "(CAST(strftime('%s','now') AS INTEGER) * 1000 + CAST(substr(strftime('%f','now'), 4) AS INTEGER))";
+
+constexpr int kSqliteBusy = 5;
+constexpr int kSqliteLocked = 6;
+
+struct SqliteSql {
+  explicit SqliteSql(std::string_view prefix) {
+    auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
+    acquire = fill(R"(
+INSERT INTO "{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at)
+VALUES (:name, :owner, 1, (SELECT value + 1 FROM "{prefix}token_counter" WHERE id = 1), {now}, {now} + :ttl)
+ON CONFLICT (name) DO UPDATE SET
+  count       = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.count + 1 ELSE 1 END,
+  token       = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.token ELSE excluded.token END,
+  acquired_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.acquired_at
+                     ELSE excluded.acquired_at END,
+  owner       = excluded.owner,
+  expires_at  = excluded.expires_at
+WHERE l.owner = excluded.owner OR l.expires_at <= {now}
+RETURNING count, token)");
+    release_last = fill(R"(
+DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token AND count = 1 RETURNING 0)");
+    release_inner = fill(R"(
+UPDATE "{prefix}locks" SET count = count - 1
+WHERE name = :name AND owner = :owner AND token = :token AND count > 1 RETURNING count)");
+    renew = fill(R"(
+UPDATE "{prefix}locks" SET expires_at = {now} + h.ttl
+FROM (SELECT value ->> 0 AS name, value ->> 1 AS owner, value ->> 2 AS token, value ->> 3 AS ttl
+      FROM json_each(:held)) AS h
+WHERE "{prefix}locks".name = h.name AND "{prefix}locks".owner = h.owner AND "{prefix}locks".token = h.token
+  AND "{prefix}locks".expires_at > {now}
+RETURNING name)");
+    lease_left = fill(R"(SELECT expires_at - {now} FROM "{prefix}locks" WHERE name = :name)");
+    list = fill(R"(
+SELECT name, owner, count, token, expires_at - {now} FROM "{prefix}locks"
+WHERE (:name = '' OR name = :name2) ORDER BY name)");
+    force_release = fill(R"(DELETE FROM "{prefix}locks" WHERE name = :name RETURNING name)");
+    schema_version = fill(R"(SELECT coalesce(max(version), 0) FROM "{prefix}schema_history" WHERE success)");
+    history_table = fill(R"(
+CREATE TABLE IF NOT EXISTS "{prefix}schema_history" (
+  version      INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL,
+  checksum     TEXT NOT NULL,
+  applied_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  applied_by   TEXT NOT NULL,
+  execution_ms INTEGER NOT NULL,
+  success      INTEGER NOT NULL
+))");
+    history = fill(R"(SELECT version, name, checksum, success FROM "{prefix}schema_history" ORDER BY version)");
+    record = fill(R"(
+INSERT INTO "{prefix}schema_history" (version, name, checksum, applied_by, execution_ms, success)
+VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
+  }
+
+  std::string acquire, release_last, release_inner, renew, lease_left, list, force_release;
+  std::string schema_version, history_table, history, record;
+};
+
+/// Translates SOCI/SQLite failures into dblock exceptions.
+[[noreturn]] void rethrow_translated(std::string_view what, std::string_view path) {
+  try {
+    throw;
+  } catch (const soci::sqlite3_soci_error& e) {
+    std::string_view detail = e.what();
+    detail = detail.substr(0, detail.find(" while preparing"));  // SOCI appends the whole statement
+    auto message = fmt::format("{} on sqlite://{}: {}", what, path, detail);
+    if (e.result() == kSqliteBusy || e.result() == kSqliteLocked) throw TransientError(message);
+    if (std::string_view(e.what()).find("no such table") != std::string_view::npos)
+      throw SchemaError(SchemaError::Reason::missing,
+                        fmt::format("dblock's tables are missing in sqlite://{}: run `dblock migrate up`", path));
+    throw DatabaseError(message);
+  } catch (const soci::soci_error& e) {
+    std::string_view detail = e.what();
+    throw DatabaseError(fmt::format("{} on sqlite://{}: {}", what, path, detail.substr(0, detail.find(" while "))));
+  }
+}
+
+/// Executes a statement that returns at most one row and runs it to completion: SQLite commits an
+/// autocommit write only when its statement finishes, and SOCI stops stepping after the first row.
+bool execute_single(soci::statement& statement) {
+  bool got = statement.execute(true);
+  if (got) {
+    [[maybe_unused]] bool more = statement.fetch();
+  }
+  return got;
+}
+
+/// One SOCI session on the file with every statement prepared once. Single-threaded, like the
+/// SOCI session it wraps; the pool hands it to one thread at a time.
+class SqliteSession {
+ public:
+  SqliteSession(const std::string& path, std::chrono::milliseconds busy_timeout, const SqliteSql& sql)
+      : path_(path), sql_(sql) {
+    try {
+      session_.open(soci::sqlite3, fmt::format("db=\"{}\"", path));
+      raw_ = static_cast<soci::sqlite3_session_backend*>(session_.get_backend())->conn_;
+      // busy_timeout first: switching to WAL itself needs the lock when another process holds it.
+      session_ << fmt::format("PRAGMA busy_timeout = {}", busy_timeout.count());
+      std::string mode;
+      session_ << "PRAGMA journal_mode = WAL", soci::into(mode);
+      session_ << "PRAGMA synchronous = NORMAL";
+    } catch (const soci::soci_error& e) {
+      throw ConnectionError(fmt::format("cannot open SQLite database sqlite://{}: {}", path, e.what()));
+    }
+  }
+
+  // Statements are prepared on first use (the tables may not exist yet when migrating) and then
+  // reused for the life of the session.
+  soci::statement& acquire() {
+    return prepared(acquire_, [&] {
+      return soci::statement((session_.prepare << sql_.acquire, soci::use(name_, "name"), soci::use(owner_, "owner"),
+                              soci::use(number_, "ttl"), soci::into(result_a_), soci::into(result_b_)));
+    });
+  }
+  soci::statement& release_last() {
+    return prepared(release_last_, [&] {
+      return soci::statement((session_.prepare << sql_.release_last, soci::use(name_, "name"),
+                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
+    });
+  }
+  soci::statement& release_inner() {
+    return prepared(release_inner_, [&] {
+      return soci::statement((session_.prepare << sql_.release_inner, soci::use(name_, "name"),
+                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
+    });
+  }
+  soci::statement& renew() {
+    return prepared(renew_, [&] {
+      return soci::statement((session_.prepare << sql_.renew, soci::use(text_, "held"), soci::into(out_name_)));
+    });
+  }
+  soci::statement& lease_left() {
+    return prepared(lease_left_, [&] {
+      return soci::statement((session_.prepare << sql_.lease_left, soci::use(name_, "name"), soci::into(result_a_)));
+    });
+  }
+  soci::statement& list() {
+    return prepared(list_, [&] {
+      return soci::statement((session_.prepare << sql_.list, soci::use(name_, "name"), soci::use(name_, "name2"),
+                              soci::into(out_name_), soci::into(out_owner_), soci::into(result_a_),
+                              soci::into(result_b_), soci::into(result_c_)));
+    });
+  }
+  soci::statement& force_release() {
+    return prepared(force_release_, [&] {
+      return soci::statement((session_.prepare << sql_.force_release, soci::use(name_, "name"),
+                              soci::into(out_name_)));
+    });
+  }
+
+  /// False after any failure (a statement may be mid-step) or inside a transaction.
+  [[nodiscard]] bool usable() const noexcept { return !broken_ && sqlite_api::sqlite3_get_autocommit(raw_) != 0; }
+
+  /// Runs `body` and translates failures; a failed session is not reused.
+  template <class Fn>
+  auto guarded(std::string_view what, Fn&& body) {
+    try {
+      return body();
+    } catch (const Error&) {
+      broken_ = true;
+      throw;
+    } catch (...) {
+      broken_ = true;
+      rethrow_translated(what, path_);
+    }
+  }
+
+  void exec_script(const std::string& sql) {
+    char* error = nullptr;
+    if (sqlite_api::sqlite3_exec(raw_, sql.c_str(), nullptr, nullptr, &error) != 0) {
+      std::string message = error != nullptr ? error : "unknown error";
+      sqlite_api::sqlite3_free(error);
+      throw soci::sqlite3_soci_error(message, sqlite_api::sqlite3_errcode(raw_));
+    }
+  }
+
+  soci::session& session() { return session_; }
+
+ private:
+  template <class Make>
+  soci::statement& prepared(std::optional<soci::statement>& slot, Make&& make) {
+    if (!slot) slot.emplace(make());
+    return *slot;
+  }
+
+  std::string path_;
+  const SqliteSql& sql_;
+  soci::session session_;  // declared before the statements: they must be destroyed first
+  sqlite_api::sqlite3* raw_ = nullptr;
+  bool broken_ = false;
+
+ public:
+  // Bound parameters and results of the prepared statements (bound by address at prepare time).
+  std::string name_, owner_, text_, out_name_, out_owner_;
+  std::int64_t number_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
+
+ private:
+  std::optional<soci::statement> acquire_, release_last_, release_inner_, renew_, lease_left_, list_, force_release_;
+};
+
+class SqliteMigrationSession final : public MigrationSession {
+ public:
+  SqliteMigrationSession(std::unique_ptr<SqliteSession> session, const SqliteSql& sql, std::string prefix,
+                         std::chrono::milliseconds lock_timeout)
+      : session_(std::move(session)), sql_(sql), prefix_(std::move(prefix)) {
+    // The database-level lock: one writer at a time, held until finish(). The busy timeout
+    // bounds the wait for a concurrent migrator.
+    session_->guarded("taking the migration lock", [&] {
+      session_->session() << fmt::format("PRAGMA busy_timeout = {}", lock_timeout.count());
+      try {
+        session_->exec_script("BEGIN IMMEDIATE");
+      } catch (const soci::sqlite3_soci_error& e) {
+        if (e.result() == kSqliteBusy)
+          throw Timeout(fmt::format("another `dblock migrate` held the database for longer than {}ms",
+                                    lock_timeout.count()));
+        throw;
+      }
+    });
+  }
+
+  ~SqliteMigrationSession() override {
+    if (!finished_) {
+      try {
+        session_->exec_script("ROLLBACK");
+      } catch (...) {  // the connection closes next, which rolls back as well
+      }
+    }
+  }
+
+  std::vector<AppliedMigration> history() override {
+    return session_->guarded("reading the migration history", [&] {
+      session_->exec_script(sql_.history_table);
+      std::vector<AppliedMigration> applied;
+      soci::rowset<soci::row> rows = session_->session().prepare << sql_.history;
+      for (auto& row : rows)
+        applied.push_back(AppliedMigration{row.get<int>(0), row.get<std::string>(1), row.get<std::string>(2),
+                                           row.get<int>(3) != 0});
+      return applied;
+    });
+  }
+
+  void apply(const MigrationFile& migration, std::string_view applied_by) override {
+    auto started = std::chrono::steady_clock::now();
+    try {
+      session_->exec_script("SAVEPOINT dblock_migration");
+      session_->exec_script(fill_placeholders(migration.sql, "main", prefix_));
+      int version = migration.version;
+      std::string name(migration.name), checksum(migration.checksum), by(applied_by);
+      auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      std::int64_t elapsed_ms = elapsed.count();
+      session_->session() << sql_.record, soci::use(version, "version"), soci::use(name, "name"),
+          soci::use(checksum, "checksum"), soci::use(by, "applied_by"), soci::use(elapsed_ms, "execution_ms");
+      session_->exec_script("RELEASE dblock_migration");
+    } catch (const std::exception& e) {
+      try {
+        session_->exec_script("ROLLBACK TO dblock_migration; RELEASE dblock_migration");
+      } catch (...) {
+      }
+      throw DatabaseError(fmt::format("migration {:04d}_{} failed and was rolled back, nothing of it applied: {}",
+                                      migration.version, migration.name, e.what()));
+    }
+  }
+
+  void finish() override {
+    session_->guarded("committing migrations", [&] { session_->exec_script("COMMIT"); });
+    finished_ = true;
+  }
+
+ private:
+  std::unique_ptr<SqliteSession> session_;
+  const SqliteSql& sql_;
+  std::string prefix_;
+  bool finished_ = false;
+};
+
+class SqliteBackend final : public Backend {
+ public:
+  SqliteBackend(const StoreUri& uri, std::chrono::milliseconds busy_timeout, std::shared_ptr<spdlog::logger> logger)
+      : path_(uri.driver_uri),
+        prefix_(uri.prefix),
+        busy_timeout_(busy_timeout),
+        sql_(uri.prefix),
+        logger_(std::move(logger)),
+        pool_([this] { return std::make_unique<SqliteSession>(path_, busy_timeout_, sql_); }, uri.redacted,
+              uri.pool_size, busy_timeout) {
+    auto first = pool_.lease();  // opens (and creates) the file now, so a bad path fails at open
+  }
+
+  std::string_view dialect() const noexcept override { return "sqlite"; }
+
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) override {
+    auto session = pool_.lease();
+    return session->guarded("acquire", [&]() -> std::optional<Grant> {
+      session->name_ = name;
+      session->owner_ = owner;
+      session->number_ = ttl.count();
+      if (!execute_single(session->acquire())) return std::nullopt;
+      return Grant{session->result_a_, session->result_b_};
+    });
+  }
+
+  std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&]() -> std::optional<std::int64_t> {
+      session->name_ = name;
+      session->owner_ = owner;
+      session->number_ = token;
+      // Delete-at-one and decrement are two statements: one IMMEDIATE transaction makes them atomic.
+      session->exec_script("BEGIN IMMEDIATE");
+      std::optional<std::int64_t> remaining;
+      if (execute_single(session->release_last())) remaining = 0;
+      else if (execute_single(session->release_inner())) remaining = session->result_a_;
+      session->exec_script("COMMIT");
+      return remaining;
+    });
+  }
+
+  std::vector<std::string> renew(std::span<const HeldRef> held) override {
+    std::string json = "[";
+    for (std::size_t i = 0; i < held.size(); ++i)
+      json += fmt::format("{}[{},{},{},{}]", i == 0 ? "" : ",", json_string(held[i].name), json_string(held[i].owner),
+                          held[i].token, held[i].ttl.count());
+    json += "]";
+    auto session = pool_.lease();
+    return session->guarded("renew", [&] {
+      session->text_ = json;
+      std::vector<std::string> renewed;
+      if (session->renew().execute(true)) {
+        do renewed.push_back(session->out_name_);
+        while (session->renew().fetch());
+      }
+      return renewed;
+    });
+  }
+
+  std::optional<milliseconds> lease_left(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded("reading a lease", [&]() -> std::optional<milliseconds> {
+      session->name_ = name;
+      if (!execute_single(session->lease_left())) return std::nullopt;
+      return milliseconds(session->result_a_);
+    });
+  }
+
+  std::optional<LockInfo> read(std::string_view name) override {
+    auto rows = list_rows(std::string(name));
+    if (rows.empty()) return std::nullopt;
+    return std::move(rows.front());
+  }
+
+  std::vector<LockInfo> list() override { return list_rows({}); }
+
+  bool force_release(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded("force release", [&] {
+      session->name_ = name;
+      return execute_single(session->force_release());
+    });
+  }
+
+  int schema_version() override {
+    auto session = pool_.lease();
+    return session->guarded("reading the schema version", [&] {
+      int version = 0;
+      session->session() << sql_.schema_version, soci::into(version);
+      return version;
+    });
+  }
+
+  std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
+    return std::make_unique<SqliteMigrationSession>(pool_.connect_dedicated(), sql_, prefix_, lock_timeout);
+  }
+
+ private:
+  std::vector<LockInfo> list_rows(const std::string& name) {
+    auto session = pool_.lease();
+    return session->guarded("listing locks", [&] {
+      session->name_ = name;
+      std::vector<LockInfo> rows;
+      if (session->list().execute(true)) {
+        do rows.push_back(LockInfo{session->out_name_, session->out_owner_, session->result_a_, session->result_b_,
+                                   milliseconds(session->result_c_)});
+        while (session->list().fetch());
+      }
+      return rows;
+    });
+  }
+
+  std::string path_;
+  std::string prefix_;
+  std::chrono::milliseconds busy_timeout_;
+  SqliteSql sql_;
+  std::shared_ptr<spdlog::logger> logger_;
+  SessionPool<SqliteSession> pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_sqlite_backend(const StoreUri& uri, std::chrono::milliseconds busy_timeout,
+                                             std::shared_ptr<spdlog::logger> logger) {
+  return std::make_unique<SqliteBackend>(uri, busy_timeout, std::move(logger));
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,17 @@
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include <spdlog/fwd.h>
+
+#include "backends/backend.hpp"
+#include "core/uri.hpp"
+
+namespace dblock::detail {
+
+/// SQLite through SOCI: the embedded default, for processes on one host sharing one file.
+/// @throws ConnectionError when the file cannot be opened.
+[[nodiscard]] std::unique_ptr<Backend> make_sqlite_backend(const StoreUri& uri, std::chrono::milliseconds busy_timeout,
+                                                           std::shared_ptr<spdlog::logger> logger);
+
+}  // namespace dblock::detail
