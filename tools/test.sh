@@ -12,21 +12,9 @@ jobs=$(nproc)
 sanitizers=${DBLOCK_SANITIZERS-tsan asan}
 step() { printf '\n==> %s\n' "$*"; }
 
-SUDO=""
-[ "$(id -u)" = 0 ] || SUDO=sudo
-
 step "checking Debian packages"
-packages=(cmake ninja-build g++ pkg-config git libpq-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
-          libcli11-dev postgresql postgresql-client)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
-fi
+source tools/deps.sh
+install_missing "${DBLOCK_BUILD_PACKAGES[@]}" "${DBLOCK_TEST_PACKAGES[@]}"
 
 step "configure and build (preset dev, -Werror)"
 cmake --preset dev > /dev/null

@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
       for (int version : result.applied) fmt::print("applied migration {:04d}\n", version);
       return 0;
     }
+    // The embedded default needs no set-up step: its file gets dblock's tables on first use.
+    if (store->dialect() == "sqlite") migrate(*store);
     if (run->parsed()) return cli::run_guarded(store, request);
     store->check_schema();
     if (locks->parsed()) {

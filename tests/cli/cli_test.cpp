@@ -1,0 +1,201 @@
+// The dblock CLI as a user meets it: exit codes, messages, environment, signal forwarding.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+struct Started {
+  pid_t pid;
+  std::string output_path;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sqlite_dsn_ = "sqlite://" + dblock::test::embedded_sqlite_path();
+  }
+  void TearDown() override {
+    dblock::test::remove_embedded_sqlite();
+    for (auto& path : outputs_) std::remove(path.c_str());
+  }
+
+  /// Starts the CLI with stdout+stderr going to a file of its own.
+  Started start(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+    args.insert(args.begin(), DBLOCK_CLI_PATH);
+    auto output_path = fmt::format("{}.out{}", dblock::test::embedded_sqlite_path(), outputs_.size());
+    outputs_.push_back(output_path);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      for (auto& entry : env) putenv(const_cast<char*>(entry.c_str()));
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    return {pid, output_path};
+  }
+
+  Outcome finish(const Started& started) {
+    int status = 0;
+    waitpid(started.pid, &status, 0);
+    std::ifstream in(started.output_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text.str()};
+  }
+
+  std::string finish_if_done(const Started& started) {
+    std::ifstream in(started.output_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  Outcome run(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+    return finish(start(std::move(args), env));
+  }
+
+  std::string sqlite_dsn_;
+  std::vector<std::string> outputs_;
+};
+
+TEST_F(Cli, RunsTheCommandWithTheTokenAndPassesItsExitCode) {
+  auto ok = run({"--dsn", sqlite_dsn_, "run", "--name", "job", "--", "sh", "-c",
+                 "echo token=$DBLOCK_FENCING_TOKEN name=$DBLOCK_LOCK_NAME"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("token=1 name=job"), std::string::npos) << ok.output;
+  auto failing = run({"--dsn", sqlite_dsn_, "run", "--name", "job", "--", "sh", "-c", "exit 7"});
+  EXPECT_EQ(failing.exit_code, 7);
+  auto missing = run({"--dsn", sqlite_dsn_, "run", "--name", "job", "--", "/no/such/program"});
+  EXPECT_EQ(missing.exit_code, 127);
+}
+
+TEST_F(Cli, DefaultsToTheEmbeddedSqliteFileFromDblockDsn) {
+  auto result = run({"run", "--name", "env-dsn", "--", "true"}, {"DBLOCK_DSN=" + sqlite_dsn_});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(access(dblock::test::embedded_sqlite_path().c_str(), F_OK), 0) << "DBLOCK_DSN names the file";
+}
+
+TEST_F(Cli, InvalidArgumentsExit64AndNameTheInput) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string mentions;
+  };
+  std::vector<Case> cases{
+      {{"--dsn", sqlite_dsn_, "run", "--name", "", "--", "true"}, "lock name is empty"},
+      {{"--dsn", sqlite_dsn_, "run", "--name", "x", "--ttl", "5 parsecs", "--", "true"}, "5 parsecs"},
+      {{"--dsn", sqlite_dsn_, "run", "--name", "x", "--wait", "-1s", "--", "true"}, "-1s"},
+      {{"--dsn", sqlite_dsn_, "run", "--name", "x", "--ttl", "1ms", "--", "true"}, "ttl"},
+      {{"--dsn", "postgresql//missing-colon", "locks"}, "postgresql//missing-colon"},
+      {{"--dsn", "redis://localhost", "locks"}, "unknown scheme 'redis'"},
+      {{"--dsn", sqlite_dsn_, "release", "someone"}, "--force"},
+      {{"--dsn", sqlite_dsn_, "frobnicate"}, ""},
+  };
+  for (auto& c : cases) {
+    auto result = run(c.args);
+    EXPECT_EQ(result.exit_code, 64) << result.output;
+    EXPECT_NE(result.output.find(c.mentions), std::string::npos) << result.output;
+  }
+}
+
+TEST_F(Cli, HeldLockExits75AndWaitAcquiresAfterRelease) {
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "sleep", "1"});
+  // The holder is inside once `locks` shows the row.
+  bool held = false;
+  for (int i = 0; i < 500 && !held; ++i) {
+    auto listing = run({"--dsn", sqlite_dsn_, "locks"});
+    held = listing.output.find("busy") != std::string::npos;
+    if (!held) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(held);
+  auto refused = run({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "true"});
+  EXPECT_EQ(refused.exit_code, 75) << refused.output;
+  auto waited = run({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--wait", "20s", "--", "true"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.output;
+  EXPECT_EQ(finish(holder).exit_code, 0);
+}
+
+TEST_F(Cli, ForwardsSigtermToTheCommand) {
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "sig", "--", "sh", "-c",
+                       "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done"});
+  bool running = false;
+  for (int i = 0; i < 500 && !running; ++i) {
+    std::ifstream out(holder.output_path);
+    std::stringstream text;
+    text << out.rdbuf();
+    running = text.str().find("started") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(running);
+  kill(holder.pid, SIGTERM);
+  auto outcome = finish(holder);
+  EXPECT_EQ(outcome.exit_code, 42) << outcome.output;
+  EXPECT_NE(outcome.output.find("got-term"), std::string::npos) << outcome.output;
+  auto after = run({"--dsn", sqlite_dsn_, "locks"});
+  EXPECT_NE(after.output.find("no locks"), std::string::npos) << "released after the command ended: " << after.output;
+}
+
+TEST_F(Cli, LocksJsonAndForceRelease) {
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "json \"quoted\"", "--ttl", "60s", "--", "sleep", "30"});
+  std::string listing;
+  for (int i = 0; i < 500 && listing.find("quoted") == std::string::npos; ++i) {
+    listing = run({"--dsn", sqlite_dsn_, "locks", "--json"}).output;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_NE(listing.find("\"name\":\"json \\\"quoted\\\"\""), std::string::npos) << listing;
+  EXPECT_NE(listing.find("\"count\":1"), std::string::npos) << listing;
+  auto broken = run({"--dsn", sqlite_dsn_, "release", "--force", "json \"quoted\""});
+  EXPECT_EQ(broken.exit_code, 0) << broken.output << "\nholder: " << finish_if_done(holder);
+  EXPECT_EQ(run({"--dsn", sqlite_dsn_, "release", "--force", "json \"quoted\""}).exit_code, 1) << "already gone";
+  kill(holder.pid, SIGTERM);
+  finish(holder);
+}
+
+TEST_F(Cli, ServerErrorsExit69And78WithoutPrintingThePassword) {
+  std::string dsn;
+  DBLOCK_REQUIRE_DSN(dsn, "DBLOCK_TEST_PG_DSN");
+  auto wrong = dsn;
+  auto colon = wrong.find(':', wrong.find("://") + 3);
+  wrong.replace(colon + 1, wrong.find('@') - colon - 1, "not-the-password");
+  auto refused = run({"--dsn", wrong, "locks"});
+  EXPECT_EQ(refused.exit_code, 69) << refused.output;
+  EXPECT_EQ(refused.output.find("not-the-password"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("password"), std::string::npos) << refused.output;
+
+  auto unreachable = run({"--dsn", "postgresql://u:pw@127.0.0.1:1/db", "locks"});
+  EXPECT_EQ(unreachable.exit_code, 69) << unreachable.output;
+
+  auto unmigrated = dsn + "?prefix=" + dblock::test::unique_prefix();
+  auto missing = run({"--dsn", unmigrated, "run", "--name", "x", "--", "true"});
+  EXPECT_EQ(missing.exit_code, 78) << missing.output;
+  EXPECT_NE(missing.output.find("dblock migrate up"), std::string::npos) << missing.output;
+  EXPECT_EQ(run({"--dsn", unmigrated, "migrate", "up"}).exit_code, 0);
+  EXPECT_EQ(run({"--dsn", unmigrated, "run", "--name", "x", "--", "true"}).exit_code, 0);
+}
+
+}  // namespace

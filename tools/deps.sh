@@ -1,0 +1,20 @@
+# Sourced by tools/run.sh and tools/test.sh: installs the Debian packages that are missing.
+# usage: install_missing pkg...
+install_missing() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  echo "installing Debian packages: ${missing[*]}" >&2
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+}
+
+# What building dblock needs (no database server).
+DBLOCK_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libpq-dev libspdlog-dev libfmt-dev libcli11-dev
+                       libsoci-dev libsqlite3-dev)
+# What the tests need on top: GoogleTest and the PostgreSQL server.
+DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client)
