@@ -104,8 +104,13 @@ class Backend {
   /// Read-only: the lease left on `name`, empty when there is no row.
   virtual std::optional<milliseconds> lease_left(std::string_view name) = 0;
   /// Read-only: the row for `name`, if any.
-  virtual std::optional<LockInfo> read(std::string_view name) = 0;
-  virtual std::vector<LockInfo> list() = 0;
+  std::optional<LockInfo> read(std::string_view name) {
+    auto rows = list_rows(name);
+    if (rows.empty()) return std::nullopt;
+    return std::move(rows.front());
+  }
+  /// Read-only: every row, ordered by name.
+  std::vector<LockInfo> list() { return list_rows({}); }
   virtual bool force_release(std::string_view name) = 0;
 
   /// A listener for release notifications, or nullptr when the database has none (waiters poll).
@@ -115,6 +120,10 @@ class Backend {
   virtual int schema_version() = 0;
   /// Takes the migration lock, polling until `lock_timeout`. @throws Timeout.
   virtual std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) = 0;
+
+ protected:
+  /// Rows ordered by name: all of them when `only_name` is empty (lock names never are).
+  virtual std::vector<LockInfo> list_rows(std::string_view only_name) = 0;
 };
 
 }  // namespace dblock::detail

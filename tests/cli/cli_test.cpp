@@ -160,6 +160,22 @@ TEST_F(Cli, ForwardsSigtermToTheCommand) {
   EXPECT_NE(after.output.find("no locks"), std::string::npos) << "released after the command ended: " << after.output;
 }
 
+TEST_F(Cli, LostLeaseStopsTheCommandAndExits70) {
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "fragile", "--ttl", "300ms", "--", "sh", "-c",
+                       "trap 'echo got-term; exit 0' TERM; echo started; while :; do sleep 0.05; done"});
+  bool running = false;
+  for (int i = 0; i < 500 && !running; ++i) {
+    running = finish_if_done(holder).find("started") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(running);
+  ASSERT_EQ(run({"--dsn", sqlite_dsn_, "release", "--force", "fragile"}).exit_code, 0);
+  auto outcome = finish(holder);  // the watchdog notices within a renew interval (100 ms)
+  EXPECT_EQ(outcome.exit_code, 70) << outcome.output;
+  EXPECT_NE(outcome.output.find("got-term"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("lost"), std::string::npos) << outcome.output;
+}
+
 TEST_F(Cli, LocksJsonAndForceRelease) {
   auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "json \"quoted\"", "--ttl", "60s", "--", "sleep", "30"});
   std::string listing;

@@ -288,14 +288,6 @@ class PgBackend final : public Backend {
     return milliseconds(to_int64(result.get(), 0, 0));
   }
 
-  std::optional<LockInfo> read(std::string_view name) override {
-    auto rows = list_rows(std::string(name));
-    if (rows.empty()) return std::nullopt;
-    return std::move(rows.front());
-  }
-
-  std::vector<LockInfo> list() override { return list_rows({}); }
-
   bool force_release(std::string_view name) override {
     std::array<std::string, 1> params{std::string(name)};
     auto session = pool_.lease();
@@ -328,9 +320,8 @@ class PgBackend final : public Backend {
     }
   }
 
-  /// `name` empty lists every row (lock names are never empty).
-  std::vector<LockInfo> list_rows(const std::string& name) {
-    std::array<std::string, 1> params{name};
+  std::vector<LockInfo> list_rows(std::string_view only_name) override {
+    std::array<std::string, 1> params{std::string(only_name)};
     auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.list, params); });
     std::vector<LockInfo> rows;
     for (int row = 0; row < PQntuples(result.get()); ++row)

@@ -364,14 +364,6 @@ class SqliteBackend final : public Backend {
     });
   }
 
-  std::optional<LockInfo> read(std::string_view name) override {
-    auto rows = list_rows(std::string(name));
-    if (rows.empty()) return std::nullopt;
-    return std::move(rows.front());
-  }
-
-  std::vector<LockInfo> list() override { return list_rows({}); }
-
   bool force_release(std::string_view name) override {
     auto session = pool_.lease();
     return session->guarded("force release", [&] {
@@ -394,10 +386,10 @@ class SqliteBackend final : public Backend {
   }
 
  private:
-  std::vector<LockInfo> list_rows(const std::string& name) {
+  std::vector<LockInfo> list_rows(std::string_view only_name) override {
     auto session = pool_.lease();
     return session->guarded("listing locks", [&] {
-      session->name_ = name;
+      session->name_ = only_name;
       std::vector<LockInfo> rows;
       if (session->list().execute(true)) {
         do rows.push_back(LockInfo{session->out_name_, session->out_owner_, session->result_a_, session->result_b_,
