@@ -2,25 +2,71 @@
 /// dblock's own schema migrations, embedded in the library. They create dblock's tables (and
 /// nothing else) in the store's schema with its table prefix, and record each applied version in
 /// a history table with its checksum. Safe to run from many replicas at once: a database-level
-/// lock serialises them and the history is re-read after taking it.
+/// lock (polled with a deadline) serialises them and the history is re-read after taking it.
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
 namespace dblock {
 
 struct MigrationResult {
-  std::vector<int> applied;   ///< versions this call applied, in order
-  int current_version = 0;    ///< schema version after the call
+  std::vector<int> applied;  ///< versions this call applied, in order
+  int current_version = 0;   ///< schema version after the call
 };
 
-/// Applies every missing version. Idempotent.
-/// @throws SchemaError when the database has a version this build does not know, or an applied
-///         migration's checksum differs from the shipped file; Timeout when the migration lock
-///         was not obtained within lock_timeout; ConnectionError/DatabaseError.
+enum class MigrationState {
+  applied,        ///< recorded as applied with the shipped checksum
+  pending,        ///< shipped, not applied yet
+  drifted,        ///< applied, but the recorded checksum differs from the shipped file
+  failed,         ///< recorded as failed: `repair` checks and clears it (non-transactional DDL only)
+  unknown_newer,  ///< recorded by a newer dblock: this build must not touch the database
+};
+
+[[nodiscard]] std::string_view to_string(MigrationState state) noexcept;
+
+struct MigrationStatus {
+  int version = 0;
+  std::string name;
+  MigrationState state = MigrationState::pending;
+  std::string shipped_checksum;   ///< empty for unknown_newer
+  std::string recorded_checksum;  ///< empty for pending
+};
+
+/// Library calls behind `dblock migrate ...`. Thread-safe as the Store is.
+class Migrator {
+ public:
+  explicit Migrator(std::shared_ptr<Store> store, std::chrono::milliseconds lock_timeout = std::chrono::minutes(2));
+
+  /// Every shipped and every recorded version with its state. Read-only, takes no lock.
+  [[nodiscard]] std::vector<MigrationStatus> status();
+  /// @throws SchemaError when a version drifted, failed, or is newer than this build.
+  void verify();
+  /// Applies missing versions up to `to` (default: all), in order, each in a transaction where the
+  /// dialect allows. Idempotent. @throws SchemaError (drift, newer, failed), Timeout (lock).
+  MigrationResult up(std::optional<int> to = std::nullopt);
+  /// Clears failed records after checking that nothing of them is left half-applied, so that `up`
+  /// can run them again. Returns the versions cleared.
+  std::vector<int> repair();
+
+  /// Exactly what `up` would run on an empty database for versions [from, to], placeholders
+  /// filled, including the history records, so a database migrated by hand is recognised later.
+  /// Needs no connection: only the URI (dialect, schema, prefix) is used.
+  [[nodiscard]] static std::string sql(std::string_view uri, std::optional<int> from = std::nullopt,
+                                       std::optional<int> to = std::nullopt, StoreOptions options = {});
+
+ private:
+  std::shared_ptr<Store> store_;
+  std::chrono::milliseconds lock_timeout_;
+};
+
+/// Applies every missing version: `Migrator(store).up()`.
 MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout = std::chrono::minutes(2));
 
 /// The schema version this build understands (the newest embedded migration).

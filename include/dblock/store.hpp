@@ -31,7 +31,7 @@ struct LockInfo {
   std::chrono::milliseconds remaining{0};
 };
 
-class Store {
+class Store : public std::enable_shared_from_this<Store> {
  public:
   /// Parses the URI and opens one session to prove the server and credentials work.
   /// @throws InvalidArgument for a malformed URI, an unknown scheme or bad options;

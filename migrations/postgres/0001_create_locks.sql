@@ -1,5 +1,5 @@
 -- dblock schema version 1: the lock table, the fencing-token sequence and the acquire function.
--- Placeholders: {schema} and {prefix} are filled by the migrator (validated as [a-z_][a-z0-9_]*).
+-- The migrator fills the schema and table prefix placeholders (validated as [a-z_][a-z0-9_]*).
 
 -- CACHE 1: with a per-session cache, tokens of different sessions would not follow grant order.
 CREATE SEQUENCE "{schema}"."{prefix}token_seq" AS bigint CACHE 1;

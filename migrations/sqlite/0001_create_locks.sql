@@ -1,5 +1,6 @@
 -- dblock schema version 1 for SQLite: the lock table and the fencing-token counter.
--- Placeholder: {prefix} (validated as [a-z_][a-z0-9_]*). SQLite has one schema per file ("main").
+-- The migrator fills the table prefix placeholder (validated as [a-z_][a-z0-9_]*). SQLite has one
+-- schema per file ("main").
 -- Times are integer milliseconds since the epoch, read from SQLite's clock ('now' is fixed within
 -- one statement). SQLite serialises every write, so a token drawn inside the upsert cannot be
 -- overtaken by a later grant; the counter survives row deletion, so tokens only ever rise.

@@ -82,6 +82,8 @@ class MigrationSession {
   virtual std::vector<AppliedMigration> history() = 0;
   /// Runs one migration and records it in the history, in one transaction where the dialect allows.
   virtual void apply(const MigrationFile& migration, std::string_view applied_by) = 0;
+  /// Deletes the history record of `version` (repair of a failed record).
+  virtual void forget(int version) = 0;
   /// Makes the run durable where the dialect holds the whole run in one transaction (SQLite);
   /// without it, the destructor rolls back. Called once, after the last apply().
   virtual void finish() = 0;
@@ -118,6 +120,8 @@ class Backend {
 
   /// The applied schema version. @throws SchemaError(missing) when dblock's tables do not exist.
   virtual int schema_version() = 0;
+  /// Read-only, takes no lock: the history, or empty when there is no history table yet.
+  virtual std::optional<std::vector<AppliedMigration>> read_history() = 0;
   /// Takes the migration lock, polling until `lock_timeout`. @throws Timeout.
   virtual std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) = 0;
 

@@ -7,12 +7,26 @@
 
 namespace dblock::detail {
 
+namespace {
+
+[[noreturn]] void not_built(const StoreUri& uri) {
+  throw InvalidArgument(fmt::format("DSN '{}': the {} backend is not part of this dblock build yet", uri.redacted,
+                                    uri.scheme));
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> make_backend(const StoreUri& uri, std::chrono::milliseconds connect_timeout,
                                       std::shared_ptr<spdlog::logger> logger) {
   if (uri.scheme == "postgresql") return make_postgres_backend(uri, connect_timeout, std::move(logger));
   if (uri.scheme == "sqlite") return make_sqlite_backend(uri, connect_timeout, std::move(logger));
-  throw InvalidArgument(fmt::format("DSN '{}': the {} backend is not part of this dblock build yet", uri.redacted,
-                                    uri.scheme));
+  not_built(uri);
+}
+
+std::string render_migration_script(const StoreUri& uri, std::span<const MigrationFile> migrations) {
+  if (uri.scheme == "postgresql") return render_postgres_migrations(uri, migrations);
+  if (uri.scheme == "sqlite") return render_sqlite_migrations(uri, migrations);
+  not_built(uri);
 }
 
 }  // namespace dblock::detail

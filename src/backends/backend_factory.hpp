@@ -1,6 +1,8 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <span>
+#include <string>
 
 #include <spdlog/fwd.h>
 
@@ -13,5 +15,8 @@ namespace dblock::detail {
 /// ConnectionError when the first session cannot be opened.
 [[nodiscard]] std::unique_ptr<Backend> make_backend(const StoreUri& uri, std::chrono::milliseconds connect_timeout,
                                                     std::shared_ptr<spdlog::logger> logger);
+
+/// What `dblock migrate sql` prints for the URI's dialect. Needs no connection.
+[[nodiscard]] std::string render_migration_script(const StoreUri& uri, std::span<const MigrationFile> migrations);
 
 }  // namespace dblock::detail

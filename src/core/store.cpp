@@ -6,6 +6,7 @@
 
 #include "backends/backend_factory.hpp"
 #include "core/store_impl.hpp"
+#include "core/uri.hpp"
 #include "core/validate.hpp"
 
 namespace dblock {
@@ -26,20 +27,8 @@ Store::~Store() = default;
 
 std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
   auto impl = std::make_unique<Impl>();
-  impl->uri = detail::parse_store_uri(uri);
+  impl->uri = detail::resolve_store_uri(uri, options);
   auto& parsed = impl->uri;
-  if (!options.schema.empty()) parsed.schema = options.schema;
-  if (!options.prefix.empty()) { parsed.prefix = options.prefix; parsed.prefix_given = true; }
-  if (options.pool_size != 0) parsed.pool_size = options.pool_size;
-  if (parsed.scheme == "sqlite" && !parsed.schema.empty() && parsed.schema != "main")
-    throw InvalidArgument(fmt::format("DSN '{}': SQLite has no schemas (got schema={}); use prefix= to keep "
-                                      "installations apart",
-                                      parsed.redacted, parsed.schema));
-  if (parsed.schema.empty()) parsed.schema = parsed.scheme == "sqlite" ? "main" : "public";
-  if (!parsed.prefix_given) parsed.prefix = "dblock_";
-  if (parsed.pool_size == 0) parsed.pool_size = 8;
-  detail::validate_identifier("schema", parsed.schema, 63, false);
-  detail::validate_identifier("table prefix", parsed.prefix, 40, true);
   if (options.connect_timeout.count() <= 0)
     throw InvalidArgument(fmt::format("connect_timeout {}ms must be positive", options.connect_timeout.count()));
   impl->connect_timeout = options.connect_timeout;

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include <dblock/errors.hpp>
+
+#include "core/validate.hpp"
 #include <fmt/format.h>
 
 namespace dblock::detail {
@@ -108,6 +110,26 @@ StoreUri parse_store_uri(std::string_view uri) {
   }
   parsed.driver_uri = std::string(base);
   for (std::size_t i = 0; i < kept.size(); ++i) parsed.driver_uri += (i == 0 ? "?" : "&") + kept[i];
+  return parsed;
+}
+
+StoreUri resolve_store_uri(std::string_view uri, const StoreOptions& options) {
+  auto parsed = parse_store_uri(uri);
+  if (!options.schema.empty()) parsed.schema = options.schema;
+  if (!options.prefix.empty()) {
+    parsed.prefix = options.prefix;
+    parsed.prefix_given = true;
+  }
+  if (options.pool_size != 0) parsed.pool_size = options.pool_size;
+  if (parsed.scheme == "sqlite" && !parsed.schema.empty() && parsed.schema != "main")
+    throw InvalidArgument(fmt::format("DSN '{}': SQLite has no schemas (got schema={}); use prefix= to keep "
+                                      "installations apart",
+                                      parsed.redacted, parsed.schema));
+  if (parsed.schema.empty()) parsed.schema = parsed.scheme == "sqlite" ? "main" : "public";
+  if (!parsed.prefix_given) parsed.prefix = "dblock_";
+  if (parsed.pool_size == 0) parsed.pool_size = 8;
+  validate_identifier("schema", parsed.schema, 63, false);
+  validate_identifier("table prefix", parsed.prefix, 40, true);
   return parsed;
 }
 

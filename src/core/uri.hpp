@@ -3,6 +3,8 @@
 #include <string>
 #include <string_view>
 
+#include <dblock/options.hpp>
+
 namespace dblock::detail {
 
 /// A store URI split into what dblock uses itself and what goes to the driver.
@@ -18,6 +20,10 @@ struct StoreUri {
 
 /// @throws InvalidArgument naming the (redacted) URI and the problem.
 [[nodiscard]] StoreUri parse_store_uri(std::string_view uri);
+/// parse_store_uri plus the options' overrides and the defaults (schema public/main, prefix
+/// dblock_, pool 8), validated. @throws InvalidArgument.
+[[nodiscard]] StoreUri resolve_store_uri(std::string_view uri, const StoreOptions& options);
+
 /// Replaces the password in `user:password@` and in `password=` parameters with ***.
 [[nodiscard]] std::string redact_uri(std::string_view uri);
 

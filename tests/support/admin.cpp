@@ -14,7 +14,7 @@ namespace {
 class PgAdmin final : public Admin {
  public:
   PgAdmin(const std::string& dsn, std::string schema, std::string prefix)
-      : conn_(PQconnectdb(dsn.c_str())), table_(fmt::format("\"{}\".\"{}locks\"", schema, prefix)),
+      : conn_(PQconnectdb(dsn.c_str())), schema_(schema), table_(fmt::format("\"{}\".\"{}locks\"", schema, prefix)),
         sequence_(fmt::format("\"{}\".\"{}token_seq\"", schema, prefix)) {
     if (PQstatus(conn_) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(conn_));
   }
@@ -30,6 +30,25 @@ class PgAdmin final : public Admin {
                     table_, quote(owner), sequence_, quote(name)));
   }
   void exec(const std::string& sql) override { run(sql); }
+
+  std::vector<std::string> query(const std::string& sql) override {
+    PGresult* result = PQexec(conn_, sql.c_str());
+    std::vector<std::string> rows;
+    if (PQresultStatus(result) != PGRES_TUPLES_OK) {
+      std::string error = PQresultErrorMessage(result);
+      PQclear(result);
+      throw std::runtime_error(error);
+    }
+    for (int row = 0; row < PQntuples(result); ++row) rows.emplace_back(PQgetvalue(result, row, 0));
+    PQclear(result);
+    return rows;
+  }
+
+  bool table_exists(const std::string& name) override {
+    return query(fmt::format("SELECT 1 FROM pg_tables WHERE schemaname = {} AND tablename = {}", quote(schema_),
+                             quote(name)))
+               .size() == 1;
+  }
 
  private:
   std::string quote(const std::string& text) {
@@ -47,6 +66,7 @@ class PgAdmin final : public Admin {
   }
 
   PGconn* conn_;
+  std::string schema_;
   std::string table_;
   std::string sequence_;
 };
@@ -73,6 +93,16 @@ class SqliteAdmin final : public Admin {
   }
   void exec(const std::string& sql) override { run(sql); }
 
+  std::vector<std::string> query(const std::string& sql) override {
+    std::vector<std::string> rows;
+    run(sql, &rows);
+    return rows;
+  }
+
+  bool table_exists(const std::string& name) override {
+    return query(fmt::format("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {}", quote(name))).size() == 1;
+  }
+
  private:
   static std::string quote(const std::string& text) {
     char* quoted = sqlite3_mprintf("%Q", text.c_str());
@@ -80,9 +110,13 @@ class SqliteAdmin final : public Admin {
     sqlite3_free(quoted);
     return out;
   }
-  void run(const std::string& sql) {
+  static int collect(void* rows, int, char** values, char**) {
+    static_cast<std::vector<std::string>*>(rows)->emplace_back(values[0] != nullptr ? values[0] : "");
+    return 0;
+  }
+  void run(const std::string& sql, std::vector<std::string>* rows = nullptr) {
     char* error = nullptr;
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    if (sqlite3_exec(db_, sql.c_str(), rows != nullptr ? collect : nullptr, rows, &error) != SQLITE_OK) {
       std::string message = error != nullptr ? error : "?";
       sqlite3_free(error);
       throw std::runtime_error(message);

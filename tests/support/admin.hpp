@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dblock::test {
 
@@ -16,6 +17,10 @@ class Admin {
   virtual void steal(const std::string& name, const std::string& owner) = 0;
   /// Runs arbitrary SQL (dialect-specific tests only).
   virtual void exec(const std::string& sql) = 0;
+  /// Runs a query and returns the first column of every row as text.
+  virtual std::vector<std::string> query(const std::string& sql) = 0;
+  /// Whether a table of that exact name exists (in the admin's schema).
+  virtual bool table_exists(const std::string& name) = 0;
 };
 
 /// `dsn` is the server DSN without dblock's query parameters.

@@ -1,5 +1,6 @@
 // dblock: the command-line tool. Subcommands: migrate up, run, locks, release --force.
 #include <cstdlib>
+#include <optional>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -54,6 +55,34 @@ void print_locks(Store& store, bool json) {
   }
 }
 
+int run_migrate(const std::shared_ptr<Store>& store, const CLI::App* up, const CLI::App* status,
+                const CLI::App* verify, std::optional<int> up_to) {
+  Migrator migrator(store);
+  if (up->parsed()) {
+    auto result = migrator.up(up_to);
+    if (result.applied.empty()) fmt::print("dblock schema is up to date (version {})\n", result.current_version);
+    for (int version : result.applied) fmt::print("applied migration {:04d}\n", version);
+    return 0;
+  }
+  if (status->parsed() || verify->parsed()) {
+    auto statuses = migrator.status();
+    if (status->parsed()) {
+      fmt::print("{:<8} {:<24} {:<14} {}\n", "VERSION", "NAME", "STATE", "CHECKSUM (recorded / shipped)");
+      for (auto& row : statuses)
+        fmt::print("{:<8} {:<24} {:<14} {} / {}\n", fmt::format("{:04d}", row.version), row.name,
+                   to_string(row.state), row.recorded_checksum.empty() ? "-" : row.recorded_checksum.substr(0, 12),
+                   row.shipped_checksum.empty() ? "-" : row.shipped_checksum.substr(0, 12));
+    }
+    migrator.verify();  // status exits 78 too when something needs an operator
+    if (verify->parsed()) fmt::print("dblock schema verified: no drift, no failed or unknown versions\n");
+    return 0;
+  }
+  auto cleared = migrator.repair();
+  if (cleared.empty()) fmt::print("nothing to repair\n");
+  for (int version : cleared) fmt::print("cleared the failed record of migration {:04d}; run `dblock migrate up`\n", version);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,7 +96,17 @@ int main(int argc, char** argv) {
 
   auto* migrate_cmd = app.add_subcommand("migrate", "Manage dblock's own tables");
   migrate_cmd->require_subcommand(1);
-  auto* migrate_up = migrate_cmd->add_subcommand("up", "Apply every missing migration (safe to run concurrently)");
+  auto* migrate_up = migrate_cmd->add_subcommand("up", "Apply missing migrations (safe to run concurrently)");
+  std::optional<int> up_to;
+  migrate_up->add_option("--to", up_to, "Stop after this version");
+  auto* migrate_status = migrate_cmd->add_subcommand("status", "List versions: applied, pending, drifted, failed, unknown-newer");
+  auto* migrate_verify = migrate_cmd->add_subcommand("verify", "Exit 78 on drift, failed records or a newer database");
+  auto* migrate_sql = migrate_cmd->add_subcommand("sql", "Print what `up` would run, for a DBA (needs no connection)");
+  std::optional<int> sql_from;
+  std::optional<int> sql_to;
+  migrate_sql->add_option("--from", sql_from, "First version");
+  migrate_sql->add_option("--to", sql_to, "Last version");
+  migrate_cmd->add_subcommand("repair", "Clear failed migration records so `up` can retry");
 
   auto* run = app.add_subcommand("run", "Run a command while holding a lock: dblock run --name N -- CMD ...");
   cli::RunRequest request;
@@ -114,15 +153,14 @@ int main(int argc, char** argv) {
       if (!force) throw InvalidArgument("release breaks another owner's lock: add --force to confirm");
       detail::validate_lock_name(release_name);
     }
-    auto store = Store::open(dsn, StoreOptions{.logger = logger});
-    if (migrate_up->parsed()) {
-      auto result = migrate(*store);
-      if (result.applied.empty()) fmt::print("dblock schema is up to date (version {})\n", result.current_version);
-      for (int version : result.applied) fmt::print("applied migration {:04d}\n", version);
+    if (migrate_sql->parsed()) {
+      fmt::print("{}", Migrator::sql(dsn, sql_from, sql_to));
       return 0;
     }
+    auto store = Store::open(dsn, StoreOptions{.logger = logger});
+    if (migrate_cmd->parsed()) return run_migrate(store, migrate_up, migrate_status, migrate_verify, up_to);
     // The embedded default needs no set-up step: its file gets dblock's tables on first use.
-    if (store->dialect() == "sqlite") migrate(*store);
+    if (store->dialect() == "sqlite") (void)migrate(*store);
     if (run->parsed()) return cli::run_guarded(store, request);
     store->check_schema();
     if (locks->parsed()) {

@@ -88,12 +88,25 @@ CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}schema_history" (
     history = fill(R"(SELECT version, name, checksum, success FROM "{schema}"."{prefix}schema_history" ORDER BY version)");
     record = fill(R"(INSERT INTO "{schema}"."{prefix}schema_history" (version, name, checksum, applied_by, execution_ms, success)
 VALUES ($1::integer, $2, $3, $4, $5::bigint, true))");
+    forget = fill(R"(DELETE FROM "{schema}"."{prefix}schema_history" WHERE version = $1::integer)");
     migration_lock = fill("SELECT pg_try_advisory_lock({key}, hashtext('dblock:migrate'))");
+    migration_lock_blocking = fill("SELECT pg_advisory_lock({key}, hashtext('dblock:migrate'))");
+    migration_unlock = fill("SELECT pg_advisory_unlock({key}, hashtext('dblock:migrate'))");
+    create_schema = fill(R"(CREATE SCHEMA IF NOT EXISTS "{schema}")");
   }
 
   PgStatement acquire, release, renew, lease_left, list, force_release;
-  std::string schema_version, history_table, history, record, migration_lock;
+  std::string schema_version, history_table, history, record, forget, migration_lock, migration_lock_blocking,
+      migration_unlock, create_schema;
 };
+
+std::vector<AppliedMigration> parse_history(const PGresult* result) {
+  std::vector<AppliedMigration> applied;
+  for (int row = 0; row < PQntuples(result); ++row)
+    applied.push_back(AppliedMigration{static_cast<int>(to_int64(result, row, 0)), text_of(result, row, 1),
+                                       text_of(result, row, 2), text_of(result, row, 3) == "t"});
+  return applied;
+}
 
 /// Owns an eventfd so a blocked listener wait can be interrupted from another thread.
 class EventFd {
@@ -192,13 +205,12 @@ class PgMigrationSession final : public MigrationSession {
     auto found = connection_->exec_params("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema);
     if (PQntuples(found.get()) == 0) connection_->exec(fmt::format("CREATE SCHEMA \"{}\"", schema_));
     connection_->exec(sql_.history_table);
-    auto result = connection_->exec(sql_.history);
-    std::vector<AppliedMigration> applied;
-    for (int row = 0; row < PQntuples(result.get()); ++row)
-      applied.push_back(AppliedMigration{static_cast<int>(to_int64(result.get(), row, 0)),
-                                         text_of(result.get(), row, 1), text_of(result.get(), row, 2),
-                                         text_of(result.get(), row, 3) == "t"});
-    return applied;
+    return parse_history(connection_->exec(sql_.history).get());
+  }
+
+  void forget(int version) override {
+    std::array<std::string, 1> params{std::to_string(version)};
+    connection_->exec_params(sql_.forget, params);
   }
 
   void apply(const MigrationFile& migration, std::string_view applied_by) override {
@@ -304,6 +316,15 @@ class PgBackend final : public Backend {
     return static_cast<int>(to_int64(result.get(), 0, 0));
   }
 
+  std::optional<std::vector<AppliedMigration>> read_history() override {
+    try {
+      auto result = idempotent([&](PgConnection& session) { return session.exec(sql_.history); });
+      return parse_history(result.get());
+    } catch (const SchemaError&) {
+      return std::nullopt;  // no history table (or schema) yet
+    }
+  }
+
   std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
     return std::make_unique<PgMigrationSession>(pool_.connect_dedicated(), sql_, schema_, prefix_, lock_timeout);
   }
@@ -340,6 +361,27 @@ class PgBackend final : public Backend {
 };
 
 }  // namespace
+
+std::string render_postgres_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations) {
+  auto key = installation_key(uri.schema, uri.prefix);
+  PgSql sql(uri.schema, uri.prefix, key, "");
+  std::string script = fmt::format(
+      "-- dblock migrations for PostgreSQL: schema \"{}\", table prefix \"{}\". Apply with\n"
+      "--   psql -v ON_ERROR_STOP=1 -X -f THIS_FILE\n"
+      "-- The history records make `dblock migrate status` recognise what was applied by hand.\n"
+      "{};\n{};\n{};\n",
+      uri.schema, uri.prefix, sql.migration_lock_blocking, sql.create_schema, sql.history_table);
+  for (auto& migration : migrations) {
+    // The same fill() `up` applies; name and checksum are [a-z0-9_] and hex, safe as literals.
+    script += fmt::format(
+        "\n-- {:04d}_{}\nBEGIN;\n{}\nINSERT INTO \"{}\".\"{}schema_history\" "
+        "(version, name, checksum, applied_by, execution_ms, success)\nVALUES ({}, '{}', '{}', 'dblock migrate sql', 0, "
+        "true);\nCOMMIT;\n",
+        migration.version, migration.name, fill_placeholders(migration.sql, uri.schema, uri.prefix), uri.schema,
+        uri.prefix, migration.version, migration.name, migration.checksum);
+  }
+  return script + fmt::format("\n{};\n", sql.migration_unlock);
+}
 
 std::unique_ptr<Backend> make_postgres_backend(const StoreUri& uri, milliseconds connect_timeout,
                                                std::shared_ptr<spdlog::logger> logger) {

@@ -72,10 +72,11 @@ CREATE TABLE IF NOT EXISTS "{prefix}schema_history" (
     record = fill(R"(
 INSERT INTO "{prefix}schema_history" (version, name, checksum, applied_by, execution_ms, success)
 VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
+    forget = fill(R"(DELETE FROM "{prefix}schema_history" WHERE version = :version)");
   }
 
   std::string acquire, release_last, release_inner, renew, lease_left, list, force_release;
-  std::string schema_version, history_table, history, record;
+  std::string schema_version, history_table, history, record, forget;
 };
 
 /// Translates SOCI/SQLite failures into dblock exceptions.
@@ -220,6 +221,15 @@ class SqliteSession {
   std::optional<soci::statement> acquire_, release_last_, release_inner_, renew_, lease_left_, list_, force_release_;
 };
 
+std::vector<AppliedMigration> read_history_rows(soci::session& session, const SqliteSql& sql) {
+  std::vector<AppliedMigration> applied;
+  soci::rowset<soci::row> rows = session.prepare << sql.history;
+  for (auto& row : rows)
+    applied.push_back(
+        AppliedMigration{row.get<int>(0), row.get<std::string>(1), row.get<std::string>(2), row.get<int>(3) != 0});
+  return applied;
+}
+
 class SqliteMigrationSession final : public MigrationSession {
  public:
   SqliteMigrationSession(std::unique_ptr<SqliteSession> session, const SqliteSql& sql, std::string prefix,
@@ -252,13 +262,13 @@ class SqliteMigrationSession final : public MigrationSession {
   std::vector<AppliedMigration> history() override {
     return session_->guarded("reading the migration history", [&] {
       session_->exec_script(sql_.history_table);
-      std::vector<AppliedMigration> applied;
-      soci::rowset<soci::row> rows = session_->session().prepare << sql_.history;
-      for (auto& row : rows)
-        applied.push_back(AppliedMigration{row.get<int>(0), row.get<std::string>(1), row.get<std::string>(2),
-                                           row.get<int>(3) != 0});
-      return applied;
+      return read_history_rows(session_->session(), sql_);
     });
+  }
+
+  void forget(int version) override {
+    session_->guarded("clearing a history record",
+                      [&] { session_->session() << sql_.forget, soci::use(version, "version"); });
   }
 
   void apply(const MigrationFile& migration, std::string_view applied_by) override {
@@ -381,6 +391,16 @@ class SqliteBackend final : public Backend {
     });
   }
 
+  std::optional<std::vector<AppliedMigration>> read_history() override {
+    auto session = pool_.lease();
+    try {
+      return session->guarded("reading the migration history",
+                              [&] { return read_history_rows(session->session(), sql_); });
+    } catch (const SchemaError&) {
+      return std::nullopt;  // no history table yet
+    }
+  }
+
   std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
     return std::make_unique<SqliteMigrationSession>(pool_.connect_dedicated(), sql_, prefix_, lock_timeout);
   }
@@ -409,6 +429,24 @@ class SqliteBackend final : public Backend {
 };
 
 }  // namespace
+
+std::string render_sqlite_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations) {
+  SqliteSql sql(uri.prefix);
+  std::string script = fmt::format(
+      "-- dblock migrations for SQLite, table prefix \"{}\". Apply with: sqlite3 FILE.db < THIS_FILE\n"
+      "-- The history records make `dblock migrate status` recognise what was applied by hand.\n"
+      "PRAGMA journal_mode = WAL;\nBEGIN IMMEDIATE;\n{};\n",
+      uri.prefix, sql.history_table);
+  for (auto& migration : migrations) {
+    // The same fill() `up` applies; name and checksum are [a-z0-9_] and hex, safe as literals.
+    script += fmt::format(
+        "\n-- {:04d}_{}\n{}\nINSERT INTO \"{}schema_history\" (version, name, checksum, applied_by, execution_ms, "
+        "success)\nVALUES ({}, '{}', '{}', 'dblock migrate sql', 0, 1);\n",
+        migration.version, migration.name, fill_placeholders(migration.sql, "main", uri.prefix), uri.prefix,
+        migration.version, migration.name, migration.checksum);
+  }
+  return script + "COMMIT;\n";
+}
 
 std::unique_ptr<Backend> make_sqlite_backend(const StoreUri& uri, std::chrono::milliseconds busy_timeout,
                                              std::shared_ptr<spdlog::logger> logger) {

@@ -1,6 +1,8 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <span>
+#include <string>
 
 #include <spdlog/fwd.h>
 
@@ -13,5 +15,8 @@ namespace dblock::detail {
 /// @throws ConnectionError when the file cannot be opened.
 [[nodiscard]] std::unique_ptr<Backend> make_sqlite_backend(const StoreUri& uri, std::chrono::milliseconds busy_timeout,
                                                            std::shared_ptr<spdlog::logger> logger);
+
+/// The SQL `up` runs for `migrations` on an empty file, history records included, as a script.
+[[nodiscard]] std::string render_sqlite_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);
 
 }  // namespace dblock::detail

@@ -1,0 +1,267 @@
+// The migrator as a DBA meets it, on every backend: fresh and existing databases, schemas and
+// prefixes side by side, concurrent `migrate up` processes, drift, newer databases, failures that
+// leave nothing behind, and `migrate sql` output that is the same schema as `up`.
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "backends/backend.hpp"
+#include "core/store_impl.hpp"
+#include "support/admin.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+class Migrations : public ::testing::TestWithParam<dblock::test::BackendCase> {
+ protected:
+  static void TearDownTestSuite() { dblock::test::remove_embedded_sqlite(); }
+
+  void SetUp() override {
+    DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
+    sqlite_ = std::string(GetParam().dialect) == "sqlite";
+    prefix_ = dblock::test::unique_prefix();
+    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, schema(), prefix_);
+  }
+
+  [[nodiscard]] std::string schema() const { return sqlite_ ? "main" : "public"; }
+  [[nodiscard]] std::string dsn(const std::string& prefix, const std::string& extra = "") const {
+    return server_dsn_ + (server_dsn_.find('?') == std::string::npos ? "?" : "&") + "prefix=" + prefix + extra;
+  }
+  [[nodiscard]] std::string history() const {
+    return sqlite_ ? "\"" + prefix_ + "schema_history\"" : "\"public\".\"" + prefix_ + "schema_history\"";
+  }
+  int count(const std::string& sql) { return std::stoi(admin_->query(sql).at(0)); }
+
+  std::vector<dblock::MigrationState> states(dblock::Migrator& migrator) {
+    std::vector<dblock::MigrationState> out;
+    for (auto& status : migrator.status()) out.push_back(status.state);
+    return out;
+  }
+
+  /// Every object with this prefix, normalised so two prefixes compare equal: columns, indexes and
+  /// functions (PostgreSQL) or the stored CREATE statements (SQLite).
+  std::vector<std::string> catalog(const std::string& prefix) {
+    auto starts = [&](const std::string& column) {
+      return fmt::format("substr({}, 1, {}) = '{}'", column, prefix.size(), prefix);
+    };
+    std::vector<std::string> rows;
+    auto add = [&](const std::string& sql) {
+      for (auto& row : admin_->query(sql)) {
+        for (std::size_t at; (at = row.find(prefix)) != std::string::npos;) row.replace(at, prefix.size(), "<P>");
+        rows.push_back(row);
+      }
+    };
+    if (sqlite_) {
+      add(fmt::format("SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_master WHERE {} "
+                      "ORDER BY name",
+                      starts("name")));
+    } else {
+      add(fmt::format("SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || "
+                      "coalesce(column_default, '') || ' ' || coalesce(collation_name, '') "
+                      "FROM information_schema.columns WHERE table_schema = 'public' AND {} ORDER BY 1",
+                      starts("table_name")));
+      add(fmt::format("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' AND {} ORDER BY 1",
+                      starts("tablename")));
+      add(fmt::format("SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                      "WHERE n.nspname = 'public' AND {} ORDER BY 1",
+                      starts("proname")));
+      add(fmt::format("SELECT sequencename || ' ' || data_type::text || ' ' || cache_size FROM pg_sequences "
+                      "WHERE schemaname = 'public' AND {} ORDER BY 1",
+                      starts("sequencename")));
+    }
+    return rows;
+  }
+
+  std::string server_dsn_;
+  std::string prefix_;
+  bool sqlite_ = false;
+  std::unique_ptr<dblock::test::Admin> admin_;
+};
+
+TEST_P(Migrations, FreshDatabaseThenIdempotent) {
+  auto store = dblock::Store::open(dsn(prefix_));
+  dblock::Migrator migrator(store);
+  EXPECT_EQ(states(migrator), std::vector{dblock::MigrationState::pending});
+  EXPECT_THROW(dblock::LockManager unmigrated(store), dblock::SchemaError);
+  auto first = migrator.up();
+  EXPECT_EQ(first.applied, std::vector{1});
+  EXPECT_EQ(first.current_version, dblock::latest_schema_version());
+  EXPECT_EQ(states(migrator), std::vector{dblock::MigrationState::applied});
+  auto second = migrator.up();
+  EXPECT_TRUE(second.applied.empty());
+  EXPECT_NO_THROW(migrator.verify());
+  EXPECT_EQ(count("SELECT count(*) FROM " + history() + " WHERE success"), 1);
+  dblock::LockManager locks(store);  // the schema check passes now
+  EXPECT_TRUE(locks.try_acquire("after-migrate"));
+}
+
+TEST_P(Migrations, ExistingUnrelatedTablesAreLeftIntact) {
+  auto unrelated = prefix_ + "orders";  // even a table sharing our prefix, if it is not ours
+  admin_->exec(fmt::format("CREATE TABLE \"{}\" (id integer PRIMARY KEY, note text)", unrelated));
+  admin_->exec(fmt::format("INSERT INTO \"{}\" VALUES (1, 'keep me')", unrelated));
+  dblock::migrate(*dblock::Store::open(dsn(prefix_)));
+  EXPECT_EQ(admin_->query(fmt::format("SELECT note FROM \"{}\"", unrelated)), std::vector<std::string>{"keep me"});
+  EXPECT_TRUE(admin_->table_exists(prefix_ + "locks"));
+}
+
+TEST_P(Migrations, TwoInstallationsSideBySideAreIndependent) {
+  auto other = dblock::test::unique_prefix();
+  auto a = dblock::Store::open(dsn(prefix_));
+  auto b = dblock::Store::open(dsn(other));
+  dblock::migrate(*a);
+  dblock::migrate(*b);
+  dblock::LockManager in_a(a);
+  dblock::LockManager in_b(b);
+  auto held_a = in_a.try_acquire("shared-name");
+  auto held_b = in_b.try_acquire("shared-name");
+  EXPECT_TRUE(held_a && held_b) << "the same name in two installations is two locks";
+  EXPECT_EQ(a->locks().size(), 1u);
+  EXPECT_EQ(b->locks().size(), 1u);
+}
+
+TEST_P(Migrations, CustomSchema) {
+  auto custom = fmt::format("dblock_s{}", getpid());
+  if (sqlite_) {
+    EXPECT_THROW((void)dblock::Store::open(dsn(prefix_, "&schema=" + custom)), dblock::InvalidArgument)
+        << "SQLite has no schemas: refused, not ignored";
+    return;
+  }
+  auto store = dblock::Store::open(dsn(prefix_, "&schema=" + custom));
+  dblock::migrate(*store);
+  EXPECT_EQ(count(fmt::format("SELECT count(*) FROM pg_tables WHERE schemaname = '{}' AND tablename = '{}locks'",
+                              custom, prefix_)),
+            1);
+  EXPECT_FALSE(admin_->table_exists(prefix_ + "locks")) << "nothing in public";
+  dblock::LockManager locks(store);
+  EXPECT_TRUE(locks.try_acquire("in-custom-schema"));
+}
+
+TEST_P(Migrations, TenConcurrentMigrateUpProcessesApplyEachVersionOnce) {
+  auto target = dsn(prefix_);
+  std::vector<pid_t> children;
+  for (int i = 0; i < 10; ++i) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      execl(DBLOCK_CLI_PATH, "dblock", "--dsn", target.c_str(), "migrate", "up", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "every concurrent run succeeds";
+  }
+  EXPECT_EQ(count("SELECT count(*) FROM " + history()), dblock::latest_schema_version());
+}
+
+TEST_P(Migrations, EditedMigrationIsDetectedAsDrift) {
+  auto store = dblock::Store::open(dsn(prefix_));
+  dblock::Migrator migrator(store);
+  migrator.up();
+  admin_->exec("UPDATE " + history() + " SET checksum = 'edited' WHERE version = 1");
+  EXPECT_EQ(states(migrator), std::vector{dblock::MigrationState::drifted});
+  EXPECT_THROW(migrator.verify(), dblock::SchemaError);
+  EXPECT_THROW(migrator.up(), dblock::SchemaError);
+  int status = std::system(fmt::format("'{}' --dsn '{}' migrate verify > /dev/null 2>&1", DBLOCK_CLI_PATH,
+                                       dsn(prefix_)).c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 78);
+}
+
+TEST_P(Migrations, DatabaseNewerThanTheBuildIsRefused) {
+  auto store = dblock::Store::open(dsn(prefix_));
+  dblock::Migrator migrator(store);
+  migrator.up();
+  admin_->exec("INSERT INTO " + history() +
+               " (version, name, checksum, applied_by, execution_ms, success) VALUES (999, 'future', 'x', 'test', 0, " +
+               (sqlite_ ? "1" : "true") + ")");
+  EXPECT_EQ(migrator.status().back().state, dblock::MigrationState::unknown_newer);
+  EXPECT_THROW(migrator.up(), dblock::SchemaError);
+  auto fresh = dblock::Store::open(dsn(prefix_));
+  try {
+    dblock::LockManager refused(fresh);
+    FAIL() << "a newer schema must be refused";
+  } catch (const dblock::SchemaError& e) {
+    EXPECT_EQ(e.reason(), dblock::SchemaError::Reason::newer) << e.what();
+  }
+}
+
+TEST_P(Migrations, FailingMigrationLeavesNothingAndRepairClearsFailedRecords) {
+  auto store = dblock::Store::open(dsn(prefix_));
+  auto& backend = *dblock::detail::StoreAccess::impl(*store).backend;
+  {
+    auto session = backend.begin_migration(10s);
+    session->history();
+    dblock::detail::MigrationFile broken{2, "broken", "0", "CREATE TABLE \"{prefix}half\" (x integer); SELEKT 1;"};
+    try {
+      session->apply(broken, "test");
+      FAIL() << "a broken migration must fail";
+    } catch (const dblock::DatabaseError& e) {
+      EXPECT_NE(std::string(e.what()).find("0002_broken"), std::string::npos) << e.what();
+    }
+    session->finish();
+  }
+  EXPECT_FALSE(admin_->table_exists(prefix_ + "half")) << "the failed migration's first statement was rolled back";
+  EXPECT_EQ(count("SELECT count(*) FROM " + history()), 0) << "nothing recorded as applied";
+
+  // A failed record (as non-transactional DDL leaves behind) blocks `up` until `repair`.
+  admin_->exec("INSERT INTO " + history() +
+               " (version, name, checksum, applied_by, execution_ms, success) VALUES (1, 'create_locks', 'x', 'test', "
+               "0, " + (sqlite_ ? "0" : "false") + ")");
+  dblock::Migrator migrator(store);
+  EXPECT_EQ(states(migrator), std::vector{dblock::MigrationState::failed});
+  try {
+    migrator.up();
+    FAIL() << "up must refuse a failed record";
+  } catch (const dblock::SchemaError& e) {
+    EXPECT_NE(std::string(e.what()).find("dblock migrate repair"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(migrator.repair(), std::vector{1});
+  EXPECT_EQ(migrator.up().applied, std::vector{1});
+  EXPECT_NO_THROW(migrator.verify());
+}
+
+TEST_P(Migrations, SqlScriptAppliedByHandEqualsUp) {
+  auto by_hand = prefix_;
+  auto by_up = dblock::test::unique_prefix();
+  auto script = dblock::Migrator::sql(dsn(by_hand));
+  EXPECT_EQ(script.find("{prefix}"), std::string::npos);
+  auto path = fmt::format("/tmp/dblock-script-{}.sql", getpid());
+  std::ofstream(path) << script;
+  auto command = sqlite_ ? fmt::format("sqlite3 -bail '{}' < '{}' > /dev/null",
+                                       server_dsn_.substr(std::string("sqlite://").size()), path)
+                         : fmt::format("psql '{}' -v ON_ERROR_STOP=1 -X -q -f '{}' > /dev/null", server_dsn_, path);
+  int status = std::system(command.c_str());
+  std::remove(path.c_str());
+  ASSERT_EQ(WEXITSTATUS(status), 0) << command;
+
+  dblock::migrate(*dblock::Store::open(dsn(by_up)));
+  auto hand_catalog = catalog(by_hand);
+  EXPECT_FALSE(hand_catalog.empty());
+  EXPECT_EQ(hand_catalog, catalog(by_up));
+
+  auto store = dblock::Store::open(dsn(by_hand));
+  dblock::Migrator migrator(store);
+  EXPECT_EQ(states(migrator), std::vector{dblock::MigrationState::applied}) << "the history records are recognised";
+  EXPECT_TRUE(migrator.up().applied.empty());
+  dblock::LockManager locks(store);
+  EXPECT_TRUE(locks.try_acquire("hand-migrated"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Migrations, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace
