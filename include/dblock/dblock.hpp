@@ -4,4 +4,5 @@
 #include <dblock/lock_manager.hpp>
 #include <dblock/migrate.hpp>
 #include <dblock/options.hpp>
+#include <dblock/reaper.hpp>
 #include <dblock/store.hpp>

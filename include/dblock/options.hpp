@@ -38,6 +38,24 @@ enum class OwnerScope {
   manager,  ///< every thread of one LockManager shares ownership.
 };
 
+/// What a LockManager reports to ManagerOptions::on_event, e.g. to feed a metrics system.
+enum class LockEventKind {
+  acquired,   ///< a grant (re-entries included); `waited` is the time spent in acquire()
+  contended,  ///< a try found another live owner
+  timeout,    ///< acquire() gave up after `waited`
+  released,   ///< a guard released its level
+  renewed,    ///< a renewal cycle extended `count` leases (name empty)
+  lost,       ///< a held lease was found lost
+};
+
+struct LockEvent {
+  LockEventKind kind;
+  std::string_view name;  ///< empty for renewal cycles
+  std::int64_t token = 0;
+  std::int64_t count = 0;  ///< re-entrancy depth, or locks renewed for `renewed`
+  std::chrono::milliseconds waited{0};
+};
+
 /// Per-acquisition options.
 struct LockOptions {
   /// Lease length. Zero means the manager's default_ttl. Must be >= 3 x the renew interval.
@@ -62,6 +80,9 @@ struct ManagerOptions {
   /// Called from the watchdog thread when a held lock is found lost (row gone, taken over, or
   /// renewal failing past the local deadline). Must not block for long and must not throw.
   std::function<void(std::string_view name, std::int64_t token)> on_lost;
+  /// Called on every lock event, from the thread that caused it (renewed/lost: the watchdog).
+  /// Must be cheap and must not throw. Default: none.
+  std::function<void(const LockEvent&)> on_event;
   /// Extra text mixed into the owner id, e.g. a pod name. Default: none.
   std::string owner_tag;
 };

@@ -31,6 +31,13 @@ struct LockInfo {
   std::chrono::milliseconds remaining{0};
 };
 
+/// What the lock table holds right now, by the database's clock.
+struct LockCensus {
+  std::int64_t held = 0;     ///< rows with a live lease
+  std::int64_t expired = 0;  ///< rows whose lease ended and that no reaper has deleted yet
+  std::chrono::milliseconds oldest_held_age{0};  ///< age of the oldest live grant (0 when none)
+};
+
 class Store : public std::enable_shared_from_this<Store> {
  public:
   /// Parses the URI and opens one session to prove the server and credentials work.
@@ -55,6 +62,8 @@ class Store : public std::enable_shared_from_this<Store> {
   [[nodiscard]] std::vector<LockInfo> locks();
   /// Operator's break-glass: deletes the row whoever holds it. Returns whether a row existed.
   bool force_release(std::string_view name);
+  /// Counts live and expired rows (a full scan of the lock table: for metrics, not hot paths).
+  [[nodiscard]] LockCensus census();
 
  private:
   friend struct detail::StoreAccess;

@@ -114,6 +114,10 @@ class Backend {
   /// Read-only: every row, ordered by name.
   std::vector<LockInfo> list() { return list_rows({}); }
   virtual bool force_release(std::string_view name) = 0;
+  /// Deletes at most `batch` rows whose lease has ended at the moment of deletion, skipping rows
+  /// another reaper or an acquirer is working on. Returns how many it deleted.
+  virtual std::size_t reap(std::size_t batch) = 0;
+  virtual LockCensus census() = 0;
 
   /// A listener for release notifications, or nullptr when the database has none (waiters poll).
   virtual std::unique_ptr<ReleaseListener> listen() { return nullptr; }

@@ -80,6 +80,16 @@ ManagerStats ManagerCore::stats() const {
                       std::chrono::milliseconds(waited_ms_.load())};
 }
 
+void ManagerCore::emit(LockEventKind kind, std::string_view name, std::int64_t token, std::int64_t count,
+                       std::chrono::milliseconds waited) const {
+  if (!options_.on_event) return;
+  try {
+    options_.on_event(LockEvent{kind, name, token, count, waited});
+  } catch (...) {
+    logger_->error("on_event callback threw; the event was dropped");
+  }
+}
+
 std::chrono::milliseconds ManagerCore::effective_ttl(const LockOptions& options) const {
   auto ttl = options.ttl.count() > 0 ? options.ttl : options_.default_ttl;
   if (options.ttl.count() < 0) throw InvalidArgument(fmt::format("ttl {}ms is negative", options.ttl.count()));
@@ -117,9 +127,10 @@ std::optional<Lock> ManagerCore::try_acquire(std::string_view name, const LockOp
   auto grant = acquire_once(name, owner, ttl);
   if (!grant) {
     contended_.fetch_add(1, std::memory_order_relaxed);
+    emit(LockEventKind::contended, name);
     return std::nullopt;
   }
-  return register_grant(name, owner, ttl, sent, *grant);
+  return register_grant(name, owner, ttl, sent, *grant, std::chrono::milliseconds(0));
 }
 
 Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
@@ -130,9 +141,9 @@ Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeo
   auto ttl = effective_ttl(options);
   auto owner = owner_for_this_thread();
   auto record_wait = [&] {
-    waited_ms_.fetch_add(
-        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count(),
-        std::memory_order_relaxed);
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started);
+    waited_ms_.fetch_add(waited.count(), std::memory_order_relaxed);
+    return waited;
   };
   if (timeout.count() > 0) {
     auto& store = StoreAccess::impl(*store_);
@@ -145,11 +156,9 @@ Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeo
     while (SteadyClock::now() < deadline) {
       if (try_now) {
         auto sent = SteadyClock::now();
-        if (auto grant = acquire_once(name, owner, ttl)) {
-          record_wait();
-          return register_grant(name, owner, ttl, sent, *grant);
-        }
+        if (auto grant = acquire_once(name, owner, ttl)) return register_grant(name, owner, ttl, sent, *grant, record_wait());
         contended_.fetch_add(1, std::memory_order_relaxed);
+        emit(LockEventKind::contended, name);
       }
       // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
       auto left = retry_transient([&] { return backend_.lease_left(name); });
@@ -163,13 +172,14 @@ Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeo
       try_now = released || (left && SteadyClock::now() >= now + *left);
     }
   }
-  record_wait();
+  auto waited = record_wait();
   timeouts_.fetch_add(1, std::memory_order_relaxed);
+  emit(LockEventKind::timeout, name, 0, 0, waited);
   throw Timeout(fmt::format("lock '{}' was not acquired within {}", name, format_duration(timeout)));
 }
 
 Lock ManagerCore::register_grant(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl,
-                                 SteadyClock::time_point sent, Grant grant) {
+                                 SteadyClock::time_point sent, Grant grant, std::chrono::milliseconds waited) {
   auto deadline = (sent + ttl).time_since_epoch().count();
   std::shared_ptr<HeldLock> held;
   std::shared_ptr<HeldLock> replaced;
@@ -191,6 +201,7 @@ Lock ManagerCore::register_grant(std::string_view name, const std::string& owner
     logger_->warn("lock '{}' (token {}) had expired before it was acquired again", name, replaced->token);
   }
   acquired_.fetch_add(1, std::memory_order_relaxed);
+  emit(LockEventKind::acquired, name, grant.token, grant.count, waited);
   return Lock(shared_from_this(), std::move(held), grant.count);
 }
 
@@ -228,10 +239,12 @@ void ManagerCore::release(const std::shared_ptr<HeldLock>& held) {
       lost_.fetch_add(1, std::memory_order_relaxed);
       logger_->warn("lock '{}' (token {}) was lost before release", held->name, held->token);
     }
+    emit(LockEventKind::lost, held->name, held->token);
     throw LockLost(fmt::format("lock '{}' (token {}) was lost before release: its lease ended or another owner "
                                "took it over",
                                held->name, held->token));
   }
+  emit(LockEventKind::released, held->name, held->token, *remaining);
 }
 
 void ManagerCore::mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why) {
@@ -242,6 +255,7 @@ void ManagerCore::mark_lost(const std::shared_ptr<HeldLock>& held, std::string_v
   if (held->lost.exchange(true)) return;
   lost_.fetch_add(1, std::memory_order_relaxed);
   logger_->warn("lock '{}' (token {}) lost: {}", held->name, held->token, why);
+  emit(LockEventKind::lost, held->name, held->token);
   if (options_.on_lost) {
     try {
       options_.on_lost(held->name, held->token);
@@ -293,6 +307,7 @@ bool ManagerCore::renew_cycle() {
     return false;
   }
   renewals_.fetch_add(1, std::memory_order_relaxed);
+  emit(LockEventKind::renewed, {}, 0, static_cast<std::int64_t>(renewed_names.size()));
   std::set<std::string_view> renewed(renewed_names.begin(), renewed_names.end());
   for (auto& held : snapshot) {
     if (renewed.contains(held->name)) {

@@ -64,10 +64,12 @@ class ManagerCore : public std::enable_shared_from_this<ManagerCore> {
   std::optional<Grant> acquire_once(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl);
   std::optional<Grant> resolve_unknown_acquire(std::string_view name, const std::string& owner);
   Lock register_grant(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl,
-                      SteadyClock::time_point sent, Grant grant);
+                      SteadyClock::time_point sent, Grant grant, std::chrono::milliseconds waited);
   std::optional<std::int64_t> release_once(const HeldLock& held, std::int64_t depth_before);
   void forget(const std::shared_ptr<HeldLock>& held);  // REQUIRES: mutex_ held
   void mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why);
+  void emit(LockEventKind kind, std::string_view name, std::int64_t token = 0, std::int64_t count = 0,
+            std::chrono::milliseconds waited = std::chrono::milliseconds(0)) const;
   void watchdog(std::stop_token stop);
   bool renew_cycle();
 

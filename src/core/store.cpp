@@ -62,6 +62,7 @@ void Store::check_schema() {
 }
 
 std::vector<LockInfo> Store::locks() { return impl_->backend->list(); }
+LockCensus Store::census() { return impl_->backend->census(); }
 
 bool Store::force_release(std::string_view name) {
   detail::validate_lock_name(name);

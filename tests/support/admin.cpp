@@ -29,6 +29,13 @@ class PgAdmin final : public Admin {
                     "expires_at = clock_timestamp() + interval '1 hour' WHERE name = {}",
                     table_, quote(owner), sequence_, quote(name)));
   }
+  void insert_expired(const std::string& stem, int count) override {
+    run(fmt::format("INSERT INTO {} (name, owner, count, token, acquired_at, expires_at) "
+                    "SELECT {} || g, 'ghost', 1, nextval('{}'), clock_timestamp() - interval '2 s', "
+                    "clock_timestamp() - interval '1 s' FROM generate_series(1, {}) g",
+                    table_, quote(stem), sequence_, count));
+  }
+
   void exec(const std::string& sql) override { run(sql); }
 
   std::vector<std::string> query(const std::string& sql) override {
@@ -91,6 +98,13 @@ class SqliteAdmin final : public Admin {
                     "expires_at = {} + 3600000 WHERE name = {}",
                     table_, quote(owner), counter_, kSqliteNow, quote(name)));
   }
+  void insert_expired(const std::string& stem, int count) override {
+    run(fmt::format("WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {0}) "
+                    "INSERT INTO {1} (name, owner, count, token, acquired_at, expires_at) "
+                    "SELECT {2} || i, 'ghost', 1, (SELECT value FROM {3}) + i, {4} - 2000, {4} - 1000 FROM g",
+                    count, table_, quote(stem), counter_, kSqliteNow));
+  }
+
   void exec(const std::string& sql) override { run(sql); }
 
   std::vector<std::string> query(const std::string& sql) override {

@@ -15,6 +15,8 @@ class Admin {
   virtual void expire(const std::string& name) = 0;
   /// Hands the row to another owner with a new token, as a takeover by someone else would.
   virtual void steal(const std::string& name, const std::string& owner) = 0;
+  /// Inserts `count` rows named `<stem><i>` whose lease ended a second ago (abandoned locks).
+  virtual void insert_expired(const std::string& stem, int count) = 0;
   /// Runs arbitrary SQL (dialect-specific tests only).
   virtual void exec(const std::string& sql) = 0;
   /// Runs a query and returns the first column of every row as text.

@@ -6,13 +6,14 @@
 #include <CLI/CLI.hpp>
 #include <dblock/dblock.hpp>
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "core/duration.hpp"
 #include "core/json.hpp"
 #include "core/validate.hpp"
 #include "dblock/exit_codes.hpp"
+#include "dblock/logging.hpp"
+#include "dblock/reaper_command.hpp"
 #include "dblock/run_command.hpp"
 
 namespace {
@@ -127,6 +128,20 @@ int main(int argc, char** argv) {
   release->add_flag("--force", force, "Required: confirms breaking someone else's lock");
   release->add_option("name", release_name, "Lock name")->required();
 
+  auto* reaper = app.add_subcommand("reaper", "Delete expired locks until SIGTERM; serve /metrics and /healthz");
+  cli::ReaperRequest reaper_request;
+  std::string interval_text = "10s";
+  std::string log_format = "text";
+  reaper->add_option("--interval", interval_text, "Pause between cycles (jittered ±20%)");
+  reaper->add_option("--batch", reaper_request.batch, "Most rows deleted per statement")->check(CLI::Range(1, 1000000));
+  reaper->add_option("--listen", reaper_request.listen, "HOST:PORT for /metrics and /healthz ('' to disable)");
+  reaper->add_flag("--once", reaper_request.once, "Run one cycle and exit");
+  reaper->add_option("--unhealthy-after", reaper_request.unhealthy_after,
+                     "Failed cycles in a row before /healthz answers 503")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--log-format", log_format, "text or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -134,8 +149,8 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : cli::kUsage;
   }
 
-  auto logger = std::make_shared<spdlog::logger>("dblock", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  logger->set_level(spdlog::level::from_str(log_level));
+  if (reaper->parsed() && log_level == "warn") log_level = "info";  // a daemon says what it does
+  auto logger = cli::make_logger(log_level, log_format);
   if (dsn.empty()) {
     const char* from_env = std::getenv("DBLOCK_DSN");
     dsn = from_env != nullptr && *from_env != '\0' ? from_env : kDefaultDsn;
@@ -152,6 +167,13 @@ int main(int argc, char** argv) {
     if (release->parsed()) {
       if (!force) throw InvalidArgument("release breaks another owner's lock: add --force to confirm");
       detail::validate_lock_name(release_name);
+    }
+    if (reaper->parsed()) {
+      reaper_request.dsn = dsn;
+      reaper_request.interval = detail::parse_duration(interval_text);
+      if (reaper_request.interval.count() <= 0) throw InvalidArgument("--interval must be positive");
+      cli::block_forwarded_signals();  // before any thread, so sigtimedwait receives them
+      return cli::run_reaper(reaper_request, logger);
     }
     if (migrate_sql->parsed()) {
       fmt::print("{}", Migrator::sql(dsn, sql_from, sql_to));

@@ -74,6 +74,20 @@ FROM "{schema}"."{prefix}locks" WHERE ($1 = '' OR name = $1) ORDER BY name)")};
     force_release = {5, fill(R"(
 WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 RETURNING name)
 SELECT (SELECT 1 FROM pg_notify('{channel}', d.name)) FROM d)")};
+    // SKIP LOCKED: concurrent reapers and acquirers never wait for each other. The row lock is
+    // taken on the newest row version and the expiry re-checked there, so a row an acquirer has
+    // just taken over or renewed is left alone.
+    reap = {6, fill(R"(
+WITH victim AS (SELECT name FROM "{schema}"."{prefix}locks" WHERE expires_at <= clock_timestamp()
+                ORDER BY expires_at LIMIT $1::bigint FOR UPDATE SKIP LOCKED),
+     gone AS (DELETE FROM "{schema}"."{prefix}locks" l USING victim v
+              WHERE l.name = v.name AND l.expires_at <= clock_timestamp() RETURNING 1)
+SELECT count(*) FROM gone)")};
+    census = {7, fill(R"(
+SELECT count(*) FILTER (WHERE expires_at > clock_timestamp()),
+       count(*) FILTER (WHERE expires_at <= clock_timestamp()),
+       coalesce(floor(extract(epoch FROM clock_timestamp() - min(acquired_at) FILTER (WHERE expires_at > clock_timestamp())) * 1000), 0)::bigint
+FROM "{schema}"."{prefix}locks")")};
     schema_version = fill(R"(SELECT coalesce(max(version), 0) FROM "{schema}"."{prefix}schema_history" WHERE success)");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}schema_history" (
@@ -95,7 +109,7 @@ VALUES ($1::integer, $2, $3, $4, $5::bigint, true))");
     create_schema = fill(R"(CREATE SCHEMA IF NOT EXISTS "{schema}")");
   }
 
-  PgStatement acquire, release, renew, lease_left, list, force_release;
+  PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
   std::string schema_version, history_table, history, record, forget, migration_lock, migration_lock_blocking,
       migration_unlock, create_schema;
 };
@@ -309,6 +323,19 @@ class PgBackend final : public Backend {
 
   std::unique_ptr<ReleaseListener> listen() override {
     return std::make_unique<PgListener>(pool_.connect_dedicated(), key_, channel_);
+  }
+
+  std::size_t reap(std::size_t batch) override {
+    std::array<std::string, 1> params{std::to_string(batch)};
+    auto session = pool_.lease();
+    auto result = session->exec_prepared(sql_.reap, params);
+    return static_cast<std::size_t>(to_int64(result.get(), 0, 0));
+  }
+
+  LockCensus census() override {
+    auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.census, {}); });
+    return LockCensus{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1),
+                      milliseconds(to_int64(result.get(), 0, 2))};
   }
 
   int schema_version() override {

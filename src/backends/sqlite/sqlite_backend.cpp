@@ -57,6 +57,16 @@ RETURNING name)");
 SELECT name, owner, count, token, expires_at - {now} FROM "{prefix}locks"
 WHERE (:name = '' OR name = :name2) ORDER BY name)");
     force_release = fill(R"(DELETE FROM "{prefix}locks" WHERE name = :name RETURNING name)");
+    // One statement: SQLite serialises writers, so the expiry re-check sees any takeover.
+    reap = fill(R"(
+DELETE FROM "{prefix}locks" WHERE name IN (SELECT name FROM "{prefix}locks" WHERE expires_at <= {now}
+                                           ORDER BY expires_at LIMIT :batch)
+  AND expires_at <= {now}
+RETURNING name)");
+    census = fill(R"(
+SELECT coalesce(sum(expires_at > {now}), 0), coalesce(sum(expires_at <= {now}), 0),
+       coalesce({now} - min(CASE WHEN expires_at > {now} THEN acquired_at END), 0)
+FROM "{prefix}locks")");
     schema_version = fill(R"(SELECT coalesce(max(version), 0) FROM "{prefix}schema_history" WHERE success)");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS "{prefix}schema_history" (
@@ -75,7 +85,7 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
     forget = fill(R"(DELETE FROM "{prefix}schema_history" WHERE version = :version)");
   }
 
-  std::string acquire, release_last, release_inner, renew, lease_left, list, force_release;
+  std::string acquire, release_last, release_inner, renew, lease_left, list, force_release, reap, census;
   std::string schema_version, history_table, history, record, forget;
 };
 
@@ -164,6 +174,17 @@ class SqliteSession {
                               soci::into(result_b_), soci::into(result_c_)));
     });
   }
+  soci::statement& reap() {
+    return prepared(reap_, [&] {
+      return soci::statement((session_.prepare << sql_.reap, soci::use(number_, "batch"), soci::into(out_name_)));
+    });
+  }
+  soci::statement& census() {
+    return prepared(census_, [&] {
+      return soci::statement(
+          (session_.prepare << sql_.census, soci::into(result_a_), soci::into(result_b_), soci::into(result_c_)));
+    });
+  }
   soci::statement& force_release() {
     return prepared(force_release_, [&] {
       return soci::statement((session_.prepare << sql_.force_release, soci::use(name_, "name"),
@@ -218,7 +239,8 @@ class SqliteSession {
   std::int64_t number_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
 
  private:
-  std::optional<soci::statement> acquire_, release_last_, release_inner_, renew_, lease_left_, list_, force_release_;
+  std::optional<soci::statement> acquire_, release_last_, release_inner_, renew_, lease_left_, list_, force_release_,
+      reap_, census_;
 };
 
 std::vector<AppliedMigration> read_history_rows(soci::session& session, const SqliteSql& sql) {
@@ -379,6 +401,27 @@ class SqliteBackend final : public Backend {
     return session->guarded("force release", [&] {
       session->name_ = name;
       return execute_single(session->force_release());
+    });
+  }
+
+  std::size_t reap(std::size_t batch) override {
+    auto session = pool_.lease();
+    return session->guarded("reaping", [&] {
+      session->number_ = static_cast<std::int64_t>(batch);
+      std::size_t deleted = 0;
+      if (session->reap().execute(true)) {
+        do ++deleted;
+        while (session->reap().fetch());
+      }
+      return deleted;
+    });
+  }
+
+  LockCensus census() override {
+    auto session = pool_.lease();
+    return session->guarded("counting locks", [&] {
+      execute_single(session->census());
+      return LockCensus{session->result_a_, session->result_b_, milliseconds(session->result_c_)};
     });
   }
 

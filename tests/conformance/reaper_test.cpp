@@ -1,0 +1,183 @@
+// The reaper on every backend: what it deletes, what it must never delete, batches, stopping.
+
+#include <algorithm>
+#include <atomic>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <chrono>
+#include <thread>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "backends/backend.hpp"
+#include "core/store_impl.hpp"
+#include "support/admin.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+class Reaping : public ::testing::TestWithParam<dblock::test::BackendCase> {
+ protected:
+  static void TearDownTestSuite() { dblock::test::remove_embedded_sqlite(); }
+
+  void SetUp() override {
+    std::string server_dsn;
+    DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
+    auto prefix = dblock::test::unique_prefix();
+    store_ = dblock::Store::open(server_dsn + (server_dsn.find('?') == std::string::npos ? "?" : "&") +
+                                 "prefix=" + prefix + "&pool=12");
+    dblock::migrate(*store_);
+    bool sqlite = std::string(GetParam().dialect) == "sqlite";
+    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn, sqlite ? "main" : "public", prefix);
+  }
+
+  dblock::detail::Backend& backend() { return *dblock::detail::StoreAccess::impl(*store_).backend; }
+
+  std::shared_ptr<dblock::Store> store_;
+  std::unique_ptr<dblock::test::Admin> admin_;
+};
+
+TEST_P(Reaping, DeletesExpiredRowsAndKeepsLiveOnes) {
+  dblock::LockManager locks(store_, {.default_ttl = 60s});
+  auto live = locks.try_acquire("live");
+  ASSERT_TRUE(live);
+  admin_->insert_expired("dead/", 5);
+  auto before = store_->census();
+  EXPECT_EQ(before.held, 1);
+  EXPECT_EQ(before.expired, 5);
+  EXPECT_GE(before.oldest_held_age.count(), 0);
+
+  dblock::Reaper reaper(store_);
+  auto cycle = reaper.run_once();
+  EXPECT_TRUE(cycle.ok) << cycle.error;
+  EXPECT_EQ(cycle.rows, 5u);
+  auto after = store_->locks();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after.front().name, "live");
+  EXPECT_FALSE(live->lost());
+  EXPECT_EQ(reaper.stats().rows, 5u);
+  EXPECT_EQ(reaper.run_once().rows, 0u) << "nothing left to reap";
+}
+
+TEST_P(Reaping, BatchBoundIsRespected) {
+  admin_->insert_expired("ghost/", 25);
+  EXPECT_EQ(backend().reap(10), 10u) << "one statement deletes at most the batch size";
+  dblock::Reaper reaper(store_, {.batch_size = 10});
+  auto cycle = reaper.run_once();
+  EXPECT_EQ(cycle.rows, 15u);
+  EXPECT_EQ(cycle.batches, 2u) << "10 + 5: a short batch ends the cycle";
+  EXPECT_EQ(store_->census().expired, 0);
+}
+
+TEST_P(Reaping, TwoReapersNeverDeleteALiveLockWhileAcquirersTakeOver) {
+  // Acquirers take short leases (no watchdog: straight through the backend) on a few names and
+  // check at once that their row is still there while the lease must still be live; two reapers
+  // delete in tight loops meanwhile. A live lock deleted by a reaper shows up as a missing row.
+  constexpr int kAcquirers = 4;
+  constexpr int kIterations = 1500;
+  // Leases lapse long before a name comes round again (200 names, sub-millisecond iterations), so
+  // expired rows are plentiful and takeovers race with the reapers for the same rows.
+  constexpr int kNames = 200;
+  constexpr auto kTtl = 8ms;
+  constexpr auto kMargin = 3ms;
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  std::atomic<bool> done{false};
+  std::atomic<int> grants{0}, checked{0}, violations{0}, errors{0};
+  std::atomic<std::uint64_t> reaped{0};
+
+  auto reaper_loop = [&] {
+    while (!done) {
+      try {
+        reaped += backend().reap(50);
+      } catch (const dblock::Error&) {
+        ++errors;
+      }
+    }
+  };
+  std::jthread reaper_a(reaper_loop), reaper_b(reaper_loop);
+  {
+    std::vector<std::jthread> acquirers;
+    for (int t = 0; t < kAcquirers; ++t) {
+      acquirers.emplace_back([&, t] {
+        auto owner = "acquirer-" + std::to_string(t);
+        std::mt19937 random(static_cast<unsigned>(t));
+        for (int i = 0; i < kIterations && std::chrono::steady_clock::now() < deadline; ++i) {
+          auto name = "race/" + std::to_string(random() % kNames);
+          try {
+            auto sent = std::chrono::steady_clock::now();
+            auto grant = backend().try_acquire(name, owner, kTtl);
+            if (!grant) continue;
+            ++grants;
+            auto row = backend().read(name);
+            if (std::chrono::steady_clock::now() - sent > kTtl - kMargin) continue;  // too slow to judge
+            ++checked;
+            if (!row || row->owner != owner || row->token != grant->token) ++violations;
+          } catch (const dblock::Error&) {
+            ++errors;
+          }
+        }
+      });
+    }
+  }
+  done = true;
+  reaper_a.join();
+  reaper_b.join();
+  EXPECT_LT(std::chrono::steady_clock::now(), deadline) << "bounded run overran";
+  EXPECT_EQ(violations, 0) << "a reaper deleted a live lock";
+  EXPECT_EQ(errors, 0);
+  EXPECT_GT(checked, 100) << "too few grants were checked in time for the test to mean anything";
+  EXPECT_GT(reaped, 0u) << "the reapers must have had expired rows to delete";
+  std::cout << "grants " << grants << ", checked while live " << checked << ", rows reaped " << reaped << "\n";
+}
+
+TEST_P(Reaping, BackgroundThreadReapsAndStopsPromptly) {
+  std::atomic<int> cycles{0};
+  dblock::Reaper reaper(store_, {.interval = 20ms, .on_cycle = [&](const dblock::ReapCycle&) { ++cycles; }});
+  admin_->insert_expired("bg/", 3);
+  reaper.start();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (store_->census().expired > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(store_->census().expired, 0);
+  EXPECT_GE(cycles, 1);
+  dblock::Reaper slow(store_, {.interval = std::chrono::hours(1)});
+  slow.start();
+  auto stopping = std::chrono::steady_clock::now();
+  slow.stop();
+  reaper.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, 5s) << "stop() must not wait out the interval";
+}
+
+TEST_P(Reaping, ManagerReportsEventsToTheHook) {
+  std::mutex mutex;
+  std::vector<dblock::LockEventKind> kinds;
+  dblock::LockManager locks(store_, {.default_ttl = 300ms, .on_event = [&](const dblock::LockEvent& event) {
+                                       std::lock_guard lock(mutex);
+                                       kinds.push_back(event.kind);
+                                     }});
+  dblock::LockManager other(store_);
+  {
+    auto held = locks.try_acquire("observed");
+    ASSERT_TRUE(held);
+    auto blocker = other.try_acquire("blocked");
+    EXPECT_FALSE(locks.try_acquire("blocked"));
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (locks.stats().renewals == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+  }
+  std::lock_guard lock(mutex);
+  auto seen = [&](dblock::LockEventKind kind) { return std::find(kinds.begin(), kinds.end(), kind) != kinds.end(); };
+  EXPECT_TRUE(seen(dblock::LockEventKind::acquired));
+  EXPECT_TRUE(seen(dblock::LockEventKind::contended));
+  EXPECT_TRUE(seen(dblock::LockEventKind::renewed));
+  EXPECT_TRUE(seen(dblock::LockEventKind::released));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Reaping, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace
