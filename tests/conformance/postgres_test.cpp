@@ -17,13 +17,8 @@ TEST(Postgres, UncontendedAcquireAndReleaseAreOneRoundTripEach) {
   std::string server_dsn;
   DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
   // Count client->server round trips through a loopback proxy in front of the server.
-  auto at = server_dsn.find("@127.0.0.1:");
-  ASSERT_NE(at, std::string::npos) << "expects a loopback TCP DSN";
-  auto port_start = at + 11;
-  auto port_end = server_dsn.find('/', port_start);
-  auto port = static_cast<std::uint16_t>(std::stoi(server_dsn.substr(port_start, port_end - port_start)));
-  dblock::test::TcpProxy proxy(port);
-  auto proxied = server_dsn.substr(0, port_start) + std::to_string(proxy.port()) + server_dsn.substr(port_end);
+  dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
+  auto proxied = dblock::test::with_port(server_dsn, proxy.port());
   auto prefix = dblock::test::unique_prefix();
   dblock::migrate(*dblock::Store::open(server_dsn + "?prefix=" + prefix));
   auto store = dblock::Store::open(proxied + "?prefix=" + prefix + "&pool=1");

@@ -12,7 +12,13 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cstdint>
+#include <stdexcept>
 
 namespace dblock::test {
 
@@ -43,6 +49,32 @@ inline std::string embedded_sqlite_path() { return fmt::format("/tmp/dblock-test
 
 inline void remove_embedded_sqlite() {
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((embedded_sqlite_path() + suffix).c_str());
+}
+
+/// The port of a loopback TCP DSN `scheme://user:pw@127.0.0.1:PORT/db`, and the same DSN with
+/// another port (to route it through a TcpProxy).
+inline std::uint16_t dsn_port(const std::string& dsn) {
+  auto at = dsn.find("@127.0.0.1:");
+  if (at == std::string::npos) throw std::runtime_error("expects a loopback TCP DSN: " + dsn);
+  return static_cast<std::uint16_t>(std::stoi(dsn.substr(at + 11)));
+}
+inline std::string with_port(const std::string& dsn, std::uint16_t port) {
+  auto start = dsn.find("@127.0.0.1:") + 11;
+  auto end = dsn.find_first_of("/?", start);
+  return dsn.substr(0, start) + std::to_string(port) + (end == std::string::npos ? "" : dsn.substr(end));
+}
+
+/// A TCP port that was free a moment ago on loopback.
+inline std::uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
 }
 
 /// A table prefix no other test (or test process) uses, so tests run in parallel on one database.

@@ -18,7 +18,7 @@ namespace dblock::test {
 
 class TcpProxy {
  public:
-  explicit TcpProxy(std::uint16_t target_port) : target_port_(target_port) {
+  explicit TcpProxy(std::uint16_t target_port, bool start_down = false) : target_port_(target_port), down_(start_down) {
     listener_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -38,6 +38,8 @@ class TcpProxy {
   }
   [[nodiscard]] std::uint16_t port() const { return port_; }
   [[nodiscard]] std::uint64_t round_trips() const { return round_trips_.load(); }
+  /// Down: every open connection is cut and new ones are closed at once, like a dead server.
+  void set_down(bool down) { down_ = down; }
   void reset_round_trips() { round_trips_ = 0; }
 
  private:
@@ -49,6 +51,9 @@ class TcpProxy {
 
   void run(std::stop_token stop) {
     while (!stop.stop_requested()) {
+      if (down_) {
+        while (!pairs_.empty()) drop(0);
+      }
       std::vector<pollfd> fds{{listener_, POLLIN, 0}};
       for (auto& pair : pairs_) {
         fds.push_back({pair.client, POLLIN, 0});
@@ -74,6 +79,10 @@ class TcpProxy {
   void accept_one() {
     int client = accept(listener_, nullptr, nullptr);
     if (client < 0) return;
+    if (down_) {
+      close(client);
+      return;
+    }
     int server = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -110,6 +119,7 @@ class TcpProxy {
   int listener_ = -1;
   std::vector<Pair> pairs_;
   std::atomic<std::uint64_t> round_trips_{0};
+  std::atomic<bool> down_{false};
   std::jthread thread_;
 };
 
