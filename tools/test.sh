@@ -16,6 +16,9 @@ step "checking Debian packages"
 source tools/deps.sh
 install_missing "${DBLOCK_BUILD_PACKAGES[@]}" "${DBLOCK_TEST_PACKAGES[@]}"
 
+step "docker-compose config (the compose file is valid; no engine is needed)"
+docker-compose -f docker/compose.yaml config > /dev/null
+
 step "configure and build (preset dev, -Werror)"
 cmake --preset dev > /dev/null
 cmake --build --preset dev -j "$jobs"
