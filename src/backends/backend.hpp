@@ -89,6 +89,22 @@ class MigrationSession {
   virtual void finish() = 0;
 };
 
+/// The performance floor for `dblock bench`: this backend's own acquire and release statements run
+/// with the bare driver on one dedicated session, prepared once — no pool, no validation, no
+/// bookkeeping. Single-threaded.
+class RawLockClient {
+ public:
+  virtual ~RawLockClient() = default;
+  /// The token when granted.
+  virtual std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
+                                              std::int64_t ttl_ms) = 0;
+  virtual bool release(const std::string& name, const std::string& owner, std::int64_t token) = 0;
+  /// The server's own blocking lock (PostgreSQL: pg_advisory_lock), the floor for hand-offs;
+  /// false when the dialect has none.
+  virtual bool blocking_lock(std::int64_t key) = 0;
+  virtual void blocking_unlock(std::int64_t key) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -126,6 +142,11 @@ class Backend {
   virtual int schema_version() = 0;
   /// Read-only, takes no lock: the history, or empty when there is no history table yet.
   virtual std::optional<std::vector<AppliedMigration>> read_history() = 0;
+  /// For `dblock bench`: a bare-driver client running the same statements (see RawLockClient).
+  virtual std::unique_ptr<RawLockClient> raw_client() = 0;
+  /// For `dblock bench`: inserts `count` rows named `<stem><i>` whose lease has already ended.
+  virtual void seed_expired(std::string_view stem, std::size_t count) = 0;
+
   /// Takes the migration lock, polling until `lock_timeout`. @throws Timeout.
   virtual std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) = 0;
 

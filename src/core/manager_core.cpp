@@ -9,6 +9,7 @@
 #include "core/backoff.hpp"
 #include "core/duration.hpp"
 #include "core/owner_id.hpp"
+#include "core/retry.hpp"
 #include "core/store_impl.hpp"
 #include "core/validate.hpp"
 
@@ -16,22 +17,7 @@ namespace dblock::detail {
 
 namespace {
 
-constexpr int kTransientAttempts = 5;
 constexpr std::chrono::milliseconds kNotifiedSafetyPoll{1000};
-
-/// Runs `statement` again on errors the backend classified as transient (deadlock, serialization
-/// failure, busy); never on anything else.
-template <class Fn>
-auto retry_transient(Fn&& statement) {
-  for (int attempt = 1;; ++attempt) {
-    try {
-      return statement();
-    } catch (const TransientError&) {
-      if (attempt == kTransientAttempts) throw;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 << attempt));
-    }
-  }
-}
 
 SteadyClock::time_point as_time_point(SteadyClock::rep ticks) {
   return SteadyClock::time_point(SteadyClock::duration(ticks));

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/retry.hpp"
 #include "core/store_impl.hpp"
 
 namespace dblock {
@@ -28,7 +29,7 @@ struct Reaper::State {
     auto started = std::chrono::steady_clock::now();
     try {
       while (!stopping) {
-        auto deleted = impl.backend->reap(options.batch_size);
+        auto deleted = detail::retry_transient([&] { return impl.backend->reap(options.batch_size); });
         result.rows += deleted;
         ++result.batches;
         if (deleted < options.batch_size) break;

@@ -11,6 +11,7 @@
 #include "core/duration.hpp"
 #include "core/json.hpp"
 #include "core/validate.hpp"
+#include "dblock/bench_command.hpp"
 #include "dblock/exit_codes.hpp"
 #include "dblock/logging.hpp"
 #include "dblock/reaper_command.hpp"
@@ -139,6 +140,20 @@ int main(int argc, char** argv) {
   reaper->add_option("--unhealthy-after", reaper_request.unhealthy_after,
                      "Failed cycles in a row before /healthz answers 503")
       ->check(CLI::Range(1, 1000));
+  auto* bench = app.add_subcommand("bench", "Measure dblock against the raw-driver floor in the same run");
+  cli::BenchRequest bench_request;
+  std::string bench_duration = "5s";
+  bench->add_option("--scenario", bench_request.scenario, "uncontended, handoff, renew, reap or all");
+  bench->add_option("--mode", bench_request.mode, "table (advisory comes with its backend mode)");
+  bench->add_option("--threads", bench_request.threads, "Threads (default: 1 and 16 uncontended, 4 handoff)")
+      ->check(CLI::Range(1, 256));
+  bench->add_option("--duration", bench_duration, "Measuring time per figure (split between floor and dblock)");
+  bench->add_option("--renew-locks", bench_request.renew_locks, "Held locks renewed per cycle (default 1000 and 10000)")
+      ->check(CLI::Range(1, 1000000));
+  bench->add_option("--rows", bench_request.reap_rows, "Expired rows for the reap scenario")->check(CLI::Range(1, 10000000));
+  bench->add_option("--batch", bench_request.reap_batch, "Reaper batch size for the reap scenario")
+      ->check(CLI::Range(1, 1000000));
+  bench->add_flag("--json", bench_request.json, "One JSON object per scenario");
   app.add_option("--log-format", log_format, "text or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}));
 
@@ -174,6 +189,12 @@ int main(int argc, char** argv) {
       if (reaper_request.interval.count() <= 0) throw InvalidArgument("--interval must be positive");
       cli::block_forwarded_signals();  // before any thread, so sigtimedwait receives them
       return cli::run_reaper(reaper_request, logger);
+    }
+    if (bench->parsed()) {
+      bench_request.dsn = dsn;
+      bench_request.duration = detail::parse_duration(bench_duration);
+      if (bench_request.duration.count() <= 0) throw InvalidArgument("--duration must be positive");
+      return cli::run_bench(bench_request, logger);
     }
     if (migrate_sql->parsed()) {
       fmt::print("{}", Migrator::sql(dsn, sql_from, sql_to));

@@ -88,6 +88,11 @@ SELECT count(*) FILTER (WHERE expires_at > clock_timestamp()),
        count(*) FILTER (WHERE expires_at <= clock_timestamp()),
        coalesce(floor(extract(epoch FROM clock_timestamp() - min(acquired_at) FILTER (WHERE expires_at > clock_timestamp())) * 1000), 0)::bigint
 FROM "{schema}"."{prefix}locks")")};
+    seed_expired = fill(R"(
+INSERT INTO "{schema}"."{prefix}locks" (name, owner, count, token, acquired_at, expires_at)
+SELECT $1 || g, 'dblock-bench', 1, nextval('"{schema}"."{prefix}token_seq"'), clock_timestamp() - interval '2 s',
+       clock_timestamp() - interval '1 s'
+FROM generate_series(1, $2::bigint) g)");
     schema_version = fill(R"(SELECT coalesce(max(version), 0) FROM "{schema}"."{prefix}schema_history" WHERE success)");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}schema_history" (
@@ -110,7 +115,7 @@ VALUES ($1::integer, $2, $3, $4, $5::bigint, true))");
   }
 
   PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
-  std::string schema_version, history_table, history, record, forget, migration_lock, migration_lock_blocking,
+  std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_lock_blocking,
       migration_unlock, create_schema;
 };
 
@@ -255,11 +260,67 @@ class PgMigrationSession final : public MigrationSession {
   std::string prefix_;
 };
 
+/// Bare libpq: PQexecPrepared on one connection, parameters formatted into stack buffers.
+class PgRawClient final : public RawLockClient {
+ public:
+  PgRawClient(const std::string& uri, const PgSql& sql) : conn_(PQconnectdb(uri.c_str())) {
+    if (PQstatus(conn_.get()) != CONNECTION_OK)
+      throw ConnectionError(fmt::format("raw client: {}", PQerrorMessage(conn_.get())));
+    prepare("a", sql.acquire.sql);
+    prepare("r", sql.release.sql);
+  }
+
+  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
+                                      std::int64_t ttl_ms) override {
+    char ttl[24];
+    *std::to_chars(ttl, ttl + sizeof ttl - 1, ttl_ms).ptr = '\0';
+    const char* values[] = {name.c_str(), owner.c_str(), ttl};
+    PgResult result(PQexecPrepared(conn_.get(), "a", 3, values, nullptr, nullptr, 0));
+    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return to_int64(result.get(), 0, 1);
+  }
+
+  bool release(const std::string& name, const std::string& owner, std::int64_t token) override {
+    char token_text[24];
+    *std::to_chars(token_text, token_text + sizeof token_text - 1, token).ptr = '\0';
+    const char* values[] = {name.c_str(), owner.c_str(), token_text};
+    PgResult result(PQexecPrepared(conn_.get(), "r", 3, values, nullptr, nullptr, 0));
+    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+    return PQntuples(result.get()) > 0;
+  }
+
+  bool blocking_lock(std::int64_t key) override { return run_with_key("SELECT pg_advisory_lock($1::bigint)", key); }
+  void blocking_unlock(std::int64_t key) override { run_with_key("SELECT pg_advisory_unlock($1::bigint)", key); }
+
+ private:
+  struct ConnDeleter {
+    void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
+  };
+
+  void prepare(const char* name, const std::string& sql) {
+    PgResult result(PQprepare(conn_.get(), name, sql.c_str(), 0, nullptr));
+    if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+  }
+
+  bool run_with_key(const char* sql, std::int64_t key) {
+    char key_text[24];
+    *std::to_chars(key_text, key_text + sizeof key_text - 1, key).ptr = '\0';
+    const char* values[] = {key_text};
+    PgResult result(PQexecParams(conn_.get(), sql, 1, nullptr, values, nullptr, nullptr, 0));
+    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+    return true;
+  }
+
+  std::unique_ptr<PGconn, ConnDeleter> conn_;
+};
+
 class PgBackend final : public Backend {
  public:
   PgBackend(const StoreUri& uri, milliseconds connect_timeout, std::shared_ptr<spdlog::logger> logger)
       : schema_(uri.schema),
         prefix_(uri.prefix),
+        driver_uri_(uri.driver_uri),
         key_(installation_key(uri.schema, uri.prefix)),
         channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
         sql_(uri.schema, uri.prefix, key_, channel_),
@@ -338,6 +399,15 @@ class PgBackend final : public Backend {
                       milliseconds(to_int64(result.get(), 0, 2))};
   }
 
+  std::unique_ptr<RawLockClient> raw_client() override {
+    return std::make_unique<PgRawClient>(driver_uri_, sql_);
+  }
+
+  void seed_expired(std::string_view stem, std::size_t count) override {
+    std::array<std::string, 2> params{std::string(stem), std::to_string(count)};
+    pool_.lease()->exec_params(sql_.seed_expired, params);
+  }
+
   int schema_version() override {
     auto result = idempotent([&](PgConnection& session) { return session.exec(sql_.schema_version); });
     return static_cast<int>(to_int64(result.get(), 0, 0));
@@ -381,6 +451,7 @@ class PgBackend final : public Backend {
 
   std::string schema_;
   std::string prefix_;
+  std::string driver_uri_;
   std::int32_t key_;
   std::string channel_;
   PgSql sql_;

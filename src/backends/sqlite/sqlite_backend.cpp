@@ -67,6 +67,11 @@ RETURNING name)");
 SELECT coalesce(sum(expires_at > {now}), 0), coalesce(sum(expires_at <= {now}), 0),
        coalesce({now} - min(CASE WHEN expires_at > {now} THEN acquired_at END), 0)
 FROM "{prefix}locks")");
+    seed_expired = fill(R"(
+WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < :count)
+INSERT INTO "{prefix}locks" (name, owner, count, token, acquired_at, expires_at)
+SELECT :stem || i, 'dblock-bench', 1, (SELECT value FROM "{prefix}token_counter") + i, {now} - 2000, {now} - 1000
+FROM g)");
     schema_version = fill(R"(SELECT coalesce(max(version), 0) FROM "{prefix}schema_history" WHERE success)");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS "{prefix}schema_history" (
@@ -86,7 +91,7 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
   }
 
   std::string acquire, release_last, release_inner, renew, lease_left, list, force_release, reap, census;
-  std::string schema_version, history_table, history, record, forget;
+  std::string seed_expired, schema_version, history_table, history, record, forget;
 };
 
 /// Translates SOCI/SQLite failures into dblock exceptions.
@@ -97,7 +102,9 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
     std::string_view detail = e.what();
     detail = detail.substr(0, detail.find(" while preparing"));  // SOCI appends the whole statement
     auto message = fmt::format("{} on sqlite://{}: {}", what, path, detail);
-    if (e.result() == kSqliteBusy || e.result() == kSqliteLocked) throw TransientError(message);
+    // Compare primary codes: extended ones such as SQLITE_BUSY_SNAPSHOT (517) are busy too.
+    int primary = e.result() & 0xff;
+    if (primary == kSqliteBusy || primary == kSqliteLocked) throw TransientError(message);
     if (std::string_view(e.what()).find("no such table") != std::string_view::npos)
       throw SchemaError(SchemaError::Reason::missing,
                         fmt::format("dblock's tables are missing in sqlite://{}: run `dblock migrate up`", path));
@@ -264,7 +271,7 @@ class SqliteMigrationSession final : public MigrationSession {
       try {
         session_->exec_script("BEGIN IMMEDIATE");
       } catch (const soci::sqlite3_soci_error& e) {
-        if (e.result() == kSqliteBusy)
+        if ((e.result() & 0xff) == kSqliteBusy)
           throw Timeout(fmt::format("another `dblock migrate` held the database for longer than {}ms",
                                     lock_timeout.count()));
         throw;
@@ -325,6 +332,93 @@ class SqliteMigrationSession final : public MigrationSession {
   const SqliteSql& sql_;
   std::string prefix_;
   bool finished_ = false;
+};
+
+/// Bare sqlite3: the backend's statements prepared once on one connection, bound and stepped.
+class SqliteRawClient final : public RawLockClient {
+ public:
+  SqliteRawClient(const std::string& path, std::chrono::milliseconds busy_timeout, const SqliteSql& sql) {
+    sqlite_api::sqlite3* db = nullptr;
+    int rc = sqlite_api::sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+    db_.reset(db);
+    if (rc != 0) throw ConnectionError(fmt::format("raw client: cannot open {}", path));
+    sqlite_api::sqlite3_busy_timeout(db, static_cast<int>(busy_timeout.count()));
+    exec("PRAGMA synchronous = NORMAL");
+    acquire_ = prepare(sql.acquire);
+    release_last_ = prepare(sql.release_last);
+    release_inner_ = prepare(sql.release_inner);
+    begin_ = prepare("BEGIN IMMEDIATE");
+    commit_ = prepare("COMMIT");
+  }
+
+  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
+                                      std::int64_t ttl_ms) override {
+    auto* st = acquire_.get();
+    bind(st, name, owner, ttl_ms);
+    std::optional<std::int64_t> token;
+    if (step(st) == SQLITE_ROW) token = sqlite_api::sqlite3_column_int64(st, 1);
+    while (step(st) == SQLITE_ROW) {
+    }
+    sqlite_api::sqlite3_reset(st);
+    return token;
+  }
+
+  bool release(const std::string& name, const std::string& owner, std::int64_t token) override {
+    run(begin_.get());
+    bool released = run_returning(release_last_.get(), name, owner, token) ||
+                    run_returning(release_inner_.get(), name, owner, token);
+    run(commit_.get());
+    return released;
+  }
+
+  bool blocking_lock(std::int64_t) override { return false; }
+  void blocking_unlock(std::int64_t) override {}
+
+ private:
+  struct DbCloser {
+    void operator()(sqlite_api::sqlite3* db) const noexcept { sqlite_api::sqlite3_close(db); }
+  };
+  struct StatementFinalizer {
+    void operator()(sqlite_api::sqlite3_stmt* st) const noexcept { sqlite_api::sqlite3_finalize(st); }
+  };
+  using Statement = std::unique_ptr<sqlite_api::sqlite3_stmt, StatementFinalizer>;
+
+  Statement prepare(const std::string& sql) {
+    sqlite_api::sqlite3_stmt* st = nullptr;
+    if (sqlite_api::sqlite3_prepare_v2(db_.get(), sql.c_str(), -1, &st, nullptr) != 0)
+      throw DatabaseError(fmt::format("raw client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
+    return Statement(st);
+  }
+  void exec(const char* sql) { sqlite_api::sqlite3_exec(db_.get(), sql, nullptr, nullptr, nullptr); }
+  static void bind(sqlite_api::sqlite3_stmt* st, const std::string& name, const std::string& owner, std::int64_t n) {
+    sqlite_api::sqlite3_bind_text(st, 1, name.c_str(), static_cast<int>(name.size()), nullptr);
+    sqlite_api::sqlite3_bind_text(st, 2, owner.c_str(), static_cast<int>(owner.size()), nullptr);
+    sqlite_api::sqlite3_bind_int64(st, 3, n);
+  }
+  int step(sqlite_api::sqlite3_stmt* st) {
+    int rc = sqlite_api::sqlite3_step(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      sqlite_api::sqlite3_reset(st);
+      throw DatabaseError(fmt::format("raw client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
+    }
+    return rc;
+  }
+  void run(sqlite_api::sqlite3_stmt* st) {
+    step(st);
+    sqlite_api::sqlite3_reset(st);
+  }
+  bool run_returning(sqlite_api::sqlite3_stmt* st, const std::string& name, const std::string& owner,
+                     std::int64_t token) {
+    bind(st, name, owner, token);
+    bool got = step(st) == SQLITE_ROW;
+    while (got && step(st) == SQLITE_ROW) {
+    }
+    sqlite_api::sqlite3_reset(st);
+    return got;
+  }
+
+  std::unique_ptr<sqlite_api::sqlite3, DbCloser> db_;
+  Statement acquire_, release_last_, release_inner_, begin_, commit_;
 };
 
 class SqliteBackend final : public Backend {
@@ -422,6 +516,19 @@ class SqliteBackend final : public Backend {
     return session->guarded("counting locks", [&] {
       execute_single(session->census());
       return LockCensus{session->result_a_, session->result_b_, milliseconds(session->result_c_)};
+    });
+  }
+
+  std::unique_ptr<RawLockClient> raw_client() override {
+    return std::make_unique<SqliteRawClient>(path_, busy_timeout_, sql_);
+  }
+
+  void seed_expired(std::string_view stem, std::size_t count) override {
+    auto session = pool_.lease();
+    session->guarded("seeding expired rows", [&] {
+      std::string stem_text(stem);
+      auto rows = static_cast<std::int64_t>(count);
+      session->session() << sql_.seed_expired, soci::use(rows, "count"), soci::use(stem_text, "stem");
     });
   }
 

@@ -1,0 +1,331 @@
+#include "dblock/bench_command.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <dblock/dblock.hpp>
+#include <fmt/format.h>
+
+#include "core/store_impl.hpp"
+#include "dblock/exit_codes.hpp"
+
+namespace dblock::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct Latencies {
+  std::vector<double> ms;  // one entry per operation
+
+  void add(Clock::duration d) { ms.push_back(std::chrono::duration<double, std::milli>(d).count()); }
+  void merge(const Latencies& other) { ms.insert(ms.end(), other.ms.begin(), other.ms.end()); }
+  [[nodiscard]] double percentile(double p) {
+    if (ms.empty()) return 0;
+    std::sort(ms.begin(), ms.end());
+    return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * static_cast<double>(ms.size())))];
+  }
+};
+
+struct Figure {
+  double ops_per_sec = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+};
+
+struct Result {
+  std::string scenario;
+  std::string mode;
+  std::size_t threads = 0;
+  Figure dblock;
+  std::optional<Figure> floor;
+  std::string floor_name;
+  std::map<std::string, std::string> extra;  // scenario-specific numbers, already formatted
+};
+
+Figure figure_of(Latencies& latencies, std::size_t ops, Clock::duration elapsed) {
+  double seconds = std::chrono::duration<double>(elapsed).count();
+  return {seconds > 0 ? static_cast<double>(ops) / seconds : 0, latencies.percentile(0.50),
+          latencies.percentile(0.99)};
+}
+
+/// Runs `body(thread_index, latencies)` on `threads` threads until `duration` passes.
+template <class Body>
+Figure run_threads(std::size_t threads, milliseconds duration, Body body) {
+  std::vector<Latencies> per_thread(threads);
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> ops{0};
+  auto started = Clock::now();
+  {
+    std::vector<std::jthread> workers;
+    for (std::size_t t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        std::size_t mine = 0;
+        while (!stop) {
+          body(t, per_thread[t]);
+          ++mine;
+        }
+        ops += mine;
+      });
+    std::this_thread::sleep_for(duration);
+    stop = true;
+  }
+  auto elapsed = Clock::now() - started;
+  Latencies all;
+  for (auto& latencies : per_thread) all.merge(latencies);
+  return figure_of(all, ops, elapsed);
+}
+
+/// Floor and dblock alternate in two rounds each, so drift on the server hits both alike.
+template <class Floor, class Library>
+std::pair<Figure, Figure> alternate(std::size_t threads, milliseconds duration, Floor floor, Library library) {
+  auto half = std::max(milliseconds(50), duration / 2);
+  Figure f1 = run_threads(threads, half, floor);
+  Figure d1 = run_threads(threads, half, library);
+  Figure f2 = run_threads(threads, half, floor);
+  Figure d2 = run_threads(threads, half, library);
+  auto mean = [](Figure a, Figure b) {
+    return Figure{(a.ops_per_sec + b.ops_per_sec) / 2, (a.p50_ms + b.p50_ms) / 2, (a.p99_ms + b.p99_ms) / 2};
+  };
+  return {mean(f1, f2), mean(d1, d2)};
+}
+
+class Bench {
+ public:
+  Bench(const BenchRequest& request, std::shared_ptr<Store> store)
+      : request_(request), store_(std::move(store)), backend_(*detail::StoreAccess::impl(*store_).backend),
+        run_id_(fmt::format("bench/{}", getpid())) {}
+
+  Result uncontended(std::size_t threads) {
+    LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
+    std::vector<std::unique_ptr<detail::RawLockClient>> raw;
+    for (std::size_t t = 0; t < threads; ++t) raw.push_back(backend_.raw_client());
+    std::vector<std::size_t> counters(threads, 0);
+    auto name_for = [&](std::size_t t) { return fmt::format("{}/u/{}/{}", run_id_, t, counters[t]++ % 64); };
+    auto floor = [&](std::size_t t, Latencies& latencies) {
+      auto name = name_for(t);
+      auto owner = fmt::format("{}/floor/{}", run_id_, t);
+      auto started = Clock::now();
+      auto token = raw[t]->acquire(name, owner, 30'000);
+      if (token) raw[t]->release(name, owner, *token);
+      latencies.add(Clock::now() - started);
+    };
+    auto library = [&](std::size_t t, Latencies& latencies) {
+      auto name = name_for(t);
+      auto started = Clock::now();
+      if (auto lock = locks.try_acquire(name)) lock->release();
+      latencies.add(Clock::now() - started);
+    };
+    auto [floor_figure, dblock_figure] = alternate(threads, request_.duration, floor, library);
+    Result result{"uncontended", request_.mode, threads, dblock_figure, floor_figure, "raw driver, same statements", {}};
+    result.extra["unit"] = "acquire+release cycles";
+    return result;
+  }
+
+  Result handoff(std::size_t threads) {
+    // One name, T threads: the time from one holder's release to the next holder's grant.
+    auto measure = [&](auto&& acquire_one, auto&& release_one) {
+      std::atomic<std::int64_t> released_at{0};
+      std::vector<std::size_t> grants(threads, 0);
+      Latencies handoffs;
+      std::mutex mutex;
+      auto figure = run_threads(threads, request_.duration / 2, [&](std::size_t t, Latencies&) {
+        acquire_one(t);
+        auto now = Clock::now().time_since_epoch().count();
+        auto previous = released_at.load();
+        {
+          std::lock_guard lock(mutex);  // inside the lock: one holder at a time anyway
+          if (previous != 0) handoffs.add(Clock::duration(now - previous));
+          ++grants[t];
+        }
+        released_at = Clock::now().time_since_epoch().count();
+        release_one(t);
+      });
+      figure.p50_ms = handoffs.percentile(0.5);
+      figure.p99_ms = handoffs.percentile(0.99);
+      auto [least, most] = std::minmax_element(grants.begin(), grants.end());
+      return std::make_pair(figure, fmt::format("{}..{}", *least, *most));
+    };
+    auto name = fmt::format("{}/handoff", run_id_);
+    LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
+    std::vector<std::optional<Lock>> held(threads);
+    auto [dblock_figure, dblock_fairness] = measure(
+        [&](std::size_t t) { held[t].emplace(locks.acquire(name, std::chrono::seconds(30))); },
+        [&](std::size_t t) { held[t].reset(); });
+    Result result{"handoff", request_.mode, threads, dblock_figure, std::nullopt, "", {}};
+    result.extra["grants_per_thread"] = dblock_fairness;
+    std::vector<std::unique_ptr<detail::RawLockClient>> raw;
+    for (std::size_t t = 0; t < threads; ++t) raw.push_back(backend_.raw_client());
+    if (raw.front()->blocking_lock(0)) {
+      raw.front()->blocking_unlock(0);
+      constexpr std::int64_t kKey = 0x64626c6f636bLL;  // "dblock"
+      auto [floor_figure, floor_fairness] = measure([&](std::size_t t) { raw[t]->blocking_lock(kKey); },
+                                                    [&](std::size_t t) { raw[t]->blocking_unlock(kKey); });
+      result.floor = floor_figure;
+      result.floor_name = "pg_advisory_lock blocking hand-off";
+      result.extra["floor_grants_per_thread"] = floor_fairness;
+    }
+    result.extra["unit"] = "hand-offs; p50/p99 = release-to-next-grant";
+    return result;
+  }
+
+  Result renew(std::size_t count) {
+    LockManager locks(store_, {.default_ttl = std::chrono::minutes(10)});
+    std::vector<Lock> held;
+    held.reserve(count);
+    auto started = Clock::now();
+    for (std::size_t i = 0; i < count; ++i)
+      if (auto lock = locks.try_acquire(fmt::format("{}/renew/{}", run_id_, i))) held.push_back(std::move(*lock));
+    auto acquire_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    auto owner = locks.owner_id();
+    std::vector<detail::HeldRef> refs;
+    for (auto& lock : held) refs.push_back({lock.name(), owner, lock.token(), std::chrono::minutes(10)});
+    // The watchdog's cycle: one statement for every held lock.
+    Latencies cycles;
+    std::size_t renewed = 0;
+    constexpr int kCycles = 5;
+    for (int i = 0; i < kCycles; ++i) {
+      auto cycle_start = Clock::now();
+      renewed = backend_.renew(refs).size();
+      cycles.add(Clock::now() - cycle_start);
+    }
+    auto p50 = cycles.percentile(0.5);
+    Result result{"renew", request_.mode, 1, {p50 > 0 ? static_cast<double>(count) / (p50 / 1000) : 0, p50,
+                                              cycles.percentile(0.99)},
+                  std::nullopt, "", {}};
+    result.extra["locks"] = std::to_string(count);
+    result.extra["renewed_per_cycle"] = std::to_string(renewed);
+    result.extra["round_trips_per_cycle"] = "1";
+    result.extra["unit"] = "locks renewed/s; p50/p99 = one cycle";
+    result.extra["acquire_all_seconds"] = fmt::format("{:.2f}", acquire_seconds);
+    held.clear();
+    return result;
+  }
+
+  Result reap() {
+    LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
+    std::size_t counter = 0;
+    auto live_cycle = [&](Latencies& latencies) {
+      auto started = Clock::now();
+      if (auto lock = locks.try_acquire(fmt::format("{}/live/{}", run_id_, counter++ % 64))) lock->release();
+      latencies.add(Clock::now() - started);
+    };
+    Latencies baseline;
+    auto baseline_until = Clock::now() + std::max(milliseconds(200), request_.duration / 4);
+    while (Clock::now() < baseline_until) live_cycle(baseline);
+
+    backend_.seed_expired(fmt::format("{}/expired/", run_id_), request_.reap_rows);
+    Reaper reaper(store_, {.batch_size = request_.reap_batch});
+    std::atomic<bool> reaping{true};
+    Latencies during;
+    std::jthread live([&] {
+      while (reaping) live_cycle(during);
+    });
+    auto cycle = reaper.run_once();
+    reaping = false;
+    live.join();
+    if (!cycle.ok) throw DatabaseError("reaper failed during the benchmark: " + cycle.error);
+    double seconds = std::chrono::duration<double>(cycle.duration).count();
+    Result result{"reap", request_.mode, 1,
+                  {seconds > 0 ? static_cast<double>(cycle.rows) / seconds : 0, during.percentile(0.5),
+                   during.percentile(0.99)},
+                  std::nullopt, "", {}};
+    result.extra["rows"] = std::to_string(cycle.rows);
+    result.extra["batch"] = std::to_string(request_.reap_batch);
+    result.extra["live_p99_without_reaper_ms"] = fmt::format("{:.3f}", baseline.percentile(0.99));
+    result.extra["live_p99_ratio"] = fmt::format("{:.2f}", during.percentile(0.99) / std::max(1e-9, baseline.percentile(0.99)));
+    result.extra["unit"] = "rows deleted/s; p50/p99 = live acquire+release while reaping";
+    return result;
+  }
+
+ private:
+  const BenchRequest& request_;
+  std::shared_ptr<Store> store_;
+  detail::Backend& backend_;
+  std::string run_id_;
+};
+
+void print_table(const std::vector<Result>& results, std::string_view dialect) {
+  fmt::print("dblock bench on {} (each figure next to its floor from the same run)\n\n", dialect);
+  fmt::print("{:<12} {:>7} {:>14} {:>9} {:>9} {:>14} {:>9} {:>9} {:>7}\n", "scenario", "threads", "ops/s", "p50 ms",
+             "p99 ms", "floor ops/s", "floor p50", "floor p99", "ratio");
+  for (auto& r : results) {
+    if (r.floor)
+      fmt::print("{:<12} {:>7} {:>14.0f} {:>9.3f} {:>9.3f} {:>14.0f} {:>9.3f} {:>9.3f} {:>7.3f}\n", r.scenario, r.threads,
+                 r.dblock.ops_per_sec, r.dblock.p50_ms, r.dblock.p99_ms, r.floor->ops_per_sec, r.floor->p50_ms,
+                 r.floor->p99_ms, r.dblock.ops_per_sec / r.floor->ops_per_sec);
+    else
+      fmt::print("{:<12} {:>7} {:>14.0f} {:>9.3f} {:>9.3f} {:>14} {:>9} {:>9} {:>7}\n", r.scenario, r.threads,
+                 r.dblock.ops_per_sec, r.dblock.p50_ms, r.dblock.p99_ms, "-", "-", "-", "-");
+    for (auto& [key, value] : r.extra) fmt::print("{:<12}   {} = {}\n", "", key, value);
+    if (r.floor) fmt::print("{:<12}   floor = {}\n", "", r.floor_name);
+  }
+}
+
+void print_json(const std::vector<Result>& results, std::string_view dialect) {
+  fmt::print("[");
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    auto& r = results[i];
+    fmt::print("{}\n  {{\"scenario\":\"{}\",\"dialect\":\"{}\",\"mode\":\"{}\",\"threads\":{},\"ops_per_sec\":{:.1f},"
+               "\"p50_ms\":{:.4f},\"p99_ms\":{:.4f}",
+               i == 0 ? "" : ",", r.scenario, dialect, r.mode, r.threads, r.dblock.ops_per_sec, r.dblock.p50_ms,
+               r.dblock.p99_ms);
+    if (r.floor)
+      fmt::print(",\"floor_ops_per_sec\":{:.1f},\"floor_p50_ms\":{:.4f},\"floor_p99_ms\":{:.4f},\"ratio\":{:.4f},"
+                 "\"floor\":\"{}\"",
+                 r.floor->ops_per_sec, r.floor->p50_ms, r.floor->p99_ms, r.dblock.ops_per_sec / r.floor->ops_per_sec,
+                 r.floor_name);
+    else
+      fmt::print(",\"floor_ops_per_sec\":null,\"ratio\":null");
+    for (auto& [key, value] : r.extra) fmt::print(",\"{}\":\"{}\"", key, value);
+    fmt::print("}}");
+  }
+  fmt::print("\n]\n");
+}
+
+}  // namespace
+
+int run_bench(const BenchRequest& request, const std::shared_ptr<spdlog::logger>& logger) {
+  if (request.mode != "table")
+    throw InvalidArgument(fmt::format("--mode {}: only table mode exists in this build", request.mode));
+  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "all"};
+  if (std::find(kScenarios.begin(), kScenarios.end(), request.scenario) == kScenarios.end())
+    throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, all)",
+                                      request.scenario));
+  std::size_t widest = std::max<std::size_t>(request.threads, 16);
+  auto store = Store::open(request.dsn, StoreOptions{.pool_size = widest + 4, .logger = logger});
+  store->check_schema();
+  Bench bench(request, store);
+  std::vector<Result> results;
+  auto wants = [&](std::string_view scenario) { return request.scenario == "all" || request.scenario == scenario; };
+  if (wants("uncontended")) {
+    if (request.threads != 0) {
+      results.push_back(bench.uncontended(request.threads));
+    } else {
+      results.push_back(bench.uncontended(1));
+      results.push_back(bench.uncontended(16));
+    }
+  }
+  if (wants("handoff")) results.push_back(bench.handoff(request.threads != 0 ? request.threads : 4));
+  if (wants("renew")) {
+    if (request.renew_locks != 0) {
+      results.push_back(bench.renew(request.renew_locks));
+    } else {
+      results.push_back(bench.renew(1000));
+      results.push_back(bench.renew(10000));
+    }
+  }
+  if (wants("reap")) results.push_back(bench.reap());
+  if (request.json) print_json(results, store->dialect());
+  else print_table(results, store->dialect());
+  return 0;
+}
+
+}  // namespace dblock::cli

@@ -1,0 +1,26 @@
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <spdlog/logger.h>
+
+namespace dblock::cli {
+
+struct BenchRequest {
+  std::string dsn;
+  std::string scenario = "all";  // uncontended, handoff, renew, reap, all
+  std::string mode = "table";
+  std::size_t threads = 0;       // 0: the scenario's defaults (uncontended: 1 and 16; handoff: 4)
+  std::chrono::milliseconds duration{5000};
+  std::size_t renew_locks = 0;   // 0: 1,000 and 10,000
+  std::size_t reap_rows = 100'000;
+  std::size_t reap_batch = 10'000;
+  bool json = false;
+};
+
+/// `dblock bench`: every figure next to its raw-driver floor measured in the same run.
+int run_bench(const BenchRequest& request, const std::shared_ptr<spdlog::logger>& logger);
+
+}  // namespace dblock::cli
