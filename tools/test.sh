@@ -33,6 +33,18 @@ export DBLOCK_REQUIRE_SERVERS=1
 step "ctest (dev)"
 ctest --preset dev -j "$jobs"
 
+step "bench smoke (runs and prints sane numbers; no timing thresholds)"
+bench_json=$(build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" migrate up > /dev/null &&
+             build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" bench --json --duration 200ms \
+               --threads 2 --renew-locks 50 --rows 500 --batch 100)
+echo "$bench_json"
+for scenario in uncontended handoff renew reap; do
+  echo "$bench_json" | grep -q "\"scenario\":\"$scenario\"" || { echo "bench printed no $scenario figure" >&2; exit 1; }
+done
+if echo "$bench_json" | grep -Eq '"ops_per_sec":(0\.0|-|nan|inf)'; then echo "bench printed a zero or invalid rate" >&2; exit 1; fi
+build/dev/dblock --dsn "sqlite://$dbdir/bench.db" bench --json --duration 200ms --threads 2 --renew-locks 50 \
+  --rows 500 --batch 100 > /dev/null
+
 step "install and build the consumer project against the installed package"
 prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
 cmake --install build/dev --prefix "$prefix" > /dev/null

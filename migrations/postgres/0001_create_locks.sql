@@ -48,3 +48,18 @@ BEGIN
   RETURN NEXT;
 END
 $fn$;
+
+-- Renew every lock of one manager in one call. enable_seqscan is off inside the function only: a
+-- lock table that was nearly empty when last analysed must not turn the join into a scan of the
+-- table per renewed lock (seen: 20 s instead of 10 ms for 10,000 locks).
+CREATE FUNCTION "{schema}"."{prefix}renew"(p_names text[], p_owners text[], p_tokens bigint[], p_ttls_ms bigint[])
+RETURNS SETOF text
+LANGUAGE sql
+SET enable_seqscan = off
+AS $fn$
+  UPDATE "{schema}"."{prefix}locks" AS l
+  SET expires_at = clock_timestamp() + h.ttl_ms * interval '1 millisecond'
+  FROM unnest(p_names, p_owners, p_tokens, p_ttls_ms) AS h(name, owner, token, ttl_ms)
+  WHERE l.name = h.name AND l.owner = h.owner AND l.token = h.token AND l.expires_at > clock_timestamp()
+  RETURNING l.name;
+$fn$;

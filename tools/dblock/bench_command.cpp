@@ -171,6 +171,7 @@ class Bench {
       result.floor = floor_figure;
       result.floor_name = "pg_advisory_lock blocking hand-off";
       result.extra["floor_grants_per_thread"] = floor_fairness;
+      result.extra["p50_latency_ratio"] = fmt::format("{:.2f}", dblock_figure.p50_ms / std::max(1e-9, floor_figure.p50_ms));
     }
     result.extra["unit"] = "hand-offs; p50/p99 = release-to-next-grant";
     return result;
@@ -292,15 +293,13 @@ void print_json(const std::vector<Result>& results, std::string_view dialect) {
 
 }  // namespace
 
-int run_bench(const BenchRequest& request, const std::shared_ptr<spdlog::logger>& logger) {
+int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) {
   if (request.mode != "table")
     throw InvalidArgument(fmt::format("--mode {}: only table mode exists in this build", request.mode));
   static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "all"};
   if (std::find(kScenarios.begin(), kScenarios.end(), request.scenario) == kScenarios.end())
     throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, all)",
                                       request.scenario));
-  std::size_t widest = std::max<std::size_t>(request.threads, 16);
-  auto store = Store::open(request.dsn, StoreOptions{.pool_size = widest + 4, .logger = logger});
   store->check_schema();
   Bench bench(request, store);
   std::vector<Result> results;

@@ -4,12 +4,11 @@
 #include <memory>
 #include <string>
 
-#include <spdlog/logger.h>
+#include <dblock/store.hpp>
 
 namespace dblock::cli {
 
 struct BenchRequest {
-  std::string dsn;
   std::string scenario = "all";  // uncontended, handoff, renew, reap, all
   std::string mode = "table";
   std::size_t threads = 0;       // 0: the scenario's defaults (uncontended: 1 and 16; handoff: 4)
@@ -21,6 +20,6 @@ struct BenchRequest {
 };
 
 /// `dblock bench`: every figure next to its raw-driver floor measured in the same run.
-int run_bench(const BenchRequest& request, const std::shared_ptr<spdlog::logger>& logger);
+int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store);
 
 }  // namespace dblock::cli

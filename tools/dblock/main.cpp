@@ -190,21 +190,22 @@ int main(int argc, char** argv) {
       cli::block_forwarded_signals();  // before any thread, so sigtimedwait receives them
       return cli::run_reaper(reaper_request, logger);
     }
-    if (bench->parsed()) {
-      bench_request.dsn = dsn;
-      bench_request.duration = detail::parse_duration(bench_duration);
-      if (bench_request.duration.count() <= 0) throw InvalidArgument("--duration must be positive");
-      return cli::run_bench(bench_request, logger);
-    }
     if (migrate_sql->parsed()) {
       fmt::print("{}", Migrator::sql(dsn, sql_from, sql_to));
       return 0;
     }
-    auto store = Store::open(dsn, StoreOptions{.logger = logger});
+    StoreOptions store_options{.logger = logger};
+    if (bench->parsed()) {
+      bench_request.duration = detail::parse_duration(bench_duration);
+      if (bench_request.duration.count() <= 0) throw InvalidArgument("--duration must be positive");
+      store_options.pool_size = std::max<std::size_t>(bench_request.threads, 16) + 4;  // one session per thread
+    }
+    auto store = Store::open(dsn, store_options);
     if (migrate_cmd->parsed()) return run_migrate(store, migrate_up, migrate_status, migrate_verify, up_to);
     // The embedded default needs no set-up step: its file gets dblock's tables on first use.
     if (store->dialect() == "sqlite") (void)migrate(*store);
     if (run->parsed()) return cli::run_guarded(store, request);
+    if (bench->parsed()) return cli::run_bench(bench_request, store);
     store->check_schema();
     if (locks->parsed()) {
       print_locks(*store, json);

@@ -60,11 +60,7 @@ WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2
 SELECT 0::bigint, CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
                        ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END FROM d
 UNION ALL SELECT count::bigint, 0 FROM u)")};
-    renew = {2, fill(R"(
-UPDATE "{schema}"."{prefix}locks" AS l SET expires_at = clock_timestamp() + h.ttl * interval '1 millisecond'
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS h(name, owner, token, ttl)
-WHERE l.name = h.name AND l.owner = h.owner AND l.token = h.token AND l.expires_at > clock_timestamp()
-RETURNING l.name)")};
+    renew = {2, fill(R"(SELECT "{schema}"."{prefix}renew"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
     lease_left = {3, fill(R"(
 SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
