@@ -181,6 +181,12 @@ class SqliteSession {
                               soci::into(result_b_), soci::into(result_c_)));
     });
   }
+  soci::statement& begin_immediate() {
+    return prepared(begin_immediate_, [&] { return soci::statement((session_.prepare << "BEGIN IMMEDIATE")); });
+  }
+  soci::statement& commit() {
+    return prepared(commit_, [&] { return soci::statement((session_.prepare << "COMMIT")); });
+  }
   soci::statement& reap() {
     return prepared(reap_, [&] {
       return soci::statement((session_.prepare << sql_.reap, soci::use(number_, "batch"), soci::into(out_name_)));
@@ -247,7 +253,7 @@ class SqliteSession {
 
  private:
   std::optional<soci::statement> acquire_, release_last_, release_inner_, renew_, lease_left_, list_, force_release_,
-      reap_, census_;
+      reap_, census_, begin_immediate_, commit_;
 };
 
 std::vector<AppliedMigration> read_history_rows(soci::session& session, const SqliteSql& sql) {
@@ -454,11 +460,11 @@ class SqliteBackend final : public Backend {
       session->owner_ = owner;
       session->number_ = token;
       // Delete-at-one and decrement are two statements: one IMMEDIATE transaction makes them atomic.
-      session->exec_script("BEGIN IMMEDIATE");
+      session->begin_immediate().execute(true);
       std::optional<std::int64_t> remaining;
       if (execute_single(session->release_last())) remaining = 0;
       else if (execute_single(session->release_inner())) remaining = session->result_a_;
-      session->exec_script("COMMIT");
+      session->commit().execute(true);
       return remaining;
     });
   }
