@@ -124,20 +124,25 @@ TEST_F(Cli, InvalidArgumentsExit64AndNameTheInput) {
 }
 
 TEST_F(Cli, HeldLockExits75AndWaitAcquiresAfterRelease) {
-  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "sleep", "1"});
-  // The holder is inside once `locks` shows the row.
+  // The holder keeps the lock until the test creates a stop file: no timing window to miss.
+  auto stop_file = dblock::test::embedded_sqlite_path() + ".stop";
+  outputs_.push_back(stop_file);  // removed in TearDown
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "sh", "-c",
+                       "echo started; while [ ! -e '" + stop_file + "' ]; do sleep 0.02; done"});
   bool held = false;
-  for (int i = 0; i < 500 && !held; ++i) {
-    auto listing = run({"--dsn", sqlite_dsn_, "locks"});
-    held = listing.output.find("busy") != std::string::npos;
+  for (int i = 0; i < 1000 && !held; ++i) {
+    held = finish_if_done(holder).find("started") != std::string::npos;
     if (!held) std::this_thread::sleep_for(10ms);
   }
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << finish_if_done(holder);
   auto refused = run({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "true"});
   EXPECT_EQ(refused.exit_code, 75) << refused.output;
-  auto waited = run({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--wait", "20s", "--", "true"});
-  EXPECT_EQ(waited.exit_code, 0) << waited.output;
+  EXPECT_NE(refused.output.find("busy"), std::string::npos) << "the message names the lock: " << refused.output;
+  auto waiter = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--wait", "30s", "--", "true"});
+  std::ofstream(stop_file) << "stop";
   EXPECT_EQ(finish(holder).exit_code, 0);
+  auto waited = finish(waiter);
+  EXPECT_EQ(waited.exit_code, 0) << "the waiter acquires once the holder releases: " << waited.output;
 }
 
 TEST_F(Cli, ForwardsSigtermToTheCommand) {
