@@ -45,6 +45,9 @@ if echo "$bench_json" | grep -Eq '"ops_per_sec":(0\.0|-|nan|inf)'; then echo "be
 build/dev/dblock --dsn "sqlite://$dbdir/bench.db" bench --json --duration 200ms --threads 2 --renew-locks 50 \
   --rows 500 --batch 100 > /dev/null
 
+step "fuzz the URI, duration and name parsers (libFuzzer, 20 s)"
+tools/fuzz.sh 20 "$dbdir/fuzz"
+
 step "install and build the consumer project against the installed package"
 prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
 cmake --install build/dev --prefix "$prefix" > /dev/null
