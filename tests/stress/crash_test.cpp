@@ -1,0 +1,117 @@
+// Holders die with SIGKILL (their whole process group, as in a machine or container crash) at
+// random moments inside the critical section. The lock must become available again after the
+// lease, with a strictly larger fencing token, and no two live holders may ever be inside at once.
+// Each holder is a `dblock run` process appending "enter TOKEN PID" / "exit PID" to a journal.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+class Crashes : public ::testing::TestWithParam<dblock::test::BackendCase> {
+ protected:
+  static void TearDownTestSuite() { dblock::test::remove_embedded_sqlite(); }
+};
+
+TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
+  auto dsn = server_dsn + (server_dsn.find('?') == std::string::npos ? "?" : "&") + "prefix=" +
+             dblock::test::unique_prefix();
+  dblock::migrate(*dblock::Store::open(dsn));
+  auto journal = fmt::format("/tmp/dblock-crash-{}.log", getpid());
+  std::remove(journal.c_str());
+
+  constexpr int kWorkers = 3;
+  constexpr int kRunsPerWorker = 8;
+  // $PPID inside the command is the `dblock run` process, whose pid is its process group.
+  auto script = fmt::format("echo \"enter $DBLOCK_FENCING_TOKEN $PPID\" >> {0}; sleep 0.15; echo \"exit $PPID\" >> {0}",
+                            journal);
+  std::mutex mutex;
+  std::set<int> killed;
+  int completed = 0;
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  {
+    std::vector<std::jthread> workers;
+    for (int w = 0; w < kWorkers; ++w) {
+      workers.emplace_back([&, w] {
+        std::mt19937 random(static_cast<unsigned>(w) * 7919u);
+        for (int run = 0; run < kRunsPerWorker && std::chrono::steady_clock::now() < deadline; ++run) {
+          pid_t pid = fork();
+          if (pid == 0) {
+            setsid();
+            execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn.c_str(), "--log-level", "off", "run", "--name", "crashy",
+                  "--ttl", "300ms", "--wait", "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+            _exit(127);
+          }
+          bool kill_it = random() % 2 == 0;
+          if (kill_it) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(random() % 400));
+            kill(-pid, SIGKILL);  // the holder and its command, like a crash of the whole box
+          }
+          int status = 0;
+          waitpid(pid, &status, 0);
+          std::lock_guard lock(mutex);
+          if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) killed.insert(pid);
+          else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) ++completed;
+          else ADD_FAILURE() << "dblock run exited with status " << status;
+        }
+      });
+    }
+  }
+  ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "bounded run overran";
+
+  std::ifstream in(journal);
+  std::string line;
+  int inside = 0;  // pid of the holder that entered and has not exited yet
+  std::int64_t last_token = 0;
+  int entries = 0, takeovers_after_crash = 0;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string kind;
+    words >> kind;
+    if (kind == "enter") {
+      std::int64_t token = 0;
+      int pid = 0;
+      words >> token >> pid;
+      if (inside != 0) {
+        EXPECT_TRUE(killed.contains(inside)) << "pid " << pid << " entered while live holder " << inside << " was inside";
+        ++takeovers_after_crash;
+      }
+      EXPECT_GT(token, last_token) << "fencing tokens must rise strictly, also after a crash";
+      last_token = token;
+      inside = pid;
+      ++entries;
+    } else {
+      int pid = 0;
+      words >> pid;
+      EXPECT_EQ(pid, inside) << "exit of a holder that was not inside";
+      inside = 0;
+    }
+  }
+  std::remove(journal.c_str());
+  EXPECT_GE(entries, completed);
+  EXPECT_GT(takeovers_after_crash, 0) << "some holder must have died inside and been taken over after its lease";
+  EXPECT_GT(completed, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Crashes, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace
