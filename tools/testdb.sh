@@ -3,6 +3,8 @@
 #   tools/testdb.sh start [DIR]   start (idempotent) and print the DSNs as shell exports
 #   tools/testdb.sh env [DIR]     print the DSNs of running servers
 #   tools/testdb.sh stop [DIR]    stop the servers started in DIR (by PID) and remove DIR
+#   tools/testdb.sh pg-crash DIR  stop PostgreSQL like a crash (pg_ctl stop -m immediate)
+#   tools/testdb.sh pg-start DIR  start it again on the same port (after pg-crash)
 # DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Port: $DBLOCK_PGPORT, else the first
 # free one from 55433.
 set -euo pipefail
@@ -46,11 +48,15 @@ start_pg() {
     --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 --no-sync > "$DIR/pg/initdb.log" 2>&1 \
     || { cat "$DIR/pg/initdb.log" >&2; die "initdb failed"; }
   rm -f "$DIR/pg/pwfile"
-  runuser -u postgres -- "$bin/pg_ctl" -D "$DIR/pg/data" -l "$DIR/pg/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $DIR/pg -c max_connections=300" start > /dev/null \
-    || { cat "$DIR/pg/server.log" >&2; die "PostgreSQL did not start"; }
+  pg_ctl_start "$bin" "$PGPORT"
   runuser -u postgres -- "$bin/psql" -X -q -h "$DIR/pg" -p "$PGPORT" -U dblock -d postgres -c "CREATE DATABASE dblock"
   echo "$PGPORT" > "$DIR/pgport"
+}
+
+pg_ctl_start() {
+  runuser -u postgres -- "$1/pg_ctl" -D "$DIR/pg/data" -l "$DIR/pg/server.log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -p $2 -k $DIR/pg -c max_connections=300" start > /dev/null \
+    || { cat "$DIR/pg/server.log" >&2; die "PostgreSQL did not start"; }
 }
 
 stop_pg() {
@@ -69,8 +75,13 @@ case $cmd in
     start_pg
     print_env ;;
   env) print_env ;;
+  pg-crash)
+    pg_running || die "no PostgreSQL running in $DIR"
+    runuser -u postgres -- "$(pg_bin)/pg_ctl" -D "$DIR/pg/data" -m immediate -w stop > /dev/null ;;
+  pg-start)
+    pg_running || pg_ctl_start "$(pg_bin)" "$(cat "$DIR/pgport")" ;;
   stop)
     stop_pg
     rm -rf "$DIR" ;;
-  *) die "usage: testdb.sh start|env|stop [DIR]" ;;
+  *) die "usage: testdb.sh start|env|stop|pg-crash|pg-start [DIR]" ;;
 esac

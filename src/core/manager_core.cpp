@@ -123,7 +123,13 @@ Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeo
   if (timeout.count() < 0) throw InvalidArgument(fmt::format("timeout {}ms is negative", timeout.count()));
   auto started = SteadyClock::now();
   auto deadline = started + timeout;
-  if (auto lock = try_acquire(name, options)) return std::move(*lock);
+  std::string last_connection_error;
+  try {
+    if (auto lock = try_acquire(name, options)) return std::move(*lock);
+  } catch (const ConnectionError& e) {
+    if (timeout.count() == 0) throw;
+    last_connection_error = e.what();  // a waiter rides out an outage until its deadline
+  }
   auto ttl = effective_ttl(options);
   auto owner = owner_for_this_thread();
   auto record_wait = [&] {
@@ -140,28 +146,39 @@ Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeo
     // Try once right after subscribing: a release before the watch was in place sent no wake-up.
     bool try_now = true;
     while (SteadyClock::now() < deadline) {
-      if (try_now) {
-        auto sent = SteadyClock::now();
-        if (auto grant = acquire_once(name, owner, ttl)) return register_grant(name, owner, ttl, sent, *grant, record_wait());
-        contended_.fetch_add(1, std::memory_order_relaxed);
-        emit(LockEventKind::contended, name);
+      try {
+        if (try_now) {
+          auto sent = SteadyClock::now();
+          if (auto grant = acquire_once(name, owner, ttl))
+            return register_grant(name, owner, ttl, sent, *grant, record_wait());
+          contended_.fetch_add(1, std::memory_order_relaxed);
+          emit(LockEventKind::contended, name);
+        }
+        // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
+        auto left = retry_transient([&] { return backend_.lease_left(name); });
+        auto now = SteadyClock::now();
+        auto poll = notified ? kNotifiedSafetyPoll : backoff.next();
+        auto wake_at = std::min(deadline, now + poll);
+        if (left && left->count() > 0) wake_at = std::min(wake_at, now + *left + std::chrono::milliseconds(1));
+        else if (!try_now) { try_now = true; continue; }  // free now: try at once
+        else wake_at = std::min(deadline, now + backoff.next());  // free but lost the race: back off
+        bool released = subscription->wait_until(wake_at);
+        try_now = released || (left && SteadyClock::now() >= now + *left);
+      } catch (const ConnectionError& e) {
+        // The database is unreachable: keep waiting (the pool reconnects) and try again later.
+        // An acquisition whose outcome stayed unknown is not held by us: its lease simply lapses.
+        last_connection_error = e.what();
+        logger_->warn("waiting for lock '{}': {}", name, e.what());
+        subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()));
+        try_now = true;
       }
-      // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
-      auto left = retry_transient([&] { return backend_.lease_left(name); });
-      auto now = SteadyClock::now();
-      auto poll = notified ? kNotifiedSafetyPoll : backoff.next();
-      auto wake_at = std::min(deadline, now + poll);
-      if (left && left->count() > 0) wake_at = std::min(wake_at, now + *left + std::chrono::milliseconds(1));
-      else if (!try_now) { try_now = true; continue; }  // free now: try at once
-      else wake_at = std::min(deadline, now + backoff.next());  // free but lost the race: back off
-      bool released = subscription->wait_until(wake_at);
-      try_now = released || (left && SteadyClock::now() >= now + *left);
     }
   }
   auto waited = record_wait();
   timeouts_.fetch_add(1, std::memory_order_relaxed);
   emit(LockEventKind::timeout, name, 0, 0, waited);
-  throw Timeout(fmt::format("lock '{}' was not acquired within {}", name, format_duration(timeout)));
+  throw Timeout(fmt::format("lock '{}' was not acquired within {}{}", name, format_duration(timeout),
+                            last_connection_error.empty() ? "" : "; last database error: " + last_connection_error));
 }
 
 Lock ManagerCore::register_grant(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl,

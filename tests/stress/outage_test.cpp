@@ -1,0 +1,104 @@
+// The database crashes (pg_ctl stop -m immediate) and comes back while locks are held and a waiter
+// waits. On a PostgreSQL cluster of its own (tools/testdb.sh), so other tests are not disturbed.
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string run_script(const std::string& arguments) {
+  std::string command = std::string(DBLOCK_TESTDB_SCRIPT) + " " + arguments + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  std::string output;
+  char buffer[512];
+  while (pipe && fgets(buffer, sizeof buffer, pipe.get()) != nullptr) output += buffer;
+  return output;
+}
+
+/// A throwaway cluster for this test only; stopped and removed on scope exit.
+class OwnCluster {
+ public:
+  OwnCluster() {
+    char pattern[] = "/tmp/dbo.XXXXXX";
+    dir_ = mkdtemp(pattern);
+    auto output = run_script("start " + dir_);
+    auto at = output.find("DBLOCK_TEST_PG_DSN='");
+    if (at != std::string::npos) dsn_ = output.substr(at + 20, output.find('\'', at + 20) - at - 20);
+    start_log_ = output;
+  }
+  ~OwnCluster() { run_script("stop " + dir_); }
+  [[nodiscard]] const std::string& dsn() const { return dsn_; }
+  [[nodiscard]] const std::string& start_log() const { return start_log_; }
+  void crash() { run_script("pg-crash " + dir_); }
+  void restart() { run_script("pg-start " + dir_); }
+
+ private:
+  std::string dir_;
+  std::string dsn_;
+  std::string start_log_;
+};
+
+TEST(Outage, LocksSurviveARestartWithinTheirLeaseAndLapsedOnesAreReportedFirst) {
+  std::string shared_server;
+  DBLOCK_REQUIRE_DSN(shared_server, "DBLOCK_TEST_PG_DSN");  // servers can be started on this machine
+  OwnCluster cluster;
+  ASSERT_FALSE(cluster.dsn().empty()) << cluster.start_log();
+  auto store = dblock::Store::open(cluster.dsn(), {.connect_timeout = 2s});
+  dblock::migrate(*store);
+
+  std::promise<std::chrono::steady_clock::time_point> short_lost;
+  dblock::LockManager holder(store, {.default_ttl = 30s, .renew_interval = 150ms,
+                                     .on_lost = [&](std::string_view name, std::int64_t) {
+                                       if (name == "short") short_lost.set_value(std::chrono::steady_clock::now());
+                                     }});
+  dblock::LockManager other(store);
+  auto long_lease = holder.try_acquire("long");
+  auto short_lease = holder.try_acquire("short", {.ttl = 800ms});
+  ASSERT_TRUE(long_lease && short_lease);
+  auto waiter = std::async(std::launch::async, [&] { return other.acquire("long", 6s).token(); });
+
+  cluster.crash();
+  auto crashed_at = std::chrono::steady_clock::now();
+  auto lost_future = short_lost.get_future();
+  ASSERT_EQ(lost_future.wait_for(10s), std::future_status::ready) << "the lapsed lease was not reported";
+  auto reported_at = lost_future.get();
+  // Reported while the server is still down, i.e. before anyone could be granted it: the local
+  // deadline (last renewal's send time + TTL) comes no later than the database's expiry.
+  EXPECT_LT(reported_at - crashed_at, 800ms + 300ms);
+  EXPECT_TRUE(short_lease->lost());
+  EXPECT_FALSE(long_lease->lost()) << "a 30 s lease outlives a short outage";
+
+  cluster.restart();
+  auto renewals_at_restart = holder.stats().renewals;
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (holder.stats().renewals <= renewals_at_restart + 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_GT(holder.stats().renewals, renewals_at_restart + 1) << "renewal did not resume after the restart";
+  EXPECT_FALSE(long_lease->lost());
+  EXPECT_FALSE(other.try_acquire("long")) << "the surviving lease is still exclusive";
+  auto taken_over = other.try_acquire("short");
+  ASSERT_TRUE(taken_over) << "the lapsed lease is free after the restart";
+  EXPECT_GT(taken_over->token(), short_lease->token());
+
+  try {
+    (void)waiter.get();
+    ADD_FAILURE() << "the waiter must not get a lock that is still held";
+  } catch (const dblock::Timeout& e) {
+    SUCCEED() << e.what();  // timed out cleanly, riding out the outage
+  }
+  EXPECT_THROW(short_lease->release(), dblock::LockLost);
+  EXPECT_NO_THROW(long_lease->release());
+}
+
+}  // namespace
