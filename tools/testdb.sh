@@ -5,6 +5,9 @@
 #   tools/testdb.sh stop [DIR]    stop the servers started in DIR (by PID) and remove DIR
 #   tools/testdb.sh pg-crash DIR  stop PostgreSQL like a crash (pg_ctl stop -m immediate)
 #   tools/testdb.sh pg-start DIR  start it again on the same port (after pg-crash)
+#   tools/testdb.sh start-replicated DIR   a primary plus a synchronous streaming replica; prints
+#                                 DBLOCK_TEST_PG_FAILOVER_DSN (multi-host, target_session_attrs=read-write)
+#   tools/testdb.sh promote DIR   promote the replica (after pg-crash of the primary)
 # DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Port: $DBLOCK_PGPORT, else the first
 # free one from 55433.
 set -euo pipefail
@@ -59,6 +62,41 @@ pg_ctl_start() {
     || { cat "$DIR/pg/server.log" >&2; die "PostgreSQL did not start"; }
 }
 
+start_replicated() {
+  start_pg
+  local bin primary replica
+  bin=$(pg_bin); primary=$(cat "$DIR/pgport")
+  replica=$(pick_port_after "$primary")
+  runuser -u postgres -- "$bin/psql" -X -q -h "$DIR/pg" -p "$primary" -U dblock -d postgres \
+    -c "ALTER SYSTEM SET wal_level = replica" -c "ALTER SYSTEM SET max_wal_senders = 5" > /dev/null
+  stop_pg; pg_ctl_start "$bin" "$primary"
+  mkdir -p "$DIR/replica"; chown postgres:postgres "$DIR/replica"
+  PGPASSWORD=$PW runuser -u postgres -- env PGPASSWORD="$PW" "$bin/pg_basebackup" -h 127.0.0.1 -p "$primary" \
+    -U dblock -D "$DIR/replica/data" -X stream -R > "$DIR/replica/basebackup.log" 2>&1 \
+    || { cat "$DIR/replica/basebackup.log" >&2; die "pg_basebackup failed"; }
+  printf "primary_conninfo = 'host=127.0.0.1 port=%s user=dblock password=%s application_name=replica'\n" \
+    "$primary" "$PW" >> "$DIR/replica/data/postgresql.auto.conf"
+  runuser -u postgres -- "$bin/pg_ctl" -D "$DIR/replica/data" -l "$DIR/replica/server.log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -p $replica -k $DIR/replica -c max_connections=300" start > /dev/null \
+    || { cat "$DIR/replica/server.log" >&2; die "the replica did not start"; }
+  echo "$replica" > "$DIR/replicaport"
+  # Synchronous only now that the standby exists, else every commit on the primary would wait.
+  runuser -u postgres -- "$bin/psql" -X -q -h "$DIR/pg" -p "$primary" -U dblock -d postgres \
+    -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" > /dev/null
+  for _ in $(seq 1 600); do
+    [ "$(runuser -u postgres -- "$bin/psql" -X -qAt -h "$DIR/pg" -p "$primary" -U dblock -d postgres \
+         -c "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")" = 1 ] && return 0
+    sleep 0.05
+  done
+  die "the replica never became synchronous"
+}
+
+pick_port_after() {
+  local port
+  for port in $(seq $(($1 + 1)) 55600); do port_busy "$port" || { echo "$port"; return; }; done
+  die "no free port after $1"
+}
+
 stop_pg() {
   if pg_running; then
     local pid; pid=$(head -1 "$DIR/pg/data/postmaster.pid")
@@ -80,8 +118,19 @@ case $cmd in
     runuser -u postgres -- "$(pg_bin)/pg_ctl" -D "$DIR/pg/data" -m immediate -w stop > /dev/null ;;
   pg-start)
     pg_running || pg_ctl_start "$(pg_bin)" "$(cat "$DIR/pgport")" ;;
+  start-replicated)
+    [ "$(id -u)" = 0 ] || die "run as root (initdb runs as user postgres through runuser)"
+    mkdir -p "$DIR"; chmod 755 "$DIR"
+    start_replicated
+    print_env
+    echo "export DBLOCK_TEST_PG_FAILOVER_DSN='postgresql://dblock:$PW@127.0.0.1:$(cat "$DIR/pgport"),127.0.0.1:$(cat "$DIR/replicaport")/dblock?target_session_attrs=read-write'" ;;
+  promote)
+    runuser -u postgres -- "$(pg_bin)/pg_ctl" -D "$DIR/replica/data" -w promote > /dev/null ;;
   stop)
     stop_pg
+    if [ -f "$DIR/replica/data/postmaster.pid" ]; then
+      p=$(head -1 "$DIR/replica/data/postmaster.pid"); kill -INT "$p" 2>/dev/null || true; wait_gone "$p"
+    fi
     rm -rf "$DIR" ;;
-  *) die "usage: testdb.sh start|env|stop|pg-crash|pg-start [DIR]" ;;
+  *) die "usage: testdb.sh start|env|stop|pg-crash|pg-start|start-replicated|promote [DIR]" ;;
 esac

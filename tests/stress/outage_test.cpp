@@ -29,21 +29,27 @@ std::string run_script(const std::string& arguments) {
 /// A throwaway cluster for this test only; stopped and removed on scope exit.
 class OwnCluster {
  public:
-  OwnCluster() {
+  explicit OwnCluster(bool replicated = false) {
     char pattern[] = "/tmp/dbo.XXXXXX";
     dir_ = mkdtemp(pattern);
-    auto output = run_script("start " + dir_);
-    auto at = output.find("DBLOCK_TEST_PG_DSN='");
-    if (at != std::string::npos) dsn_ = output.substr(at + 20, output.find('\'', at + 20) - at - 20);
-    start_log_ = output;
+    start_log_ = run_script((replicated ? "start-replicated " : "start ") + dir_);
+    dsn_ = exported(replicated ? "DBLOCK_TEST_PG_FAILOVER_DSN" : "DBLOCK_TEST_PG_DSN");
   }
   ~OwnCluster() { run_script("stop " + dir_); }
   [[nodiscard]] const std::string& dsn() const { return dsn_; }
   [[nodiscard]] const std::string& start_log() const { return start_log_; }
   void crash() { run_script("pg-crash " + dir_); }
   void restart() { run_script("pg-start " + dir_); }
+  void promote_replica() { run_script("promote " + dir_); }
 
  private:
+  [[nodiscard]] std::string exported(const std::string& variable) const {
+    auto at = start_log_.find(variable + "='");
+    if (at == std::string::npos) return {};
+    at += variable.size() + 2;
+    return start_log_.substr(at, start_log_.find('\'', at) - at);
+  }
+
   std::string dir_;
   std::string dsn_;
   std::string start_log_;
@@ -99,6 +105,36 @@ TEST(Outage, LocksSurviveARestartWithinTheirLeaseAndLapsedOnesAreReportedFirst) 
   }
   EXPECT_THROW(short_lease->release(), dblock::LockLost);
   EXPECT_NO_THROW(long_lease->release());
+}
+
+TEST(Outage, FailoverToASynchronousReplicaKeepsGrantedLocksExclusive) {
+  std::string shared_server;
+  DBLOCK_REQUIRE_DSN(shared_server, "DBLOCK_TEST_PG_DSN");
+  OwnCluster cluster(/*replicated=*/true);
+  ASSERT_FALSE(cluster.dsn().empty()) << cluster.start_log();
+  // Multi-host URI with target_session_attrs=read-write: new sessions find whichever is primary.
+  auto store = dblock::Store::open(cluster.dsn(), {.connect_timeout = 2s});
+  dblock::migrate(*store);
+  dblock::LockManager holder(store, {.default_ttl = 30s, .renew_interval = 200ms});
+  dblock::LockManager other(store);
+  auto job = holder.try_acquire("job");
+  ASSERT_TRUE(job);
+  EXPECT_FALSE(other.try_acquire("job"));
+
+  cluster.crash();            // the primary dies
+  cluster.promote_replica();  // and the synchronous standby takes over
+  auto renewals_at_failover = holder.stats().renewals;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (holder.stats().renewals <= renewals_at_failover + 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_GT(holder.stats().renewals, renewals_at_failover + 1) << "renewal did not follow the new primary";
+  EXPECT_FALSE(job->lost()) << "the grant was replicated synchronously, so it survives the failover";
+  EXPECT_FALSE(other.try_acquire("job")) << "still exclusive on the new primary";
+  auto token = job->token();
+  EXPECT_NO_THROW(job->release());
+  auto next = other.try_acquire("job");
+  ASSERT_TRUE(next);
+  EXPECT_GT(next->token(), token) << "tokens keep rising on the promoted replica";
 }
 
 }  // namespace
