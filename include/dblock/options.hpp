@@ -28,6 +28,9 @@ struct StoreOptions {
   std::size_t pool_size = 0;
   /// How long to wait for a free pooled session or a new connection. Default: 10 s.
   milliseconds connect_timeout{10'000};
+  /// How long to wait for the reply to one statement before the session is abandoned and the
+  /// call fails with ConnectionError (a stalled server or network). Default: 30 s.
+  milliseconds statement_timeout{30'000};
   /// Logger for the library. Default: none (silent).
   std::shared_ptr<spdlog::logger> logger;
 };

@@ -16,10 +16,9 @@ namespace {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const StoreUri& uri, std::chrono::milliseconds connect_timeout,
-                                      std::shared_ptr<spdlog::logger> logger) {
-  if (uri.scheme == "postgresql") return make_postgres_backend(uri, connect_timeout, std::move(logger));
-  if (uri.scheme == "sqlite") return make_sqlite_backend(uri, connect_timeout, std::move(logger));
+std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings& settings) {
+  if (uri.scheme == "postgresql") return make_postgres_backend(uri, settings);
+  if (uri.scheme == "sqlite") return make_sqlite_backend(uri, settings.connect_timeout, settings.logger);
   not_built(uri);
 }
 

@@ -11,10 +11,16 @@
 
 namespace dblock::detail {
 
+/// What every backend is opened with.
+struct BackendSettings {
+  std::chrono::milliseconds connect_timeout;
+  std::chrono::milliseconds statement_timeout;
+  std::shared_ptr<spdlog::logger> logger;
+};
+
 /// The backend for the URI's scheme. @throws InvalidArgument for a scheme not built in,
 /// ConnectionError when the first session cannot be opened.
-[[nodiscard]] std::unique_ptr<Backend> make_backend(const StoreUri& uri, std::chrono::milliseconds connect_timeout,
-                                                    std::shared_ptr<spdlog::logger> logger);
+[[nodiscard]] std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings& settings);
 
 /// What `dblock migrate sql` prints for the URI's dialect. Needs no connection.
 [[nodiscard]] std::string render_migration_script(const StoreUri& uri, std::span<const MigrationFile> migrations);

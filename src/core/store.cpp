@@ -33,7 +33,9 @@ std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
     throw InvalidArgument(fmt::format("connect_timeout {}ms must be positive", options.connect_timeout.count()));
   impl->connect_timeout = options.connect_timeout;
   impl->logger = options.logger ? options.logger : silent_logger();
-  impl->backend = detail::make_backend(parsed, impl->connect_timeout, impl->logger);
+  if (options.statement_timeout.count() <= 0)
+    throw InvalidArgument(fmt::format("statement_timeout {}ms must be positive", options.statement_timeout.count()));
+  impl->backend = detail::make_backend(parsed, {impl->connect_timeout, options.statement_timeout, impl->logger});
   impl->logger->debug("opened store {}", parsed.redacted);
   return std::shared_ptr<Store>(new Store(std::move(impl)));
 }

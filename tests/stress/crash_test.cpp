@@ -60,10 +60,27 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
                   "--ttl", "300ms", "--wait", "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
             _exit(127);
           }
-          bool kill_it = random() % 2 == 0;
-          if (kill_it) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(random() % 400));
-            kill(-pid, SIGKILL);  // the holder and its command, like a crash of the whole box
+          switch (run % 4) {  // every worker kills twice inside, twice at random, runs four to completion
+            case 0:  // at a random moment: waiting, acquiring, inside or releasing
+              std::this_thread::sleep_for(std::chrono::milliseconds(random() % 400));
+              kill(-pid, SIGKILL);  // the holder and its command, like a crash of the whole box
+              break;
+            case 1: {  // certainly inside the critical section: once its "enter" is in the journal
+              auto entered = fmt::format(" {}\n", pid);
+              auto until = std::chrono::steady_clock::now() + 30s;
+              while (std::chrono::steady_clock::now() < until) {
+                std::ifstream log(journal);
+                std::stringstream text;
+                text << log.rdbuf();
+                if (text.str().find("enter") != std::string::npos && text.str().find(entered) != std::string::npos) break;
+                std::this_thread::sleep_for(2ms);
+              }
+              std::this_thread::sleep_for(std::chrono::milliseconds(random() % 100));
+              kill(-pid, SIGKILL);
+              break;
+            }
+            default:  // left alone: runs to completion
+              break;
           }
           int status = 0;
           waitpid(pid, &status, 0);

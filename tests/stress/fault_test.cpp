@@ -109,4 +109,33 @@ TEST(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
   EXPECT_EQ(store->census().held, 0) << "a lock stayed held after the chaos";
 }
 
+TEST(Faults, AStalledConnectionFailsWithinTheStatementTimeout) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
+  auto prefix = dblock::test::unique_prefix();
+  dblock::migrate(*dblock::Store::open(server_dsn + "?prefix=" + prefix));
+  dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
+  auto store = dblock::Store::open(dblock::test::with_port(server_dsn, proxy.port()) + "?prefix=" + prefix + "&pool=2",
+                                   {.connect_timeout = 2s, .statement_timeout = 1s});
+  dblock::LockManager locks(store, {.default_ttl = 3s});
+  locks.try_acquire("warm-up")->release();
+
+  proxy.set_stalled(true);  // the server's replies stop arriving; the sockets stay open
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_THROW((void)locks.try_acquire("stalled"), dblock::ConnectionError);
+  auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_GE(waited, 1s);
+  EXPECT_LT(waited, 6s) << "the call must give up after the statement timeout (and one resolution read)";
+
+  proxy.set_stalled(false);
+  std::optional<dblock::Lock> lock;
+  for (int attempt = 0; attempt < 3 && !lock; ++attempt) {
+    try {
+      lock = locks.try_acquire("after-stall");
+    } catch (const dblock::ConnectionError&) {  // a session the stall left behind, now dropped
+    }
+  }
+  EXPECT_TRUE(lock) << "the abandoned session was replaced";
+}
+
 }  // namespace

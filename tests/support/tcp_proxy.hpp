@@ -40,6 +40,8 @@ class TcpProxy {
   [[nodiscard]] std::uint64_t round_trips() const { return round_trips_.load(); }
   /// Down: every open connection is cut and new ones are closed at once, like a dead server.
   void set_down(bool down) { down_ = down; }
+  /// Stalled: connections stay open but nothing is forwarded, like a frozen server or network.
+  void set_stalled(bool stalled) { stalled_ = stalled; }
   void reset_round_trips() { round_trips_ = 0; }
 
  private:
@@ -55,9 +57,10 @@ class TcpProxy {
         while (!pairs_.empty()) drop(0);
       }
       std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+      short events = stalled_ ? 0 : POLLIN;
       for (auto& pair : pairs_) {
-        fds.push_back({pair.client, POLLIN, 0});
-        fds.push_back({pair.server, POLLIN, 0});
+        fds.push_back({pair.client, events, 0});
+        fds.push_back({pair.server, events, 0});
       }
       if (poll(fds.data(), fds.size(), 50) <= 0) continue;
       if (fds[0].revents & POLLIN) accept_one();
@@ -120,6 +123,7 @@ class TcpProxy {
   std::vector<Pair> pairs_;
   std::atomic<std::uint64_t> round_trips_{0};
   std::atomic<bool> down_{false};
+  std::atomic<bool> stalled_{false};
   std::jthread thread_;
 };
 

@@ -313,17 +313,18 @@ class PgRawClient final : public RawLockClient {
 
 class PgBackend final : public Backend {
  public:
-  PgBackend(const StoreUri& uri, milliseconds connect_timeout, std::shared_ptr<spdlog::logger> logger)
+  PgBackend(const StoreUri& uri, const BackendSettings& settings)
       : schema_(uri.schema),
         prefix_(uri.prefix),
         driver_uri_(uri.driver_uri),
         key_(installation_key(uri.schema, uri.prefix)),
         channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
         sql_(uri.schema, uri.prefix, key_, channel_),
-        pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, connect_timeout, logger] {
-                return std::make_unique<PgConnection>(driver_uri, redacted, connect_timeout, logger);
+        pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, settings] {
+                return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
+                                                      settings.statement_timeout, settings.logger);
               },
-              uri.redacted, uri.pool_size, connect_timeout) {
+              uri.redacted, uri.pool_size, settings.connect_timeout) {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
   }
 
@@ -477,9 +478,8 @@ std::string render_postgres_migrations(const StoreUri& uri, std::span<const Migr
   return script + fmt::format("\n{};\n", sql.migration_unlock);
 }
 
-std::unique_ptr<Backend> make_postgres_backend(const StoreUri& uri, milliseconds connect_timeout,
-                                               std::shared_ptr<spdlog::logger> logger) {
-  return std::make_unique<PgBackend>(uri, connect_timeout, std::move(logger));
+std::unique_ptr<Backend> make_postgres_backend(const StoreUri& uri, const BackendSettings& settings) {
+  return std::make_unique<PgBackend>(uri, settings);
 }
 
 }  // namespace dblock::detail

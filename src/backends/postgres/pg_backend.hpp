@@ -7,14 +7,13 @@
 #include <spdlog/fwd.h>
 
 #include "backends/backend.hpp"
+#include "backends/backend_factory.hpp"
 #include "core/uri.hpp"
 
 namespace dblock::detail {
 
 /// PostgreSQL table mode on libpq. @throws ConnectionError when the first session fails.
-[[nodiscard]] std::unique_ptr<Backend> make_postgres_backend(const StoreUri& uri,
-                                                             std::chrono::milliseconds connect_timeout,
-                                                             std::shared_ptr<spdlog::logger> logger);
+[[nodiscard]] std::unique_ptr<Backend> make_postgres_backend(const StoreUri& uri, const BackendSettings& settings);
 
 /// The SQL `up` runs for `migrations` on an empty database, history records included, as a script.
 [[nodiscard]] std::string render_postgres_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);

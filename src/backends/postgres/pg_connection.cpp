@@ -1,6 +1,9 @@
 #include "backends/postgres/pg_connection.hpp"
 
+#include <poll.h>
+
 #include <array>
+#include <cerrno>
 #include <string>
 
 #include <fmt/format.h>
@@ -29,8 +32,9 @@ bool starts_with(std::string_view text, std::string_view prefix) { return text.s
 }  // namespace
 
 PgConnection::PgConnection(const std::string& uri, const std::string& redacted_uri,
-                           std::chrono::milliseconds connect_timeout, std::shared_ptr<spdlog::logger> logger)
-    : logger_(std::move(logger)), redacted_uri_(redacted_uri) {
+                           std::chrono::milliseconds connect_timeout, std::chrono::milliseconds statement_timeout,
+                           std::shared_ptr<spdlog::logger> logger)
+    : logger_(std::move(logger)), redacted_uri_(redacted_uri), statement_timeout_(statement_timeout) {
   auto timeout_s = std::to_string(std::max<long long>(2, (connect_timeout.count() + 999) / 1000));
   // Ours first: later keywords (the URI) override earlier ones, so the user's settings win.
   std::array<const char*, 4> keys{"connect_timeout", "application_name", "dbname", nullptr};
@@ -51,7 +55,37 @@ PgConnection::PgConnection(const std::string& uri, const std::string& redacted_u
 }
 
 bool PgConnection::usable() const noexcept {
-  return PQstatus(conn_.get()) == CONNECTION_OK && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
+  return !abandoned_ && PQstatus(conn_.get()) == CONNECTION_OK && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
+}
+
+PgResult PgConnection::await(bool sent, std::string_view what) {
+  if (!sent) fail(nullptr, what);
+  // Wait for the reply with a deadline: a stalled server or network must not hang the caller.
+  auto deadline = std::chrono::steady_clock::now() + statement_timeout_;
+  PgResult last;
+  PgResult first_error;
+  while (true) {
+    while (PQisBusy(conn_.get()) != 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        abandoned_ = true;  // the reply may still come: this session is never reused
+        throw OutcomeUnknown(fmt::format("{}: no reply from {} within {}ms", what, redacted_uri_,
+                                         statement_timeout_.count()),
+                             "57014");
+      }
+      pollfd fd{PQsocket(conn_.get()), POLLIN, 0};
+      if (poll(&fd, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) fail(nullptr, what);
+      if (PQconsumeInput(conn_.get()) == 0) fail(nullptr, what);
+    }
+    PGresult* result = PQgetResult(conn_.get());
+    if (result == nullptr) break;
+    auto status = PQresultStatus(result);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && !first_error) first_error.reset(result);
+    else last.reset(result);
+  }
+  if (first_error) fail(first_error.get(), what);
+  if (!last) fail(nullptr, what);
+  return last;
 }
 
 void PgConnection::fail(const PGresult* result, std::string_view what) const {
@@ -73,14 +107,8 @@ void PgConnection::fail(const PGresult* result, std::string_view what) const {
   throw DatabaseError(message, sqlstate);
 }
 
-PgResult PgConnection::check(PgResult result, std::string_view what) const {
-  auto status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
-  fail(result.get(), what);
-}
-
 PgResult PgConnection::exec(std::string_view sql) {
-  return check(PgResult(PQexec(conn_.get(), std::string(sql).c_str())), "statement failed");
+  return await(PQsendQuery(conn_.get(), std::string(sql).c_str()) != 0, "statement failed");
 }
 
 namespace {
@@ -94,8 +122,8 @@ std::vector<const char*> values_of(std::span<const std::string> params) {
 
 PgResult PgConnection::exec_params(const std::string& sql, std::span<const std::string> params) {
   auto values = values_of(params);
-  return check(PgResult(PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                     values.data(), nullptr, nullptr, 0)),
+  return await(PQsendQueryParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                                 nullptr, nullptr, 0) != 0,
                "statement failed");
 }
 
@@ -103,17 +131,18 @@ PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<con
   auto name = fmt::format("dblock_{}", statement.id);
   if (statement.id >= prepared_.size()) prepared_.resize(statement.id + 1, false);
   if (!prepared_[statement.id]) {
-    check(PgResult(PQprepare(conn_.get(), name.c_str(), statement.sql.c_str(), 0, nullptr)), "prepare failed");
+    await(PQsendPrepare(conn_.get(), name.c_str(), statement.sql.c_str(), 0, nullptr) != 0, "prepare failed");
     prepared_[statement.id] = true;
   }
   auto values = values_of(params);
-  PgResult result(PQexecPrepared(conn_.get(), name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
-                                 nullptr, 0));
-  if (result && PQresultStatus(result.get()) == PGRES_FATAL_ERROR) {
-    const char* state = PQresultErrorField(result.get(), PG_DIAG_SQLSTATE);
-    if (state != nullptr && std::string_view(state) == "26000") prepared_.assign(prepared_.size(), false);
+  try {
+    return await(PQsendQueryPrepared(conn_.get(), name.c_str(), static_cast<int>(values.size()), values.data(),
+                                     nullptr, nullptr, 0) != 0,
+                 "statement failed");
+  } catch (const TransientError& e) {
+    if (std::string_view(e.sqlstate()) == "26000") prepared_.assign(prepared_.size(), false);  // re-prepare
+    throw;
   }
-  return check(std::move(result), "statement failed");
 }
 
 std::string pg_text_array(std::span<const std::string_view> items) {

@@ -1,6 +1,6 @@
 #pragma once
-// One libpq session: RAII ownership of PGconn, statements prepared once per session, and the
-// translation of libpq failures into dblock exceptions.
+// One libpq session: RAII ownership of PGconn, statements prepared once per session, replies
+// awaited with a deadline, and the translation of libpq failures into dblock exceptions.
 
 #include <libpq-fe.h>
 
@@ -31,9 +31,9 @@ class PgConnection {
  public:
   /// @throws ConnectionError (message names `redacted_uri`, never the password).
   PgConnection(const std::string& uri, const std::string& redacted_uri, std::chrono::milliseconds connect_timeout,
-               std::shared_ptr<spdlog::logger> logger);
+               std::chrono::milliseconds statement_timeout, std::shared_ptr<spdlog::logger> logger);
 
-  /// Connected and not inside a transaction: fit to go back to a pool.
+  /// Connected, not inside a transaction, no reply outstanding: fit to go back to a pool.
   [[nodiscard]] bool usable() const noexcept;
   [[nodiscard]] PGconn* raw() const noexcept { return conn_.get(); }
 
@@ -46,7 +46,9 @@ class PgConnection {
   [[noreturn]] void fail(const PGresult* result, std::string_view what) const;
 
  private:
-  PgResult check(PgResult result, std::string_view what) const;
+  /// Collects the reply of what was just sent (`sent` false: sending failed), waiting at most the
+  /// statement timeout; throws the dblock exception for an error.
+  PgResult await(bool sent, std::string_view what);
 
   struct ConnDeleter {
     void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
@@ -54,7 +56,9 @@ class PgConnection {
   std::shared_ptr<spdlog::logger> logger_;
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   std::string redacted_uri_;
+  std::chrono::milliseconds statement_timeout_;
   std::vector<bool> prepared_;
+  bool abandoned_ = false;
 };
 
 /// `{"a","b\"c"}`: a text[] literal with every element quoted, so NULL, commas and braces in
