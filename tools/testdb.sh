@@ -25,10 +25,17 @@ wait_gone() {
 }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # The port is chosen at start (first free from 55433, or $DBLOCK_PGPORT) and remembered in DIR.
+# A port stays claimed by its cluster's DIR while the DIR exists, also while the server is down
+# (crash tests): another cluster must not take it in between.
+CLAIMS=/tmp/dblock-testdb-ports
+port_claimed() { [ -f "$CLAIMS/$1" ] && [ -d "$(cat "$CLAIMS/$1")" ] && [ "$(cat "$CLAIMS/$1")" != "$DIR" ]; }
+claim_port() { mkdir -p "$CLAIMS"; echo "$DIR" > "$CLAIMS/$1"; }
+release_claims() { grep -lx -- "$DIR" "$CLAIMS"/* 2>/dev/null | xargs -r rm -f; }
+port_free() { ! port_busy "$1" && ! port_claimed "$1"; }
 pick_port() {
   if [ -n "${DBLOCK_PGPORT:-}" ]; then echo "$DBLOCK_PGPORT"; return; fi
   local port
-  for port in $(seq 55433 55533); do port_busy "$port" || { echo "$port"; return; }; done
+  for port in $(seq 55433 55533); do port_free "$port" && { echo "$port"; return; }; done
   die "no free port in 55433-55533"
 }
 pg_running() { [ -f "$DIR/pg/data/postmaster.pid" ] && kill -0 "$(head -1 "$DIR/pg/data/postmaster.pid")" 2>/dev/null; }
@@ -45,6 +52,7 @@ start_pg() {
   local bin; bin=$(pg_bin); [ -n "$bin" ] || die "PostgreSQL is not installed (apt-get install postgresql)"
   local PGPORT; PGPORT=$(pick_port)
   port_busy "$PGPORT" && die "port $PGPORT is taken by another process; set DBLOCK_PGPORT"
+  claim_port "$PGPORT"
   rm -rf "$DIR/pg"; mkdir -p "$DIR/pg"; chown postgres:postgres "$DIR/pg"
   printf '%s\n' "$PW" > "$DIR/pg/pwfile"; chown postgres "$DIR/pg/pwfile"; chmod 600 "$DIR/pg/pwfile"
   runuser -u postgres -- "$bin/initdb" -D "$DIR/pg/data" -U dblock --pwfile="$DIR/pg/pwfile" \
@@ -58,7 +66,7 @@ start_pg() {
 
 pg_ctl_start() {
   runuser -u postgres -- "$1/pg_ctl" -D "$DIR/pg/data" -l "$DIR/pg/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $2 -k $DIR/pg -c max_connections=300" start > /dev/null \
+    -o "-c listen_addresses=127.0.0.1 -p $2 -k $DIR/pg -c max_connections=300" start > /dev/null 9>&- \
     || { cat "$DIR/pg/server.log" >&2; die "PostgreSQL did not start"; }
 }
 
@@ -67,6 +75,7 @@ start_replicated() {
   local bin primary replica
   bin=$(pg_bin); primary=$(cat "$DIR/pgport")
   replica=$(pick_port_after "$primary")
+  claim_port "$replica"
   runuser -u postgres -- "$bin/psql" -X -q -h "$DIR/pg" -p "$primary" -U dblock -d postgres \
     -c "ALTER SYSTEM SET wal_level = replica" -c "ALTER SYSTEM SET max_wal_senders = 5" > /dev/null
   stop_pg; pg_ctl_start "$bin" "$primary"
@@ -77,7 +86,7 @@ start_replicated() {
   printf "primary_conninfo = 'host=127.0.0.1 port=%s user=dblock password=%s application_name=replica'\n" \
     "$primary" "$PW" >> "$DIR/replica/data/postgresql.auto.conf"
   runuser -u postgres -- "$bin/pg_ctl" -D "$DIR/replica/data" -l "$DIR/replica/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $replica -k $DIR/replica -c max_connections=300" start > /dev/null \
+    -o "-c listen_addresses=127.0.0.1 -p $replica -k $DIR/replica -c max_connections=300" start > /dev/null 9>&- \
     || { cat "$DIR/replica/server.log" >&2; die "the replica did not start"; }
   echo "$replica" > "$DIR/replicaport"
   # Synchronous only now that the standby exists, else every commit on the primary would wait.
@@ -93,7 +102,7 @@ start_replicated() {
 
 pick_port_after() {
   local port
-  for port in $(seq $(($1 + 1)) 55600); do port_busy "$port" || { echo "$port"; return; }; done
+  for port in $(seq $(($1 + 1)) 55600); do port_free "$port" && { echo "$port"; return; }; done
   die "no free port after $1"
 }
 
@@ -105,8 +114,14 @@ stop_pg() {
   fi
 }
 
+# Starts run one at a time on this machine: two clusters must not pick the same free port. The
+# servers started under the lock must not inherit its descriptor (they would hold it forever), so
+# every server is launched with 9>&-.
+serialize_starts() { exec 9> /tmp/dblock-testdb.lock; flock 9; }
+
 case $cmd in
   start)
+    serialize_starts
     [ "$(id -u)" = 0 ] || die "run as root (initdb runs as user postgres through runuser)"
     [ ${#DIR} -lt 80 ] || die "DIR '$DIR' is too long for a unix socket path"
     mkdir -p "$DIR"; chmod 755 "$DIR"
@@ -119,6 +134,7 @@ case $cmd in
   pg-start)
     pg_running || pg_ctl_start "$(pg_bin)" "$(cat "$DIR/pgport")" ;;
   start-replicated)
+    serialize_starts
     [ "$(id -u)" = 0 ] || die "run as root (initdb runs as user postgres through runuser)"
     mkdir -p "$DIR"; chmod 755 "$DIR"
     start_replicated
@@ -131,6 +147,7 @@ case $cmd in
     if [ -f "$DIR/replica/data/postmaster.pid" ]; then
       p=$(head -1 "$DIR/replica/data/postmaster.pid"); kill -INT "$p" 2>/dev/null || true; wait_gone "$p"
     fi
+    release_claims
     rm -rf "$DIR" ;;
   *) die "usage: testdb.sh start|env|stop|pg-crash|pg-start|start-replicated|promote [DIR]" ;;
 esac
