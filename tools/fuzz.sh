@@ -11,4 +11,4 @@ clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
   -I"$root/src" -I"$root/include" \
   "$root/tests/fuzz/parsers_fuzz.cpp" "$root/src/core/uri.cpp" "$root/src/core/duration.cpp" \
   "$root/src/core/validate.cpp" "$root/src/core/errors.cpp" -lfmt -o "$work/parsers_fuzz"
-"$work/parsers_fuzz" -max_total_time="$seconds" -max_len=512 -print_final_stats=1 "$work/corpus" 2>&1 | tail -6
+"$work/parsers_fuzz" -artifact_prefix="$work/" -max_total_time="$seconds" -max_len=512 -print_final_stats=1 "$work/corpus" 2>&1 | tail -6

@@ -101,6 +101,14 @@ TEST_F(Cli, DefaultsToTheEmbeddedSqliteFileFromDblockDsn) {
   EXPECT_EQ(access(dblock::test::embedded_sqlite_path().c_str(), F_OK), 0) << "DBLOCK_DSN names the file";
 }
 
+TEST_F(Cli, GlobalOptionsAreAcceptedAfterTheSubcommand) {
+  auto migrate = run({"migrate", "up", "--dsn", sqlite_dsn_});
+  EXPECT_EQ(migrate.exit_code, 0) << migrate.output;
+  auto held = run({"run", "--dsn", sqlite_dsn_, "--name", "late-dsn", "--", "true"});
+  EXPECT_EQ(held.exit_code, 0) << held.output;
+  EXPECT_EQ(access(dblock::test::embedded_sqlite_path().c_str(), F_OK), 0) << "--dsn named the file";
+}
+
 TEST_F(Cli, InvalidArgumentsExit64AndNameTheInput) {
   struct Case {
     std::vector<std::string> args;

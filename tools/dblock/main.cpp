@@ -90,6 +90,8 @@ int run_migrate(const std::shared_ptr<Store>& store, const CLI::App* up, const C
 int main(int argc, char** argv) {
   CLI::App app{"dblock: distributed locks in the SQL database you already run"};
   app.require_subcommand(1);
+  // Global options are accepted after the subcommand too: `dblock migrate up --dsn URI`.
+  app.fallthrough();
   std::string dsn;
   std::string log_level = "warn";
   app.add_option("--dsn", dsn, "Database URI (default: $DBLOCK_DSN, else sqlite://dblock.db)");

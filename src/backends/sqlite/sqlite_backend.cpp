@@ -134,13 +134,35 @@ class SqliteSession {
     try {
       session_.open(soci::sqlite3, fmt::format("db=\"{}\"", path));
       raw_ = static_cast<soci::sqlite3_session_backend*>(session_.get_backend())->conn_;
-      // busy_timeout first: switching to WAL itself needs the lock when another process holds it.
       session_ << fmt::format("PRAGMA busy_timeout = {}", busy_timeout.count());
-      std::string mode;
-      session_ << "PRAGMA journal_mode = WAL", soci::into(mode);
+      switch_to_wal(busy_timeout);
       session_ << "PRAGMA synchronous = NORMAL";
     } catch (const soci::soci_error& e) {
       throw ConnectionError(fmt::format("cannot open SQLite database sqlite://{}: {}", path, e.what()));
+    }
+  }
+
+  /// WAL is a property of the file: once one opener has set it, the others only read it. The
+  /// switch needs an exclusive lock, and SQLite answers SQLITE_BUSY without calling the busy
+  /// handler when two openers of a new file race for it (deadlock avoidance), so the race is
+  /// retried here, bounded by the busy timeout.
+  void switch_to_wal(std::chrono::milliseconds busy_timeout) {
+    auto deadline = std::chrono::steady_clock::now() + busy_timeout;
+    auto pause = std::chrono::milliseconds(1);
+    for (;;) {
+      try {
+        std::string mode;
+        session_ << "PRAGMA journal_mode", soci::into(mode);
+        if (mode == "wal") return;
+        session_ << "PRAGMA journal_mode = WAL", soci::into(mode);
+        if (mode == "wal") return;
+        throw ConnectionError(fmt::format("sqlite://{} cannot use WAL (journal mode stays {})", path_, mode));
+      } catch (const soci::sqlite3_soci_error& e) {
+        bool busy = (e.result() & 0xff) == kSqliteBusy || (e.result() & 0xff) == kSqliteLocked;
+        if (!busy || std::chrono::steady_clock::now() + pause > deadline) throw;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
   }
 
