@@ -12,7 +12,7 @@ namespace dblock {
 
 namespace detail {
 struct HeldLock;
-class ManagerCore;
+class ManagerBase;
 }  // namespace detail
 
 class Lock {
@@ -32,7 +32,8 @@ class Lock {
   /// True once the lease was found gone, taken over or unrenewable. Thread-safe.
   [[nodiscard]] bool lost() const;
   /// Steady-clock instant before which the lease cannot have run out, however the database's
-  /// clock runs: request send time + TTL, moved forward by each successful renewal.
+  /// clock runs: request send time + TTL, moved forward by each successful renewal. Advisory
+  /// locks have no lease: time_point::max() (watch lost(), or the on_lost callback).
   [[nodiscard]] std::chrono::steady_clock::time_point local_deadline() const;
   /// False after release() or after being moved from.
   [[nodiscard]] bool owns() const noexcept { return held_ != nullptr; }
@@ -45,10 +46,10 @@ class Lock {
   void release();
 
  private:
-  friend class detail::ManagerCore;
-  Lock(std::shared_ptr<detail::ManagerCore> core, std::shared_ptr<detail::HeldLock> held, std::int64_t count);
+  friend class detail::ManagerBase;
+  Lock(std::shared_ptr<detail::ManagerBase> core, std::shared_ptr<detail::HeldLock> held, std::int64_t count);
 
-  std::shared_ptr<detail::ManagerCore> core_;
+  std::shared_ptr<detail::ManagerBase> core_;
   std::shared_ptr<detail::HeldLock> held_;
   std::int64_t count_ = 0;
 };

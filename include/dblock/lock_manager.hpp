@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include <dblock/advisory_key.hpp>
 #include <dblock/lock.hpp>
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
@@ -51,12 +52,18 @@ class LockManager {
   /// @throws Timeout when the lock was not granted in time, plus what try_acquire throws.
   [[nodiscard]] Lock acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options = {});
 
+  /// Advisory mode only: an explicit key, e.g. AdvisoryKey::of(42) to exclude a `psql` session
+  /// holding pg_advisory_lock(42). Named locks map to AdvisoryKey::from_name(name).
+  /// @throws InvalidArgument in table mode.
+  [[nodiscard]] std::optional<Lock> try_acquire(const AdvisoryKey& key, LockOptions options = {});
+  [[nodiscard]] Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, LockOptions options = {});
+
   /// The owner id written into rows by the calling thread.
   [[nodiscard]] std::string owner_id() const;
   [[nodiscard]] ManagerStats stats() const;
 
  private:
-  std::shared_ptr<detail::ManagerCore> core_;
+  std::shared_ptr<detail::ManagerBase> core_;
 };
 
 }  // namespace dblock

@@ -41,6 +41,16 @@ enum class OwnerScope {
   manager,  ///< every thread of one LockManager shares ownership.
 };
 
+/// Where a LockManager keeps its locks.
+enum class LockMode {
+  /// A row per lock in dblock's lock table, with a lease renewed by the watchdog. Every backend.
+  table,
+  /// PostgreSQL's own session advisory locks, on a pooled connection pinned while the owner
+  /// holds any: no lease and no row; the server releases them when the connection dies (the
+  /// watchdog then reports them lost). Keys: AdvisoryKey. PostgreSQL only.
+  advisory,
+};
+
 /// What a LockManager reports to ManagerOptions::on_event, e.g. to feed a metrics system.
 enum class LockEventKind {
   acquired,   ///< a grant (re-entries included); `waited` is the time spent in acquire()
@@ -63,11 +73,18 @@ struct LockEvent {
 struct LockOptions {
   /// Lease length. Zero means the manager's default_ttl. Must be >= 3 x the renew interval.
   milliseconds ttl{0};
+  /// Advisory mode only: a shared lock, held by any number of shared holders at once and
+  /// excluding exclusive ones (pg_advisory_lock_shared). Default: exclusive.
+  bool shared = false;
 };
 
 /// Policy of one LockManager.
 struct ManagerOptions {
+  /// Table or advisory locks. Default: table.
+  LockMode mode = LockMode::table;
   /// Lease of a lock unless LockOptions::ttl says otherwise. Default: 30 s. Limits: 3 ms .. 30 days.
+  /// In advisory mode there is no lease; default_ttl / 3 is then how often the watchdog checks
+  /// the pinned connections.
   milliseconds default_ttl{30'000};
   /// How often the watchdog renews every held lock in one statement. Zero = default_ttl / 3.
   /// Must be at most a third of every lock's TTL.

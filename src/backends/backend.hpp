@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include <dblock/advisory_key.hpp>
 #include <dblock/errors.hpp>
 #include <dblock/store.hpp>
 
@@ -57,6 +58,27 @@ class ReleaseListener {
   virtual std::vector<std::string> wait(milliseconds timeout) = 0;
   /// Thread-safe: makes a concurrent or the next wait() return at once.
   virtual void interrupt() noexcept = 0;
+};
+
+/// A server advisory lock as the pinned session takes it.
+struct AdvisoryTarget {
+  AdvisoryKey key;
+  bool shared = false;
+};
+
+/// A session taken out of the pool for as long as its owner holds advisory locks: the server
+/// ties the locks to it. Used by one thread at a time.
+class AdvisorySession {
+ public:
+  virtual ~AdvisorySession() = default;
+  /// One round trip: takes the lock and draws its fencing token. `wait` zero: try once; else the
+  /// server's own blocking wait, bounded by `wait`. Empty when not granted.
+  /// @throws ConnectionError when the session broke (every lock on it is gone with it).
+  virtual std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) = 0;
+  /// False when the session did not hold the lock.
+  virtual bool unlock(const AdvisoryTarget& target) = 0;
+  /// One round trip. @throws ConnectionError when the session broke.
+  virtual void check_alive() = 0;
 };
 
 /// One embedded migration, placeholders not yet filled.
@@ -137,6 +159,15 @@ class Backend {
 
   /// A listener for release notifications, or nullptr when the database has none (waiters poll).
   virtual std::unique_ptr<ReleaseListener> listen() { return nullptr; }
+
+  /// The message for advisory calls on a database that has none.
+  [[nodiscard]] std::string fmt_no_advisory() const {
+    return std::string(dialect()) + " has no advisory locks: use LockMode::table (advisory mode needs PostgreSQL)";
+  }
+  /// Pins a pooled session for advisory locks. @throws InvalidArgument when the database has none.
+  virtual std::unique_ptr<AdvisorySession> pin_advisory_session() {
+    throw InvalidArgument(fmt_no_advisory());
+  }
 
   /// The applied schema version. @throws SchemaError(missing) when dblock's tables do not exist.
   virtual int schema_version() = 0;

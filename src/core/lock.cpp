@@ -3,11 +3,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/manager_core.hpp"
+#include "core/manager_base.hpp"
 
 namespace dblock {
 
-Lock::Lock(std::shared_ptr<detail::ManagerCore> core, std::shared_ptr<detail::HeldLock> held, std::int64_t count)
+Lock::Lock(std::shared_ptr<detail::ManagerBase> core, std::shared_ptr<detail::HeldLock> held, std::int64_t count)
     : core_(std::move(core)), held_(std::move(held)), count_(count) {}
 
 Lock::Lock(Lock&& other) noexcept

@@ -1,12 +1,16 @@
 #include <dblock/lock_manager.hpp>
 
-#include "core/manager_core.hpp"
+#include "core/advisory_core.hpp"
+#include "core/table_core.hpp"
 
 namespace dblock {
 
 LockManager::LockManager(std::shared_ptr<Store> store, ManagerOptions options) {
   if (!store) throw InvalidArgument("LockManager needs a Store (got a null pointer)");
-  core_ = std::make_shared<detail::ManagerCore>(std::move(store), std::move(options));
+  if (options.mode == LockMode::advisory)
+    core_ = std::make_shared<detail::AdvisoryCore>(std::move(store), std::move(options));
+  else
+    core_ = std::make_shared<detail::TableCore>(std::move(store), std::move(options));
   core_->start_watchdog();
 }
 
@@ -18,6 +22,14 @@ std::optional<Lock> LockManager::try_acquire(std::string_view name, LockOptions 
 
 Lock LockManager::acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options) {
   return core_->acquire(name, timeout, options);
+}
+
+std::optional<Lock> LockManager::try_acquire(const AdvisoryKey& key, LockOptions options) {
+  return core_->try_acquire(key, options);
+}
+
+Lock LockManager::acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, LockOptions options) {
+  return core_->acquire(key, timeout, options);
 }
 
 std::string LockManager::owner_id() const { return core_->owner_for_this_thread(); }

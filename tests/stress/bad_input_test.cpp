@@ -132,13 +132,17 @@ TEST_P(BadInput, MissingOutdatedAndNewerSchemasAreRefusedUntouched) {
   EXPECT_EQ(reason_of(dblock::Store::open(dsn(dblock::test::unique_prefix()))), dblock::SchemaError::Reason::missing);
 
   auto history = sqlite_ ? "\"" + prefix_ + "schema_history\"" : "\"public\".\"" + prefix_ + "schema_history\"";
-  admin_->exec("UPDATE " + history + " SET version = 0 WHERE version = 1");  // as if an older build migrated
+  auto latest = dblock::latest_schema_version();
+  // As if an older build had migrated: the latest version's record hidden as version 0.
+  admin_->exec(fmt::format("UPDATE {} SET version = 0 WHERE version = {}", history, latest));
   EXPECT_EQ(reason_of(dblock::Store::open(dsn(prefix_))), dblock::SchemaError::Reason::outdated);
-  admin_->exec("UPDATE " + history + " SET version = 1 WHERE version = 0");
-  admin_->exec("INSERT INTO " + history + " (version, name, checksum, applied_by, execution_ms, success) "
-               "VALUES (2, 'from_the_future', 'x', 'test', 0, " + (sqlite_ ? "1" : "true") + ")");
+  admin_->exec(fmt::format("UPDATE {} SET version = {} WHERE version = 0", history, latest));
+  admin_->exec(fmt::format("INSERT INTO {} (version, name, checksum, applied_by, execution_ms, success) "
+                           "VALUES ({}, 'from_the_future', 'x', 'test', 0, {})",
+                           history, latest + 1, sqlite_ ? "1" : "true"));
   EXPECT_EQ(reason_of(dblock::Store::open(dsn(prefix_))), dblock::SchemaError::Reason::newer);
-  EXPECT_EQ(admin_->query("SELECT count(*) FROM " + history).at(0), "2") << "refusing changed nothing";
+  EXPECT_EQ(admin_->query("SELECT count(*) FROM " + history).at(0), std::to_string(latest + 1))
+      << "refusing changed nothing";
   EXPECT_TRUE(store_->locks().empty());
 }
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backends/postgres/pg_advisory.hpp"
 #include "backends/postgres/pg_connection.hpp"
 #include "backends/session_pool.hpp"
 #include "migrate/placeholders.hpp"
@@ -320,6 +321,7 @@ class PgBackend final : public Backend {
         key_(installation_key(uri.schema, uri.prefix)),
         channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
         sql_(uri.schema, uri.prefix, key_, channel_),
+        advisory_sql_(uri.schema, uri.prefix),
         pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, settings] {
                 return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
                                                       settings.statement_timeout, settings.logger);
@@ -377,6 +379,10 @@ class PgBackend final : public Backend {
     auto session = pool_.lease();
     auto result = session->exec_prepared(sql_.force_release, params);
     return PQntuples(result.get()) > 0;
+  }
+
+  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    return make_pg_advisory_session(pool_.lease(), advisory_sql_);
   }
 
   std::unique_ptr<ReleaseListener> listen() override {
@@ -452,6 +458,7 @@ class PgBackend final : public Backend {
   std::int32_t key_;
   std::string channel_;
   PgSql sql_;
+  PgAdvisorySql advisory_sql_;
   SessionPool<PgConnection> pool_;
 };
 

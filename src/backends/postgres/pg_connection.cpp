@@ -58,10 +58,10 @@ bool PgConnection::usable() const noexcept {
   return !abandoned_ && PQstatus(conn_.get()) == CONNECTION_OK && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
 }
 
-PgResult PgConnection::await(bool sent, std::string_view what) {
+PgResult PgConnection::await(bool sent, std::string_view what, std::chrono::milliseconds longer) {
   if (!sent) fail(nullptr, what);
   // Wait for the reply with a deadline: a stalled server or network must not hang the caller.
-  auto deadline = std::chrono::steady_clock::now() + statement_timeout_;
+  auto deadline = std::chrono::steady_clock::now() + statement_timeout_ + longer;
   PgResult last;
   PgResult first_error;
   while (true) {
@@ -70,7 +70,7 @@ PgResult PgConnection::await(bool sent, std::string_view what) {
       if (left.count() <= 0) {
         abandoned_ = true;  // the reply may still come: this session is never reused
         throw OutcomeUnknown(fmt::format("{}: no reply from {} within {}ms", what, redacted_uri_,
-                                         statement_timeout_.count()),
+                                         (statement_timeout_ + longer).count()),
                              "57014");
       }
       pollfd fd{PQsocket(conn_.get()), POLLIN, 0};
@@ -127,7 +127,8 @@ PgResult PgConnection::exec_params(const std::string& sql, std::span<const std::
                "statement failed");
 }
 
-PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<const std::string> params) {
+PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<const std::string> params,
+                                     std::chrono::milliseconds longer) {
   auto name = fmt::format("dblock_{}", statement.id);
   if (statement.id >= prepared_.size()) prepared_.resize(statement.id + 1, false);
   if (!prepared_[statement.id]) {
@@ -138,7 +139,7 @@ PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<con
   try {
     return await(PQsendQueryPrepared(conn_.get(), name.c_str(), static_cast<int>(values.size()), values.data(),
                                      nullptr, nullptr, 0) != 0,
-                 "statement failed");
+                 "statement failed", longer);
   } catch (const TransientError& e) {
     if (std::string_view(e.sqlstate()) == "26000") prepared_.assign(prepared_.size(), false);  // re-prepare
     throw;

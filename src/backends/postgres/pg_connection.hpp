@@ -40,7 +40,11 @@ class PgConnection {
   /// Simple-query protocol: may hold several statements (migrations).
   PgResult exec(std::string_view sql);
   PgResult exec_params(const std::string& sql, std::span<const std::string> params);
-  PgResult exec_prepared(const PgStatement& statement, std::span<const std::string> params);
+  /// `longer`: how much longer than the statement timeout the reply may take (a server-side wait).
+  PgResult exec_prepared(const PgStatement& statement, std::span<const std::string> params,
+                         std::chrono::milliseconds longer = std::chrono::milliseconds(0));
+  /// Never hand this session back to a pool (its server-side state cannot be trusted).
+  void abandon() noexcept { abandoned_ = true; }
 
   /// Throws the dblock exception for a failed result (or a broken session when result is null).
   [[noreturn]] void fail(const PGresult* result, std::string_view what) const;
@@ -48,7 +52,7 @@ class PgConnection {
  private:
   /// Collects the reply of what was just sent (`sent` false: sending failed), waiting at most the
   /// statement timeout; throws the dblock exception for an error.
-  PgResult await(bool sent, std::string_view what);
+  PgResult await(bool sent, std::string_view what, std::chrono::milliseconds longer = std::chrono::milliseconds(0));
 
   struct ConnDeleter {
     void operator()(PGconn* conn) const noexcept { PQfinish(conn); }

@@ -1,4 +1,4 @@
-#include "core/manager_core.hpp"
+#include "core/table_core.hpp"
 
 #include <algorithm>
 #include <set>
@@ -25,65 +25,20 @@ SteadyClock::time_point as_time_point(SteadyClock::rep ticks) {
 
 }  // namespace
 
-ManagerCore::ManagerCore(std::shared_ptr<Store> store, ManagerOptions options)
-    : store_(std::move(store)),
-      backend_(*StoreAccess::impl(*store_).backend),
-      options_(std::move(options)),
-      logger_(StoreAccess::impl(*store_).logger) {
-  if (options_.default_ttl < kMinTtl || options_.default_ttl > kMaxTtl)
-    throw InvalidArgument(fmt::format("ManagerOptions.default_ttl {}ms must be between {}ms and {}ms",
-                                      options_.default_ttl.count(), kMinTtl.count(), kMaxTtl.count()));
-  if (options_.renew_interval.count() < 0)
-    throw InvalidArgument("ManagerOptions.renew_interval must not be negative");
-  renew_interval_ = options_.renew_interval.count() > 0 ? options_.renew_interval : options_.default_ttl / 3;
-  if (options_.default_ttl < 3 * renew_interval_)
-    throw InvalidArgument(fmt::format("ManagerOptions.renew_interval {}ms is more than a third of default_ttl {}ms",
-                                      renew_interval_.count(), options_.default_ttl.count()));
-  if (options_.backoff_initial.count() <= 0 || options_.backoff_max < options_.backoff_initial ||
-      options_.backoff_factor < 1.0)
-    throw InvalidArgument("ManagerOptions backoff: need 0 < backoff_initial <= backoff_max and backoff_factor >= 1");
-  owner_id_ = make_manager_owner_id(options_.owner_tag);
+TableCore::TableCore(std::shared_ptr<Store> store, ManagerOptions options)
+    : ManagerBase(std::move(store), std::move(options)) {
   store_->check_schema();
 }
 
-ManagerCore::~ManagerCore() {
-  watchdog_.request_stop();
-  // The last Lock can be dropped by the user's on_lost callback, i.e. on the watchdog thread.
-  if (watchdog_.joinable() && watchdog_.get_id() == std::this_thread::get_id()) watchdog_.detach();
-}
-
-void ManagerCore::start_watchdog() {
-  watchdog_ = std::jthread([this](std::stop_token stop) { watchdog(std::move(stop)); });
-}
-
-std::string ManagerCore::owner_for_this_thread() const {
-  if (options_.owner_scope == OwnerScope::manager) return owner_id_;
-  return fmt::format("{}:t{:016x}", owner_id_, this_thread_owner_nonce());
-}
-
-ManagerStats ManagerCore::stats() const {
-  return ManagerStats{acquired_.load(), contended_.load(), timeouts_.load(), renewals_.load(), lost_.load(),
-                      std::chrono::milliseconds(waited_ms_.load())};
-}
-
-void ManagerCore::emit(LockEventKind kind, std::string_view name, std::int64_t token, std::int64_t count,
-                       std::chrono::milliseconds waited) const {
-  if (!options_.on_event) return;
-  try {
-    options_.on_event(LockEvent{kind, name, token, count, waited});
-  } catch (...) {
-    logger_->error("on_event callback threw; the event was dropped");
-  }
-}
-
-std::chrono::milliseconds ManagerCore::effective_ttl(const LockOptions& options) const {
+std::chrono::milliseconds TableCore::effective_ttl(const LockOptions& options) const {
   auto ttl = options.ttl.count() > 0 ? options.ttl : options_.default_ttl;
   if (options.ttl.count() < 0) throw InvalidArgument(fmt::format("ttl {}ms is negative", options.ttl.count()));
-  validate_ttl(ttl, renew_interval_);
+  if (options.shared) throw InvalidArgument("shared locks need ManagerOptions.mode = LockMode::advisory");
+  validate_ttl(ttl, check_interval_);
   return ttl;
 }
 
-std::optional<Grant> ManagerCore::acquire_once(std::string_view name, const std::string& owner,
+std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::string& owner,
                                                std::chrono::milliseconds ttl) {
   try {
     return retry_transient([&] { return backend_.try_acquire(name, owner, ttl); });
@@ -95,7 +50,7 @@ std::optional<Grant> ManagerCore::acquire_once(std::string_view name, const std:
   }
 }
 
-std::optional<Grant> ManagerCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
+std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
   auto row = retry_transient([&] { return backend_.read(name); });
   if (!row || row->owner != owner || row->remaining.count() <= 0) return std::nullopt;
   std::lock_guard lock(mutex_);
@@ -105,21 +60,20 @@ std::optional<Grant> ManagerCore::resolve_unknown_acquire(std::string_view name,
   return std::nullopt;  // the statement did not run: the caller may run it once more
 }
 
-std::optional<Lock> ManagerCore::try_acquire(std::string_view name, const LockOptions& options) {
+std::optional<Lock> TableCore::try_acquire(std::string_view name, const LockOptions& options) {
   validate_lock_name(name);
   auto ttl = effective_ttl(options);
   auto owner = owner_for_this_thread();
   auto sent = SteadyClock::now();
   auto grant = acquire_once(name, owner, ttl);
   if (!grant) {
-    contended_.fetch_add(1, std::memory_order_relaxed);
-    emit(LockEventKind::contended, name);
+    count_contended(name);
     return std::nullopt;
   }
   return register_grant(name, owner, ttl, sent, *grant, std::chrono::milliseconds(0));
 }
 
-Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
+Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
   if (timeout.count() < 0) throw InvalidArgument(fmt::format("timeout {}ms is negative", timeout.count()));
   auto started = SteadyClock::now();
   auto deadline = started + timeout;
@@ -132,11 +86,6 @@ Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeo
   }
   auto ttl = effective_ttl(options);
   auto owner = owner_for_this_thread();
-  auto record_wait = [&] {
-    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started);
-    waited_ms_.fetch_add(waited.count(), std::memory_order_relaxed);
-    return waited;
-  };
   if (timeout.count() > 0) {
     auto& store = StoreAccess::impl(*store_);
     auto subscription = store.release_hub().subscribe(std::string(name), std::min(timeout, store.connect_timeout));
@@ -150,9 +99,8 @@ Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeo
         if (try_now) {
           auto sent = SteadyClock::now();
           if (auto grant = acquire_once(name, owner, ttl))
-            return register_grant(name, owner, ttl, sent, *grant, record_wait());
-          contended_.fetch_add(1, std::memory_order_relaxed);
-          emit(LockEventKind::contended, name);
+            return register_grant(name, owner, ttl, sent, *grant, count_wait(started));
+          count_contended(name);
         }
         // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
         auto left = retry_transient([&] { return backend_.lease_left(name); });
@@ -174,14 +122,10 @@ Lock ManagerCore::acquire(std::string_view name, std::chrono::milliseconds timeo
       }
     }
   }
-  auto waited = record_wait();
-  timeouts_.fetch_add(1, std::memory_order_relaxed);
-  emit(LockEventKind::timeout, name, 0, 0, waited);
-  throw Timeout(fmt::format("lock '{}' was not acquired within {}{}", name, format_duration(timeout),
-                            last_connection_error.empty() ? "" : "; last database error: " + last_connection_error));
+  throw_timeout(name, timeout, started, last_connection_error);
 }
 
-Lock ManagerCore::register_grant(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl,
+Lock TableCore::register_grant(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl,
                                  SteadyClock::time_point sent, Grant grant, std::chrono::milliseconds waited) {
   auto deadline = (sent + ttl).time_since_epoch().count();
   std::shared_ptr<HeldLock> held;
@@ -198,22 +142,18 @@ Lock ManagerCore::register_grant(std::string_view name, const std::string& owner
     slot->depth += 1;
     held = slot;
   }
-  if (replaced && !replaced->lost.exchange(true)) {
-    // Our earlier lease on this name expired and we took it over afresh: the old guards are stale.
-    lost_.fetch_add(1, std::memory_order_relaxed);
-    logger_->warn("lock '{}' (token {}) had expired before it was acquired again", name, replaced->token);
-  }
-  acquired_.fetch_add(1, std::memory_order_relaxed);
-  emit(LockEventKind::acquired, name, grant.token, grant.count, waited);
-  return Lock(shared_from_this(), std::move(held), grant.count);
+  // Our earlier lease on this name expired and we took it over afresh: the old guards are stale.
+  if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
+  count_acquired(name, grant.token, grant.count, waited);
+  return make_guard(std::move(held), grant.count);
 }
 
-void ManagerCore::forget(const std::shared_ptr<HeldLock>& held) {
+void TableCore::forget(const std::shared_ptr<HeldLock>& held) {
   auto it = held_.find(Key{held->owner, held->name});
   if (it != held_.end() && it->second == held) held_.erase(it);
 }
 
-std::optional<std::int64_t> ManagerCore::release_once(const HeldLock& held, std::int64_t depth_before) {
+std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::int64_t depth_before) {
   try {
     return retry_transient([&] { return backend_.release(held.name, held.owner, held.token); });
   } catch (const OutcomeUnknown& e) {
@@ -227,7 +167,7 @@ std::optional<std::int64_t> ManagerCore::release_once(const HeldLock& held, std:
   }
 }
 
-void ManagerCore::release(const std::shared_ptr<HeldLock>& held) {
+void TableCore::release(const std::shared_ptr<HeldLock>& held) {
   std::int64_t depth_before = 0;
   {
     // Forget first: whatever the database says, this guard no longer holds the lock, and a row
@@ -237,56 +177,19 @@ void ManagerCore::release(const std::shared_ptr<HeldLock>& held) {
     if (--held->depth <= 0) forget(held);
   }
   auto remaining = release_once(*held, depth_before);
-  if (!remaining) {
-    if (!held->lost.exchange(true)) {
-      lost_.fetch_add(1, std::memory_order_relaxed);
-      logger_->warn("lock '{}' (token {}) was lost before release", held->name, held->token);
-    }
-    emit(LockEventKind::lost, held->name, held->token);
-    throw LockLost(fmt::format("lock '{}' (token {}) was lost before release: its lease ended or another owner "
-                               "took it over",
-                               held->name, held->token));
-  }
+  if (!remaining) throw_lost_on_release(*held, "its lease ended or another owner took it over");
   emit(LockEventKind::released, held->name, held->token, *remaining);
 }
 
-void ManagerCore::mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why) {
+void TableCore::mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why) {
   {
     std::lock_guard lock(mutex_);
     forget(held);
   }
-  if (held->lost.exchange(true)) return;
-  lost_.fetch_add(1, std::memory_order_relaxed);
-  logger_->warn("lock '{}' (token {}) lost: {}", held->name, held->token, why);
-  emit(LockEventKind::lost, held->name, held->token);
-  if (options_.on_lost) {
-    try {
-      options_.on_lost(held->name, held->token);
-    } catch (const std::exception& e) {
-      logger_->error("on_lost callback for '{}' threw: {}", held->name, e.what());
-    } catch (...) {
-      logger_->error("on_lost callback for '{}' threw", held->name);
-    }
-  }
+  report_lost(*held, why);
 }
 
-void ManagerCore::watchdog(std::stop_token stop) {
-  bool retry_soon = false;
-  while (!stop.stop_requested()) {
-    {
-      std::unique_lock lock(mutex_);
-      auto interval = retry_soon ? std::max(renew_interval_ / 4, std::chrono::milliseconds(1)) : renew_interval_;
-      wake_watchdog_.wait_for(lock, stop, interval, [] { return false; });
-    }
-    if (stop.stop_requested()) return;
-    auto self = weak_from_this().lock();  // keeps this alive through user callbacks
-    if (!self) return;
-    retry_soon = !renew_cycle();
-    self.reset();  // may destroy *this on this thread; the destructor then requested stop
-  }
-}
-
-bool ManagerCore::renew_cycle() {
+bool TableCore::watchdog_cycle() {
   std::vector<std::shared_ptr<HeldLock>> snapshot;
   {
     std::lock_guard lock(mutex_);
@@ -309,8 +212,7 @@ bool ManagerCore::renew_cycle() {
         mark_lost(held, "renewal kept failing until the local deadline passed");
     return false;
   }
-  renewals_.fetch_add(1, std::memory_order_relaxed);
-  emit(LockEventKind::renewed, {}, 0, static_cast<std::int64_t>(renewed_names.size()));
+  count_renewal(static_cast<std::int64_t>(renewed_names.size()));
   std::set<std::string_view> renewed(renewed_names.begin(), renewed_names.end());
   for (auto& held : snapshot) {
     if (renewed.contains(held->name)) {

@@ -1,0 +1,177 @@
+#include "backends/postgres/pg_advisory.hpp"
+
+#include <array>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "migrate/placeholders.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+// Prepared-statement ids of advisory mode; table mode uses the ones below 20.
+constexpr std::size_t kFirstStatementId = 20;
+
+std::int64_t int64_at(const PGresult* result, int column) {
+  const char* text = PQgetvalue(result, 0, column);
+  std::int64_t value = 0;
+  std::from_chars(text, text + PQgetlength(result, 0, column), value);
+  return value;
+}
+
+std::optional<std::int64_t> token_at(const PGresult* result) {
+  if (PQntuples(result) != 1 || PQgetisnull(result, 0, 0) != 0) return std::nullopt;
+  return int64_at(result, 0);
+}
+
+std::string key_arguments(bool two_part) { return two_part ? "$1::integer, $2::integer" : "$1::bigint"; }
+
+class PgAdvisorySession final : public AdvisorySession {
+ public:
+  PgAdvisorySession(SessionPool<PgConnection>::Lease lease, const PgAdvisorySql& sql)
+      : lease_(std::move(lease)), sql_(sql) {
+    pid_ = int64_at(lease_->exec_prepared(sql_.pid(), {}).get(), 0);
+  }
+
+  ~PgAdvisorySession() override {
+    if (grants_ == 0) return;
+    try {  // nothing of ours may stay locked on a session the pool hands to someone else
+      lease_->exec("SELECT pg_advisory_unlock_all()");
+    } catch (...) {
+      lease_->abandon();
+    }
+  }
+
+  PgAdvisorySession(const PgAdvisorySession&) = delete;
+  PgAdvisorySession& operator=(const PgAdvisorySession&) = delete;
+
+  std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
+    auto result = wait.count() == 0
+                      ? lease_->exec_prepared(sql_.try_lock(target, false), PgAdvisorySql::key_params(target.key))
+                      : lease_->exec_prepared(sql_.wait(), PgAdvisorySql::wait_params(target, false, wait), wait);
+    // Counted before the pid check: a grant through a pooler must still be cleaned up if it can be.
+    auto token = token_at(result.get());
+    if (token) ++grants_;
+    require_same_server_process(result.get());
+    return token;
+  }
+
+  bool unlock(const AdvisoryTarget& target) override {
+    auto result = lease_->exec_prepared(sql_.unlock(target), PgAdvisorySql::key_params(target.key));
+    require_same_server_process(result.get());
+    bool was_held = PQgetvalue(result.get(), 0, 0)[0] == 't';
+    if (was_held) --grants_;
+    return was_held;
+  }
+
+  void check_alive() override { require_same_server_process(lease_->exec_prepared(sql_.pid(), {}).get()); }
+
+ private:
+  /// Session locks belong to one server process. A pooler in transaction mode (PgBouncer
+  /// pool_mode=transaction) runs each statement on whichever server connection is free, so a lock
+  /// taken there belongs to nobody we can reach: refuse, loudly, at the first sign.
+  void require_same_server_process(const PGresult* result) {
+    auto pid = int64_at(result, PQnfields(result) - 1);
+    if (pid == pid_) return;
+    lease_->abandon();
+    throw DatabaseError(fmt::format(
+        "advisory mode: the server process behind one connection changed between statements (pid {}, then {}). A "
+        "pooler in transaction mode (e.g. PgBouncer pool_mode=transaction) sits in between, and session advisory locks "
+        "cannot work through it: connect advisory mode to PostgreSQL directly or through a session-mode pool",
+        pid_, pid));
+  }
+
+  SessionPool<PgConnection>::Lease lease_;
+  const PgAdvisorySql& sql_;
+  std::int64_t pid_ = 0;
+  std::int64_t grants_ = 0;  // server-side grants not yet unlocked
+};
+
+}  // namespace
+
+PgAdvisorySql::PgAdvisorySql(std::string_view schema, std::string_view prefix) {
+  auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}}); };
+  auto token = fill(R"(nextval('"{schema}"."{prefix}token_seq"'))");
+  std::size_t id = kFirstStatementId;
+  // Variants in the order of variant(): bigint exclusive, bigint shared, pair exclusive, pair shared.
+  for (bool two_part : {false, true}) {
+    for (bool shared : {false, true}) {
+      auto suffix = shared ? "_shared" : "";
+      auto args = key_arguments(two_part);
+      // CASE evaluates in order: the token is drawn only once the lock is ours.
+      try_session_.push_back({id++, fmt::format("SELECT CASE WHEN pg_try_advisory_lock{}({}) THEN {} END, pg_backend_pid()",
+                                                suffix, args, token)});
+      try_xact_.push_back({id++, fmt::format("SELECT CASE WHEN pg_try_advisory_xact_lock{}({}) THEN {} END, pg_backend_pid()",
+                                             suffix, args, token)});
+      unlock_.push_back({id++, fmt::format("SELECT pg_advisory_unlock{}({}), pg_backend_pid()", suffix, args)});
+    }
+  }
+  wait_ = {id++, fill(R"(SELECT "{schema}"."{prefix}advisory_lock"($1::bigint, $2::integer, $3::integer, $4::boolean,
+  $5::boolean, $6::boolean, $7::bigint), pg_backend_pid())")};
+  pid_ = {id++, "SELECT pg_backend_pid()"};
+}
+
+const PgStatement& PgAdvisorySql::try_lock(const AdvisoryTarget& target, bool xact) const {
+  return (xact ? try_xact_ : try_session_)[variant(target)];
+}
+
+const PgStatement& PgAdvisorySql::unlock(const AdvisoryTarget& target) const { return unlock_[variant(target)]; }
+
+std::vector<std::string> PgAdvisorySql::key_params(const AdvisoryKey& key) {
+  if (key.two_part()) return {std::to_string(key.first()), std::to_string(key.second())};
+  return {std::to_string(key.key())};
+}
+
+std::vector<std::string> PgAdvisorySql::wait_params(const AdvisoryTarget& target, bool xact,
+                                                    std::chrono::milliseconds wait) {
+  auto flag = [](bool value) { return std::string(value ? "t" : "f"); };
+  return {std::to_string(target.key.key()), std::to_string(target.key.first()), std::to_string(target.key.second()),
+          flag(target.key.two_part()),      flag(target.shared),                flag(xact),
+          std::to_string(wait.count())};
+}
+
+std::unique_ptr<AdvisorySession> make_pg_advisory_session(SessionPool<PgConnection>::Lease lease,
+                                                          const PgAdvisorySql& sql) {
+  return std::make_unique<PgAdvisorySession>(std::move(lease), sql);
+}
+
+std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql, const AdvisoryTarget& target,
+                                         std::chrono::milliseconds wait) {
+  if (conn == nullptr) throw InvalidArgument("xact lock: the connection is a null pointer");
+  if (PQstatus(conn) != CONNECTION_OK) throw ConnectionError("xact lock: the connection is not open");
+  switch (PQtransactionStatus(conn)) {
+    case PQTRANS_INTRANS: break;
+    case PQTRANS_IDLE:
+      throw InvalidArgument("xact lock: the connection has no open transaction (a transaction-scoped lock would be "
+                            "released at once): run BEGIN first");
+    case PQTRANS_INERROR:
+      throw InvalidArgument("xact lock: the connection's transaction has already failed: roll it back first");
+    default: throw InvalidArgument("xact lock: the connection is busy with another statement");
+  }
+  // Unnamed statements: nothing is left prepared on the application's connection.
+  auto params = wait.count() == 0 ? PgAdvisorySql::key_params(target.key) : PgAdvisorySql::wait_params(target, true, wait);
+  const auto& statement = wait.count() == 0 ? sql.try_lock(target, true) : sql.wait();
+  std::vector<const char*> values;
+  for (auto& param : params) values.push_back(param.c_str());
+  PgResult result(PQexecParams(conn, statement.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                               nullptr, nullptr, 0));
+  if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
+    if (!result || PQstatus(conn) == CONNECTION_BAD)
+      throw ConnectionError(fmt::format("xact lock: the connection broke: {}", PQerrorMessage(conn)), "08006");
+    const char* state = PQresultErrorField(result.get(), PG_DIAG_SQLSTATE);
+    std::string message = PQresultErrorMessage(result.get());
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    std::string sqlstate = state != nullptr ? state : "";
+    if (sqlstate == "42883" || sqlstate == "42P01" || sqlstate == "3F000")
+      throw SchemaError(SchemaError::Reason::missing,
+                        fmt::format("xact lock: dblock's schema is missing or older than this build ({}): run `dblock "
+                                    "migrate up`",
+                                    message));
+    throw DatabaseError(fmt::format("xact lock: {}", message), sqlstate);
+  }
+  return token_at(result.get());
+}
+
+}  // namespace dblock::detail

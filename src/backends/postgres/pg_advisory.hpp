@@ -1,0 +1,53 @@
+#pragma once
+// Advisory mode on PostgreSQL: the statements, the pinned session that holds session locks, and
+// transaction-scoped locks on a connection the application owns.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/postgres/pg_connection.hpp"
+#include "backends/session_pool.hpp"
+
+namespace dblock::detail {
+
+/// The advisory statements of one installation: its token sequence and wait function.
+class PgAdvisorySql {
+ public:
+  PgAdvisorySql(std::string_view schema, std::string_view prefix);
+
+  /// One round trip, no wait: the token when granted (NULL when not), then the server pid.
+  [[nodiscard]] const PgStatement& try_lock(const AdvisoryTarget& target, bool xact) const;
+  /// pg_advisory_unlock(_shared): granted-before flag, then the server pid.
+  [[nodiscard]] const PgStatement& unlock(const AdvisoryTarget& target) const;
+  /// The server-side wait bounded by lock_timeout (migration 0002): the token or NULL, then the pid.
+  [[nodiscard]] const PgStatement& wait() const { return wait_; }
+  [[nodiscard]] const PgStatement& pid() const { return pid_; }
+
+  [[nodiscard]] static std::vector<std::string> key_params(const AdvisoryKey& key);
+  [[nodiscard]] static std::vector<std::string> wait_params(const AdvisoryTarget& target, bool xact,
+                                                            std::chrono::milliseconds wait);
+
+ private:
+  static std::size_t variant(const AdvisoryTarget& target) { return (target.key.two_part() ? 2 : 0) + (target.shared ? 1 : 0); }
+  std::vector<PgStatement> try_session_, try_xact_, unlock_;
+  PgStatement wait_, pid_;
+};
+
+/// Pins `lease` for advisory locks until destroyed; it then releases whatever is left on it
+/// before the session goes back to the pool.
+[[nodiscard]] std::unique_ptr<AdvisorySession> make_pg_advisory_session(SessionPool<PgConnection>::Lease lease,
+                                                                        const PgAdvisorySql& sql);
+
+/// pg_advisory_xact_lock(_shared) on the application's connection inside its open transaction,
+/// with the token: one round trip, no prepared statement left behind, a timeout does not abort
+/// the transaction. @throws InvalidArgument when `conn` has no open, healthy transaction.
+[[nodiscard]] std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql,
+                                                       const AdvisoryTarget& target, std::chrono::milliseconds wait);
+
+}  // namespace dblock::detail

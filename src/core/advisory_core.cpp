@@ -1,0 +1,243 @@
+#include "core/advisory_core.hpp"
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/backoff.hpp"
+#include "core/owner_id.hpp"
+#include "core/validate.hpp"
+
+namespace dblock::detail {
+
+AdvisoryCore::AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options)
+    : ManagerBase(std::move(store), std::move(options)) {
+  if (backend_.dialect() != "postgresql") throw InvalidArgument(backend_.fmt_no_advisory());
+  store_->check_schema();  // the token sequence and the wait function live in dblock's schema
+}
+
+std::optional<Lock> AdvisoryCore::try_acquire(std::string_view name, const LockOptions& options) {
+  validate_lock_name(name);
+  return acquire_key(name, AdvisoryKey::from_name(name), options, std::nullopt);
+}
+
+Lock AdvisoryCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
+  validate_lock_name(name);
+  return std::move(*acquire_key(name, AdvisoryKey::from_name(name), options, timeout));
+}
+
+std::optional<Lock> AdvisoryCore::try_acquire(const AdvisoryKey& key, const LockOptions& options) {
+  return acquire_key(key.to_string(), key, options, std::nullopt);
+}
+
+Lock AdvisoryCore::acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options) {
+  return std::move(*acquire_key(key.to_string(), key, options, timeout));
+}
+
+std::optional<Lock> AdvisoryCore::acquire_key(std::string_view name, const AdvisoryKey& key,
+                                              const LockOptions& options,
+                                              std::optional<std::chrono::milliseconds> timeout) {
+  if (options.ttl.count() != 0)
+    throw InvalidArgument(fmt::format("lock '{}': advisory locks have no lease, so LockOptions.ttl must be 0 (got {}ms)",
+                                      name, options.ttl.count()));
+  if (timeout && timeout->count() < 0) throw InvalidArgument(fmt::format("timeout {}ms is negative", timeout->count()));
+  auto owner = owner_for_this_thread();
+  AdvisoryTarget target{key, options.shared};
+  auto started = SteadyClock::now();
+  auto deadline = started + timeout.value_or(std::chrono::milliseconds(0));
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+  };
+  Backoff backoff(options_.backoff_initial, options_.backoff_factor, options_.backoff_max, this_thread_owner_nonce());
+  std::string last_error;
+  auto pinned = pin(owner);
+  try {
+    // One try first (the cheap statement, and an honest `contended` count); then the server's own
+    // blocking wait for the time that is left, bounded by lock_timeout.
+    bool tried = false;
+    while (true) {
+      auto wait = tried ? std::max(left(), std::chrono::milliseconds(1)) : std::chrono::milliseconds(0);
+      try {
+        auto [lock, new_record] = attempt(name, owner, target, pinned, wait, started);
+        if (lock) {
+          if (!new_record) unpin(pinned);  // a re-entry: the held record keeps its own pin
+          return std::move(lock);
+        }
+        if (!tried) count_contended(name);
+        if (!timeout || timeout->count() == 0) break;
+        tried = true;
+      } catch (const ConnectionError& e) {
+        // A waiter rides out an outage until its deadline; the pool opens a fresh session.
+        if (!timeout || left().count() <= 0) throw;
+        last_error = e.what();
+        logger_->warn("waiting for advisory lock '{}': {}", name, e.what());
+        std::this_thread::sleep_for(std::min(backoff.next(), left()));
+      } catch (const TransientError& e) {
+        // The server broke a deadlock by cancelling our wait: nothing was granted.
+        if (!timeout || left().count() <= 0) throw;
+        last_error = e.what();
+      }
+      if (tried && left().count() <= 0) break;
+    }
+  } catch (...) {
+    unpin(pinned);
+    throw;
+  }
+  unpin(pinned);
+  if (!timeout || timeout->count() == 0) return std::nullopt;
+  throw_timeout(name, *timeout, started, last_error);
+}
+
+std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name, const std::string& owner,
+                                                           const AdvisoryTarget& target,
+                                                           const std::shared_ptr<Pinned>& pinned,
+                                                           std::chrono::milliseconds wait,
+                                                           SteadyClock::time_point started) {
+  std::vector<std::shared_ptr<AdvisoryHeld>> gone;
+  std::optional<std::int64_t> token;
+  {
+    // Every grant of this owner goes through `use`, so a re-entry is seen here, and the server is
+    // asked once per lock however deep the re-entry goes.
+    std::unique_lock use(pinned->use);
+    {
+      std::lock_guard lock(mutex_);
+      auto it = held_.find(Key{owner, target.key, target.shared});
+      if (it != held_.end()) {
+        auto depth = ++it->second->depth;
+        auto held = it->second;
+        count_acquired(name, held->token, depth, std::chrono::milliseconds(0));
+        return {make_guard(std::move(held), depth), false};
+      }
+    }
+    try {
+      if (!pinned->session) pinned->session = backend_.pin_advisory_session();
+      token = pinned->session->lock(target, wait);
+    } catch (const TransientError&) {
+      throw;
+    } catch (const Error& e) {
+      gone = detach_session(pinned);
+      use.unlock();
+      report_all_lost(gone, fmt::format("the connection holding it broke: {}", e.what()));
+      throw;
+    }
+  }
+  if (!token) return {std::nullopt, false};
+  auto held = std::make_shared<AdvisoryHeld>(std::string(name), owner, *token, target, pinned);
+  held->depth = 1;
+  {
+    std::lock_guard lock(mutex_);
+    held_[Key{owner, target.key, target.shared}] = held;
+  }
+  count_acquired(name, *token, 1, wait.count() > 0 ? count_wait(started) : std::chrono::milliseconds(0));
+  return {make_guard(std::move(held), 1), true};
+}
+
+void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
+  auto held = std::static_pointer_cast<AdvisoryHeld>(held_base);
+  std::int64_t depth = 0;
+  bool registered = false;
+  {
+    std::lock_guard lock(mutex_);
+    depth = --held->depth;
+    if (depth <= 0) {
+      auto it = held_.find(Key{held->owner, held->target.key, held->target.shared});
+      registered = it != held_.end() && it->second == held;
+      if (registered) held_.erase(it);
+    }
+  }
+  if (depth > 0) {
+    emit(LockEventKind::released, held->name, held->token, depth);
+    return;
+  }
+  if (!registered) throw_lost_on_release(*held, "the connection holding it broke, so the server released it");
+  std::string why;
+  std::vector<std::shared_ptr<AdvisoryHeld>> gone;
+  {
+    std::unique_lock use(held->pinned->use);
+    try {
+      if (!held->pinned->session) why = "the connection holding it broke, so the server released it";
+      else if (!held->pinned->session->unlock(held->target)) why = "the server no longer held it";
+    } catch (const Error& e) {
+      why = fmt::format("the connection holding it broke: {}", e.what());
+      gone = detach_session(held->pinned);
+    }
+  }
+  report_all_lost(gone, why);
+  unpin(held->pinned);
+  if (!why.empty()) throw_lost_on_release(*held, why);
+  emit(LockEventKind::released, held->name, held->token, 0);
+}
+
+std::shared_ptr<AdvisoryCore::Pinned> AdvisoryCore::pin(const std::string& owner) {
+  std::lock_guard lock(mutex_);
+  auto& pinned = pinned_[owner];
+  if (!pinned) pinned = std::make_shared<Pinned>(owner);
+  ++pinned->users;
+  return pinned;
+}
+
+void AdvisoryCore::unpin(const std::shared_ptr<Pinned>& pinned) {
+  {
+    std::lock_guard lock(mutex_);
+    if (--pinned->users > 0) return;
+    auto it = pinned_.find(pinned->owner);
+    if (it != pinned_.end() && it->second == pinned) pinned_.erase(it);
+  }
+  // Nobody uses it any more: the session goes back to the pool (or is dropped when broken).
+  std::lock_guard use(pinned->use);
+  pinned->session.reset();
+}
+
+std::vector<std::shared_ptr<AdvisoryCore::AdvisoryHeld>> AdvisoryCore::detach_session(
+    const std::shared_ptr<Pinned>& pinned) {
+  pinned->session.reset();  // broken or untrustworthy: the pool drops it
+  std::vector<std::shared_ptr<AdvisoryHeld>> gone;
+  std::lock_guard lock(mutex_);
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->second->pinned == pinned) {
+      gone.push_back(it->second);
+      it = held_.erase(it);
+      --pinned->users;
+    } else {
+      ++it;
+    }
+  }
+  if (pinned->users == 0) {
+    auto it = pinned_.find(pinned->owner);
+    if (it != pinned_.end() && it->second == pinned) pinned_.erase(it);
+  }
+  return gone;
+}
+
+void AdvisoryCore::report_all_lost(const std::vector<std::shared_ptr<AdvisoryHeld>>& gone, std::string_view why) {
+  for (auto& held : gone) report_lost(*held, why);
+}
+
+bool AdvisoryCore::watchdog_cycle() {
+  std::vector<std::shared_ptr<Pinned>> snapshot;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [owner, pinned] : pinned_) snapshot.push_back(pinned);
+  }
+  for (auto& pinned : snapshot) {
+    std::vector<std::shared_ptr<AdvisoryHeld>> gone;
+    std::string why;
+    {
+      // A session busy with a statement reports its own failure; only idle ones are checked.
+      std::unique_lock use(pinned->use, std::try_to_lock);
+      if (!use.owns_lock() || !pinned->session) continue;
+      try {
+        pinned->session->check_alive();
+        continue;
+      } catch (const Error& e) {
+        why = fmt::format("the connection holding it broke: {}", e.what());
+        gone = detach_session(pinned);
+      }
+    }
+    report_all_lost(gone, why);
+  }
+  return true;
+}
+
+}  // namespace dblock::detail

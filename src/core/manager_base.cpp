@@ -1,0 +1,152 @@
+#include "core/manager_base.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/duration.hpp"
+#include "core/owner_id.hpp"
+#include "core/store_impl.hpp"
+#include "core/validate.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+std::chrono::milliseconds validated_check_interval(const ManagerOptions& options) {
+  if (options.default_ttl < kMinTtl || options.default_ttl > kMaxTtl)
+    throw InvalidArgument(fmt::format("ManagerOptions.default_ttl {}ms must be between {}ms and {}ms",
+                                      options.default_ttl.count(), kMinTtl.count(), kMaxTtl.count()));
+  if (options.renew_interval.count() < 0) throw InvalidArgument("ManagerOptions.renew_interval must not be negative");
+  auto interval = options.renew_interval.count() > 0 ? options.renew_interval : options.default_ttl / 3;
+  if (options.default_ttl < 3 * interval)
+    throw InvalidArgument(fmt::format("ManagerOptions.renew_interval {}ms is more than a third of default_ttl {}ms",
+                                      interval.count(), options.default_ttl.count()));
+  if (options.backoff_initial.count() <= 0 || options.backoff_max < options.backoff_initial ||
+      options.backoff_factor < 1.0)
+    throw InvalidArgument("ManagerOptions backoff: need 0 < backoff_initial <= backoff_max and backoff_factor >= 1");
+  return interval;
+}
+
+}  // namespace
+
+ManagerBase::ManagerBase(std::shared_ptr<Store> store, ManagerOptions options)
+    : store_(std::move(store)),
+      backend_(*StoreAccess::impl(*store_).backend),
+      options_(std::move(options)),
+      check_interval_(validated_check_interval(options_)),
+      logger_(StoreAccess::impl(*store_).logger),
+      owner_id_(make_manager_owner_id(options_.owner_tag)) {}
+
+ManagerBase::~ManagerBase() {
+  watchdog_.request_stop();
+  // The last Lock can be dropped by the user's on_lost callback, i.e. on the watchdog thread.
+  if (watchdog_.joinable() && watchdog_.get_id() == std::this_thread::get_id()) watchdog_.detach();
+}
+
+void ManagerBase::start_watchdog() {
+  watchdog_ = std::jthread([this](std::stop_token stop) { watchdog(std::move(stop)); });
+}
+
+namespace {
+[[noreturn]] void refuse_key(const AdvisoryKey& key) {
+  throw InvalidArgument(fmt::format("explicit advisory key {} needs ManagerOptions.mode = LockMode::advisory",
+                                    key.to_string()));
+}
+}  // namespace
+
+std::optional<Lock> ManagerBase::try_acquire(const AdvisoryKey& key, const LockOptions&) { refuse_key(key); }
+
+Lock ManagerBase::acquire(const AdvisoryKey& key, std::chrono::milliseconds, const LockOptions&) { refuse_key(key); }
+
+std::string ManagerBase::owner_for_this_thread() const {
+  if (options_.owner_scope == OwnerScope::manager) return owner_id_;
+  return fmt::format("{}:t{:016x}", owner_id_, this_thread_owner_nonce());
+}
+
+ManagerStats ManagerBase::stats() const {
+  return ManagerStats{acquired_.load(), contended_.load(), timeouts_.load(), renewals_.load(), lost_.load(),
+                      std::chrono::milliseconds(waited_ms_.load())};
+}
+
+void ManagerBase::emit(LockEventKind kind, std::string_view name, std::int64_t token, std::int64_t count,
+                       std::chrono::milliseconds waited) const {
+  if (!options_.on_event) return;
+  try {
+    options_.on_event(LockEvent{kind, name, token, count, waited});
+  } catch (...) {
+    logger_->error("on_event callback threw; the event was dropped");
+  }
+}
+
+void ManagerBase::count_acquired(std::string_view name, std::int64_t token, std::int64_t count,
+                                 std::chrono::milliseconds waited) {
+  acquired_.fetch_add(1, std::memory_order_relaxed);
+  emit(LockEventKind::acquired, name, token, count, waited);
+}
+
+void ManagerBase::count_contended(std::string_view name) {
+  contended_.fetch_add(1, std::memory_order_relaxed);
+  emit(LockEventKind::contended, name);
+}
+
+std::chrono::milliseconds ManagerBase::count_wait(SteadyClock::time_point started) {
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started);
+  waited_ms_.fetch_add(waited.count(), std::memory_order_relaxed);
+  return waited;
+}
+
+void ManagerBase::throw_timeout(std::string_view name, std::chrono::milliseconds timeout,
+                                SteadyClock::time_point started, const std::string& last_error) {
+  auto waited = count_wait(started);
+  timeouts_.fetch_add(1, std::memory_order_relaxed);
+  emit(LockEventKind::timeout, name, 0, 0, waited);
+  throw Timeout(fmt::format("lock '{}' was not acquired within {}{}", name, format_duration(timeout),
+                            last_error.empty() ? "" : "; last database error: " + last_error));
+}
+
+void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
+  if (held.lost.exchange(true)) return;
+  lost_.fetch_add(1, std::memory_order_relaxed);
+  logger_->warn("lock '{}' (token {}) lost: {}", held.name, held.token, why);
+  emit(LockEventKind::lost, held.name, held.token);
+  if (!options_.on_lost) return;
+  try {
+    options_.on_lost(held.name, held.token);
+  } catch (const std::exception& e) {
+    logger_->error("on_lost callback for '{}' threw: {}", held.name, e.what());
+  } catch (...) {
+    logger_->error("on_lost callback for '{}' threw", held.name);
+  }
+}
+
+void ManagerBase::throw_lost_on_release(HeldLock& held, std::string_view why) {
+  if (!held.lost.exchange(true)) {
+    lost_.fetch_add(1, std::memory_order_relaxed);
+    logger_->warn("lock '{}' (token {}) was lost before release", held.name, held.token);
+  }
+  emit(LockEventKind::lost, held.name, held.token);
+  throw LockLost(fmt::format("lock '{}' (token {}) was lost before release: {}", held.name, held.token, why));
+}
+
+void ManagerBase::count_renewal(std::int64_t renewed) {
+  renewals_.fetch_add(1, std::memory_order_relaxed);
+  emit(LockEventKind::renewed, {}, 0, renewed);
+}
+
+void ManagerBase::watchdog(std::stop_token stop) {
+  bool retry_soon = false;
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lock(mutex_);
+      auto interval = retry_soon ? std::max(check_interval_ / 4, std::chrono::milliseconds(1)) : check_interval_;
+      wake_watchdog_.wait_for(lock, stop, interval, [] { return false; });
+    }
+    if (stop.stop_requested()) return;
+    auto self = weak_from_this().lock();  // keeps this alive through user callbacks
+    if (!self) return;
+    retry_soon = !watchdog_cycle();
+    self.reset();  // may destroy *this on this thread; the destructor then requested stop
+  }
+}
+
+}  // namespace dblock::detail

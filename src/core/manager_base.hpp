@@ -1,0 +1,107 @@
+#pragma once
+// What every LockManager mode shares: options, owner identity, counters and events, the
+// lost-lock report, and the watchdog thread that runs the mode's periodic check. Lock guards
+// share ownership of it, so locks outlive the LockManager object that made them.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <dblock/advisory_key.hpp>
+#include <dblock/lock.hpp>
+#include <dblock/lock_manager.hpp>
+#include <dblock/options.hpp>
+#include <dblock/store.hpp>
+
+#include "backends/backend.hpp"
+
+namespace dblock::detail {
+
+using SteadyClock = std::chrono::steady_clock;
+
+/// One acquisition a manager holds; every re-entrant guard of it shares this record.
+struct HeldLock {
+  HeldLock(std::string name_in, std::string owner_in, std::int64_t token_in, std::chrono::milliseconds ttl_in,
+           SteadyClock::time_point deadline)
+      : name(std::move(name_in)), owner(std::move(owner_in)), token(token_in), ttl(ttl_in),
+        local_deadline(deadline.time_since_epoch().count()) {}
+  virtual ~HeldLock() = default;
+  HeldLock(const HeldLock&) = delete;
+  HeldLock& operator=(const HeldLock&) = delete;
+
+  const std::string name;
+  const std::string owner;
+  const std::int64_t token;
+  const std::chrono::milliseconds ttl;
+  std::atomic<bool> lost{false};
+  std::atomic<SteadyClock::rep> local_deadline;
+  std::int64_t depth = 0;  // guarded by the manager's mutex_
+};
+
+class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
+ public:
+  /// Validates the options every mode shares. `check_interval`: how often the watchdog runs.
+  ManagerBase(std::shared_ptr<Store> store, ManagerOptions options);
+  virtual ~ManagerBase();
+  ManagerBase(const ManagerBase&) = delete;
+  ManagerBase& operator=(const ManagerBase&) = delete;
+
+  void start_watchdog();
+
+  virtual std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) = 0;
+  virtual Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) = 0;
+  virtual std::optional<Lock> try_acquire(const AdvisoryKey& key, const LockOptions& options);
+  virtual Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options);
+  /// Releases one level of `held`; the guard has already let go of it.
+  virtual void release(const std::shared_ptr<HeldLock>& held) = 0;
+
+  [[nodiscard]] std::string owner_for_this_thread() const;
+  [[nodiscard]] ManagerStats stats() const;
+  [[nodiscard]] spdlog::logger& logger() const { return *logger_; }
+
+ protected:
+  /// One watchdog round (renewal, connection check). False: run again soon.
+  virtual bool watchdog_cycle() = 0;
+
+  Lock make_guard(std::shared_ptr<HeldLock> held, std::int64_t count) {
+    return Lock(shared_from_this(), std::move(held), count);
+  }
+  void emit(LockEventKind kind, std::string_view name, std::int64_t token = 0, std::int64_t count = 0,
+            std::chrono::milliseconds waited = std::chrono::milliseconds(0)) const;
+  void count_acquired(std::string_view name, std::int64_t token, std::int64_t count, std::chrono::milliseconds waited);
+  void count_contended(std::string_view name);
+  /// Counts a wait that ended after `started` and returns its length.
+  std::chrono::milliseconds count_wait(SteadyClock::time_point started);
+  [[noreturn]] void throw_timeout(std::string_view name, std::chrono::milliseconds timeout,
+                                  SteadyClock::time_point started, const std::string& last_error);
+  /// Marks `held` lost once: counter, warning, event and the user's on_lost callback.
+  void report_lost(HeldLock& held, std::string_view why);
+  /// LockLost for a release that found the lock gone (counted and reported unless it already was).
+  [[noreturn]] void throw_lost_on_release(HeldLock& held, std::string_view why);
+  void count_renewal(std::int64_t renewed);
+
+  std::shared_ptr<Store> store_;
+  Backend& backend_;
+  const ManagerOptions options_;
+  const std::chrono::milliseconds check_interval_;
+  std::shared_ptr<spdlog::logger> logger_;
+  mutable std::mutex mutex_;
+
+ private:
+  void watchdog(std::stop_token stop);
+
+  std::string owner_id_;
+  std::condition_variable_any wake_watchdog_;
+  std::atomic<std::uint64_t> acquired_{0}, contended_{0}, timeouts_{0}, renewals_{0}, lost_{0};
+  std::atomic<std::int64_t> waited_ms_{0};
+  std::jthread watchdog_;  // last: joined before the members above go
+};
+
+}  // namespace dblock::detail
