@@ -85,7 +85,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view name, const Advis
     throw;
   }
   unpin(pinned);
-  if (!timeout || timeout->count() == 0) return std::nullopt;
+  if (!timeout) return std::nullopt;
   throw_timeout(name, *timeout, started, last_error);
 }
 

@@ -51,13 +51,35 @@ class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
   }
 
   std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
+    options.mode = GetParam().mode;
     return std::make_unique<dblock::LockManager>(store_, std::move(options));
   }
+
+  [[nodiscard]] bool advisory() const { return GetParam().mode == dblock::LockMode::advisory; }
 
   std::optional<dblock::LockInfo> row(const std::string& name) {
     for (auto& info : store_->locks())
       if (info.name == name) return info;
     return std::nullopt;
+  }
+
+  /// The pg_locks condition for the advisory lock of a name.
+  static std::string advisory_lock_of(const std::string& name) {
+    auto key = static_cast<std::uint64_t>(dblock::AdvisoryKey::from_name(name).key());
+    return fmt::format("locktype = 'advisory' AND classid = {} AND objid = {} AND objsubid = 1 AND granted",
+                       key >> 32, key & 0xffffffffu);
+  }
+
+  /// Whether the database holds the lock: its row (table mode) or its server-side advisory lock.
+  bool held_in_database(const std::string& name) {
+    if (!advisory()) return row(name).has_value();
+    return admin_->query("SELECT count(*) FROM pg_locks WHERE " + advisory_lock_of(name)).at(0) != "0";
+  }
+
+  /// Advisory mode: terminates the server process holding `name`, as a crash or a cut network would.
+  void kill_advisory_holder(const std::string& name) {
+    auto killed = admin_->query("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE " + advisory_lock_of(name));
+    ASSERT_EQ(killed, std::vector<std::string>{"t"});
   }
 
   std::string server_dsn_;
@@ -66,6 +88,11 @@ class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
   std::shared_ptr<dblock::Store> store_;
   std::unique_ptr<Admin> admin_;
 };
+
+/// Leases, rows and renewal: table mode only (advisory mode has its equivalents below).
+class TableConformance : public Conformance {};
+/// The advisory equivalents of the table-only cases: the connection, not a lease, holds the lock.
+class AdvisoryConformance : public Conformance {};
 
 TEST_P(Conformance, MutualExclusionAcrossManagers) {
   auto a = manager();
@@ -105,12 +132,16 @@ TEST_P(Conformance, ReentrancyCountsUpAndDown) {
   EXPECT_EQ(outer->count(), 1);
   EXPECT_EQ(inner->count(), 2);
   EXPECT_EQ(outer->token(), inner->token()) << "re-entry keeps the token";
-  EXPECT_EQ(row("report")->count, 2);
+  if (!advisory()) {
+    EXPECT_EQ(row("report")->count, 2);
+  }
   inner->release();
-  EXPECT_EQ(row("report")->count, 1);
+  if (!advisory()) {
+    EXPECT_EQ(row("report")->count, 1);
+  }
   EXPECT_FALSE(b->try_acquire("report")) << "still held after the inner release";
   outer->release();
-  EXPECT_FALSE(row("report")) << "the row is deleted at zero";
+  EXPECT_FALSE(held_in_database("report")) << "released in the database at zero";
   EXPECT_TRUE(b->try_acquire("report"));
 }
 
@@ -118,8 +149,9 @@ TEST_P(Conformance, GuardMovesToAnotherThreadAndReleasesThere) {
   auto a = manager();
   auto held = a->try_acquire("moved");
   ASSERT_TRUE(held);
+  EXPECT_TRUE(held_in_database("moved"));
   std::thread([lock = std::move(*held)]() mutable { lock.release(); }).join();
-  EXPECT_FALSE(row("moved"));
+  EXPECT_FALSE(held_in_database("moved"));
 }
 
 TEST_P(Conformance, DestructorReleases) {
@@ -127,16 +159,16 @@ TEST_P(Conformance, DestructorReleases) {
   {
     auto held = a->try_acquire("scoped");
     ASSERT_TRUE(held);
-    EXPECT_TRUE(row("scoped"));
+    EXPECT_TRUE(held_in_database("scoped"));
   }
-  EXPECT_FALSE(row("scoped"));
+  EXPECT_FALSE(held_in_database("scoped"));
   auto lock = a->try_acquire("twice");
   ASSERT_TRUE(lock);
   lock->release();
   EXPECT_THROW(lock->release(), dblock::NotHeld);
 }
 
-TEST_P(Conformance, ExpiredLockIsTakenOverWithLargerTokenAndOldReleaseChangesNothing) {
+TEST_P(TableConformance, ExpiredLockIsTakenOverWithLargerTokenAndOldReleaseChangesNothing) {
   auto a = manager();
   auto b = manager();
   auto old = a->try_acquire("lease");
@@ -162,11 +194,11 @@ TEST_P(Conformance, TokensIncreaseAcrossDeleteAndRecreate) {
     EXPECT_GT(lock->token(), previous);
     previous = lock->token();
     lock->release();
-    EXPECT_FALSE(row("recreated"));
+    EXPECT_FALSE(held_in_database("recreated"));
   }
 }
 
-TEST_P(Conformance, RenewalKeepsLockAlivePastSeveralTtls) {
+TEST_P(TableConformance, RenewalKeepsLockAlivePastSeveralTtls) {
   auto a = manager({.default_ttl = 300ms});
   auto b = manager();
   auto held = a->try_acquire("renewed");
@@ -180,7 +212,7 @@ TEST_P(Conformance, RenewalKeepsLockAlivePastSeveralTtls) {
   EXPECT_GT(held->local_deadline(), std::chrono::steady_clock::now());
 }
 
-TEST_P(Conformance, LostWhenRowIsStolen) {
+TEST_P(TableConformance, LostWhenRowIsStolen) {
   std::promise<std::pair<std::string, std::int64_t>> lost;
   auto a = manager({.default_ttl = 300ms, .on_lost = [&](std::string_view name, std::int64_t token) {
                       lost.set_value({std::string(name), token});
@@ -197,7 +229,7 @@ TEST_P(Conformance, LostWhenRowIsStolen) {
   EXPECT_EQ(row("stolen")->owner, "thief") << "release must leave the thief's row alone";
 }
 
-TEST_P(Conformance, LostWhenRowIsDeleted) {
+TEST_P(TableConformance, LostWhenRowIsDeleted) {
   std::promise<void> lost;
   auto a = manager({.default_ttl = 300ms, .on_lost = [&](std::string_view, std::int64_t) { lost.set_value(); }});
   auto held = a->try_acquire("deleted");
@@ -244,7 +276,7 @@ TEST_P(Conformance, WaiterIsWokenPromptlyByRelease) {
   EXPECT_GT(token, 0);
 }
 
-TEST_P(Conformance, WaiterAcquiresWhenLeaseRunsOut) {
+TEST_P(TableConformance, WaiterAcquiresWhenLeaseRunsOut) {
   auto a = manager({.default_ttl = 60s});
   auto b = manager();
   auto held = a->try_acquire("abandoned");
@@ -269,6 +301,7 @@ TEST_P(Conformance, BadInputIsRejectedBeforeAnythingIsSent) {
   EXPECT_THROW(manager({.default_ttl = 0ms}), dblock::InvalidArgument);
   EXPECT_THROW(manager({.default_ttl = 3s, .renew_interval = 2s}), dblock::InvalidArgument);
   EXPECT_TRUE(store_->locks().empty()) << "nothing may be written for bad input";
+  EXPECT_FALSE(held_in_database("x"));
   EXPECT_TRUE(a->try_acquire(std::string(255, 'x'))) << "255 bytes is the limit, inclusive";
   EXPECT_TRUE(a->try_acquire("quote ' \" ; DROP TABLE x; -- \xF0\x9F\x94\x92")) << "names are bound, never spliced";
 }
@@ -305,8 +338,12 @@ TEST_P(Conformance, CrossProcessExclusionWithTheCli) {
         std::string script = "echo \"begin $$\" >> " + journal + "; sleep 0.01; echo \"end $$\" >> " + journal;
         pid_t run = fork();
         if (run == 0) {
-          execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn_.c_str(), "run", "--name", "xproc", "--ttl", "5s", "--wait",
-                "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+          if (advisory())
+            execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn_.c_str(), "run", "--mode", "advisory", "--name", "xproc",
+                  "--wait", "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+          else
+            execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn_.c_str(), "run", "--name", "xproc", "--ttl", "5s", "--wait",
+                  "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
           _exit(127);
         }
         int status = 0;
@@ -339,8 +376,63 @@ TEST_P(Conformance, CrossProcessExclusionWithTheCli) {
   std::remove(journal.c_str());
 }
 
+TEST_P(AdvisoryConformance, ConnectionDeathReleasesTheLockAndReportsItLost) {
+  std::promise<std::pair<std::string, std::int64_t>> lost;
+  auto a = manager({.default_ttl = 300ms, .on_lost = [&](std::string_view name, std::int64_t token) {
+                      lost.set_value({std::string(name), token});
+                    }});
+  auto b = manager();
+  auto old = a->try_acquire("lease");
+  ASSERT_TRUE(old);
+  EXPECT_FALSE(b->try_acquire("lease"));
+  kill_advisory_holder("lease");
+  auto future = lost.get_future();
+  ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "the watchdog must notice within a check interval";
+  EXPECT_EQ(future.get(), std::make_pair(std::string("lease"), old->token()));
+  EXPECT_TRUE(old->lost());
+  EXPECT_EQ(a->stats().lost, 1u);
+  auto fresh = b->try_acquire("lease");
+  ASSERT_TRUE(fresh) << "the server released the lock with the connection";
+  EXPECT_GT(fresh->token(), old->token());
+  EXPECT_THROW(old->release(), dblock::LockLost);
+  EXPECT_TRUE(held_in_database("lease")) << "the old holder's release must not touch the new holder's lock";
+  auto again = a->try_acquire("other");
+  EXPECT_TRUE(again) << "the manager opens a fresh session after the loss";
+}
+
+TEST_P(AdvisoryConformance, HeldThroughManyWatchdogChecksWithoutALease) {
+  auto a = manager({.default_ttl = 300ms});
+  auto b = manager();
+  auto held = a->try_acquire("kept");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->local_deadline(), std::chrono::steady_clock::time_point::max()) << "no lease to run out";
+  auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return std::chrono::steady_clock::now() - started > 4 * 300ms; }, 5s));
+  EXPECT_FALSE(held->lost());
+  EXPECT_FALSE(b->try_acquire("kept")) << "still held after four check intervals";
+  EXPECT_TRUE(held_in_database("kept"));
+}
+
+TEST_P(AdvisoryConformance, WaiterAcquiresWhenTheHolderDies) {
+  auto a = manager();
+  auto b = manager();
+  auto held = a->try_acquire("abandoned");
+  ASSERT_TRUE(held);
+  auto waiter = std::async(std::launch::async, [&] { return b->acquire("abandoned", 20s).token(); });
+  ASSERT_TRUE(eventually([&] { return b->stats().contended >= 1; }));
+  kill_advisory_holder("abandoned");  // the holder's process or network dies: no release
+  ASSERT_EQ(waiter.wait_for(20s), std::future_status::ready);
+  EXPECT_GT(waiter.get(), held->token());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
+                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
+                                           dblock::test::kSqlite),
+                         [](const auto& info) { return std::string(info.param.label); });
+INSTANTIATE_TEST_SUITE_P(Backends, TableConformance,
                          ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+                         [](const auto& info) { return std::string(info.param.label); });
+INSTANTIATE_TEST_SUITE_P(Backends, AdvisoryConformance, ::testing::Values(dblock::test::kPostgresAdvisory),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include <dblock/options.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
@@ -37,11 +38,14 @@ struct BackendCase {
   const char* label;
   const char* dialect;
   const char* dsn_env;  // server DSN from the environment; nullptr: an embedded database file
+  dblock::LockMode mode = dblock::LockMode::table;
 };
 
 inline void PrintTo(const BackendCase& backend, std::ostream* out) { *out << backend.label; }
 
 inline const BackendCase kPostgresTable{"postgres_table", "postgresql", "DBLOCK_TEST_PG_DSN"};
+inline const BackendCase kPostgresAdvisory{"postgres_advisory", "postgresql", "DBLOCK_TEST_PG_DSN",
+                                          dblock::LockMode::advisory};
 inline const BackendCase kSqlite{"sqlite", "sqlite", nullptr};
 
 /// A SQLite file per test process (ctest runs each test in its own process).

@@ -119,6 +119,12 @@ int main(int argc, char** argv) {
   run->add_option("--name", request.name, "Lock name")->required();
   run->add_option("--ttl", ttl_text, "Lease length, renewed every third of it (500ms, 30s, 5m)");
   run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once)");
+  std::string mode_text = "table";
+  run->add_option("--mode", mode_text,
+                  "table (a row with a lease) or advisory (PostgreSQL advisory lock, held by the connection; --ttl "
+                  "then sets how often the connection is checked)")
+      ->check(CLI::IsMember({"table", "advisory"}));
+  run->add_flag("--shared", request.shared, "Advisory mode: a shared lock (many shared holders, no exclusive one)");
   run->add_option("command", request.command, "The command and its arguments, after --")->required();
 
   auto* locks = app.add_subcommand("locks", "List locks with owner, count, token and lease left");
@@ -179,6 +185,9 @@ int main(int argc, char** argv) {
       request.wait = detail::parse_duration(wait_text);
       detail::validate_lock_name(request.name);
       detail::validate_ttl(request.ttl, {});
+      request.mode = mode_text == "advisory" ? LockMode::advisory : LockMode::table;
+      if (request.shared && request.mode != LockMode::advisory)
+        throw InvalidArgument("--shared needs --mode advisory");
       cli::block_forwarded_signals();  // before the Store or a manager starts any thread
     }
     if (release->parsed()) {

@@ -45,11 +45,13 @@ void block_forwarded_signals() {
 
 int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) {
   std::atomic<bool> lost{false};
-  LockManager manager(store, ManagerOptions{.default_ttl = request.ttl,
+  LockManager manager(store, ManagerOptions{.mode = request.mode,
+                                            .default_ttl = request.ttl,
                                             .on_lost = [&](std::string_view, std::int64_t) { lost = true; }});
+  LockOptions options{.shared = request.shared};
   std::optional<Lock> lock;
-  if (request.wait.count() > 0) lock.emplace(manager.acquire(request.name, request.wait));
-  else lock = manager.try_acquire(request.name);
+  if (request.wait.count() > 0) lock.emplace(manager.acquire(request.name, request.wait, options));
+  else lock = manager.try_acquire(request.name, options);
   if (!lock) throw Timeout(fmt::format("lock '{}' is held by another owner", request.name));
 
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.

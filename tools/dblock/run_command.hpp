@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
 namespace dblock::cli {
@@ -12,6 +13,8 @@ struct RunRequest {
   std::string name;
   std::chrono::milliseconds ttl{30'000};
   std::chrono::milliseconds wait{0};
+  LockMode mode = LockMode::table;
+  bool shared = false;
   std::vector<std::string> command;
 };
 

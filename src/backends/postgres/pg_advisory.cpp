@@ -31,9 +31,7 @@ std::string key_arguments(bool two_part) { return two_part ? "$1::integer, $2::i
 class PgAdvisorySession final : public AdvisorySession {
  public:
   PgAdvisorySession(SessionPool<PgConnection>::Lease lease, const PgAdvisorySql& sql)
-      : lease_(std::move(lease)), sql_(sql) {
-    pid_ = int64_at(lease_->exec_prepared(sql_.pid(), {}).get(), 0);
-  }
+      : lease_(std::move(lease)), sql_(sql) {}
 
   ~PgAdvisorySession() override {
     if (grants_ == 0) return;
@@ -72,20 +70,20 @@ class PgAdvisorySession final : public AdvisorySession {
   /// Session locks belong to one server process. A pooler in transaction mode (PgBouncer
   /// pool_mode=transaction) runs each statement on whichever server connection is free, so a lock
   /// taken there belongs to nobody we can reach: refuse, loudly, at the first sign.
+  /// Every advisory statement also returns pg_backend_pid(), so the check costs no round trip.
   void require_same_server_process(const PGresult* result) {
     auto pid = int64_at(result, PQnfields(result) - 1);
-    if (pid == pid_) return;
+    if (lease_->same_server_process(pid)) return;
     lease_->abandon();
     throw DatabaseError(fmt::format(
-        "advisory mode: the server process behind one connection changed between statements (pid {}, then {}). A "
-        "pooler in transaction mode (e.g. PgBouncer pool_mode=transaction) sits in between, and session advisory locks "
+        "advisory mode: the server process behind one connection changed between statements (now pid {}). A pooler "
+        "in transaction mode (e.g. PgBouncer pool_mode=transaction) sits in between, and session advisory locks "
         "cannot work through it: connect advisory mode to PostgreSQL directly or through a session-mode pool",
-        pid_, pid));
+        pid));
   }
 
   SessionPool<PgConnection>::Lease lease_;
   const PgAdvisorySql& sql_;
-  std::int64_t pid_ = 0;
   std::int64_t grants_ = 0;  // server-side grants not yet unlocked
 };
 

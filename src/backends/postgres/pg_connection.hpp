@@ -5,6 +5,7 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -45,6 +46,12 @@ class PgConnection {
                          std::chrono::milliseconds longer = std::chrono::milliseconds(0));
   /// Never hand this session back to a pool (its server-side state cannot be trusted).
   void abandon() noexcept { abandoned_ = true; }
+  /// Remembers the first server process id reported on this session; false when `pid` is another
+  /// one (a pooler in transaction mode moved the session between server processes).
+  bool same_server_process(std::int64_t pid) noexcept {
+    if (server_pid_ == 0) server_pid_ = pid;
+    return server_pid_ == pid;
+  }
 
   /// Throws the dblock exception for a failed result (or a broken session when result is null).
   [[noreturn]] void fail(const PGresult* result, std::string_view what) const;
@@ -63,6 +70,7 @@ class PgConnection {
   std::chrono::milliseconds statement_timeout_;
   std::vector<bool> prepared_;
   bool abandoned_ = false;
+  std::int64_t server_pid_ = 0;
 };
 
 /// `{"a","b\"c"}`: a text[] literal with every element quoted, so NULL, commas and braces in
