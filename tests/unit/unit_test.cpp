@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <dblock/advisory_key.hpp>
 #include <dblock/errors.hpp>
 
 #include "core/backoff.hpp"
@@ -104,4 +105,22 @@ TEST(Backoff, GrowsWithJitterWithinBounds) {
 TEST(Placeholders, FillsSchemaAndPrefixOnly) {
   EXPECT_EQ(fill_placeholders("CREATE TABLE \"{schema}\".\"{prefix}locks\" -- {other}", "s", "p_"),
             "CREATE TABLE \"s\".\"p_locks\" -- {other}");
+}
+
+TEST(AdvisoryKey, NamesHashWithTheDocumentedFnv1a64) {
+  // Pinned values: the README documents the function so other languages compute the same keys.
+  EXPECT_EQ(dblock::AdvisoryKey::from_name("orders/42").key(), -6475162556055330337);
+  EXPECT_EQ(dblock::AdvisoryKey::from_name("job").key(), 4999694984129765468);
+  EXPECT_EQ(dblock::AdvisoryKey::from_name("").key(), -3750763034362895579);  // the offset basis
+  EXPECT_FALSE(dblock::AdvisoryKey::from_name("job").two_part());
+}
+
+TEST(AdvisoryKey, TheTwoKeySpacesStayApart) {
+  auto single = dblock::AdvisoryKey::of(42);
+  auto pair = dblock::AdvisoryKey::of(0, 42);
+  EXPECT_NE(single, pair);
+  EXPECT_TRUE(pair.two_part());
+  EXPECT_EQ(single.to_string(), "key:42");
+  EXPECT_EQ(dblock::AdvisoryKey::of(-7, 42).to_string(), "key:-7,42");
+  EXPECT_EQ(dblock::AdvisoryKey::of(std::int64_t{-1}).key(), -1);
 }
