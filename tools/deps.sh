@@ -17,5 +17,5 @@ install_missing() {
 DBLOCK_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libpq-dev libspdlog-dev libfmt-dev libcli11-dev
                        libsoci-dev libsqlite3-dev libcpp-httplib-dev)
 # What the tests need on top: GoogleTest and the PostgreSQL server.
-DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client sqlite3 docker-compose clang
+DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client pgbouncer sqlite3 docker-compose clang
                       libclang-rt-14-dev)

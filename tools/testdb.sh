@@ -8,6 +8,8 @@
 #   tools/testdb.sh start-replicated DIR   a primary plus a synchronous streaming replica; prints
 #                                 DBLOCK_TEST_PG_FAILOVER_DSN (multi-host, target_session_attrs=read-write)
 #   tools/testdb.sh promote DIR   promote the replica (after pg-crash of the primary)
+# `start` also starts PgBouncer in transaction mode in front of PostgreSQL when it is installed
+# (DBLOCK_TEST_PGBOUNCER_DSN): advisory mode must refuse to work through it.
 # DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Port: $DBLOCK_PGPORT, else the first
 # free one from 55433.
 set -euo pipefail
@@ -45,6 +47,48 @@ print_env() {
   local PGPORT; PGPORT=$(cat "$DIR/pgport")
   echo "export DBLOCK_TEST_PG_DSN='postgresql://dblock:$PW@127.0.0.1:$PGPORT/dblock'"
   echo "export DBLOCK_TEST_PG_ADMIN='host=$DIR/pg port=$PGPORT user=dblock dbname=dblock'"
+  if [ -f "$DIR/pgbouncerport" ]; then
+    echo "export DBLOCK_TEST_PGBOUNCER_DSN='postgresql://dblock@127.0.0.1:$(cat "$DIR/pgbouncerport")/dblock'"
+  fi
+}
+
+pgbouncer_running() { [ -f "$DIR/pgbouncer/pid" ] && kill -0 "$(cat "$DIR/pgbouncer/pid")" 2>/dev/null; }
+
+start_pgbouncer() {
+  command -v pgbouncer > /dev/null || return 0
+  pgbouncer_running && return 0
+  local pgport port
+  pgport=$(cat "$DIR/pgport"); port=$(pick_port_after "$pgport")
+  claim_port "$port"
+  mkdir -p "$DIR/pgbouncer"
+  cat > "$DIR/pgbouncer/pgbouncer.ini" <<EOF_INI
+[databases]
+dblock = host=127.0.0.1 port=$pgport dbname=dblock user=dblock password=$PW
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $DIR/pgbouncer/users.txt
+pool_mode = transaction
+default_pool_size = 8
+logfile = $DIR/pgbouncer/pgbouncer.log
+pidfile = $DIR/pgbouncer/pid
+EOF_INI
+  echo '"dblock" ""' > "$DIR/pgbouncer/users.txt"
+  chown -R postgres:postgres "$DIR/pgbouncer"
+  runuser -u postgres -- pgbouncer -d "$DIR/pgbouncer/pgbouncer.ini" > /dev/null 9>&- \
+    || { cat "$DIR/pgbouncer/pgbouncer.log" >&2; die "PgBouncer did not start"; }
+  for _ in $(seq 1 200); do port_busy "$port" && { echo "$port" > "$DIR/pgbouncerport"; return 0; }; sleep 0.05; done
+  die "PgBouncer did not listen on $port"
+}
+
+stop_pgbouncer() {
+  if pgbouncer_running; then
+    local pid; pid=$(cat "$DIR/pgbouncer/pid")
+    kill -INT "$pid" 2>/dev/null || true
+    wait_gone "$pid"
+  fi
 }
 
 start_pg() {
@@ -126,6 +170,7 @@ case $cmd in
     [ ${#DIR} -lt 80 ] || die "DIR '$DIR' is too long for a unix socket path"
     mkdir -p "$DIR"; chmod 755 "$DIR"
     start_pg
+    start_pgbouncer
     print_env ;;
   env) print_env ;;
   pg-crash)
@@ -143,6 +188,7 @@ case $cmd in
   promote)
     runuser -u postgres -- "$(pg_bin)/pg_ctl" -D "$DIR/replica/data" -w promote > /dev/null ;;
   stop)
+    stop_pgbouncer
     stop_pg
     if [ -f "$DIR/replica/data/postmaster.pid" ]; then
       p=$(head -1 "$DIR/replica/data/postmaster.pid"); kill -INT "$p" 2>/dev/null || true; wait_gone "$p"

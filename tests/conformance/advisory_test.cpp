@@ -8,6 +8,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
@@ -249,6 +250,40 @@ TEST_F(Advisory, XactLockRefusesAConnectionWithoutAHealthyTransaction) {
                dblock::InvalidArgument);
   app.value("ROLLBACK");
   EXPECT_EQ(holders(base_ + 9), 0);
+}
+
+TEST_F(Advisory, RefusesLoudlyThroughAPoolerInTransactionMode) {
+  std::string pooler_dsn;
+  DBLOCK_REQUIRE_DSN(pooler_dsn, "DBLOCK_TEST_PGBOUNCER_DSN");
+  auto through_pooler = dblock::Store::open(pooler_dsn + "?prefix=" + prefix_ + "&pool=1");
+  dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
+  auto key = dblock::AdvisoryKey::of(base_ + 10);
+  auto held = locks.try_acquire(key);
+  ASSERT_TRUE(held);
+  auto k = static_cast<std::uint64_t>(key.key());
+  auto holder = raw_->value(fmt::format("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = {} AND "
+                                        "objid = {} AND objsubid = 1 AND granted",
+                                        k >> 32, k & 0xffffffffu));
+  ASSERT_FALSE(holder.empty());
+  // Other clients of the pooler take server processes in open transactions until one has the
+  // holder: our next statement then runs on another server process, as under load.
+  std::vector<std::unique_ptr<RawSession>> others;
+  bool holder_taken = false;
+  for (int i = 0; i < 8 && !holder_taken; ++i) {
+    others.push_back(std::make_unique<RawSession>(pooler_dsn));
+    others.back()->value("BEGIN");
+    holder_taken = others.back()->value("SELECT pg_backend_pid()") == holder;
+  }
+  ASSERT_TRUE(holder_taken);
+  try {
+    held->release();
+    FAIL() << "a release through a transaction pooler must not pass silently";
+  } catch (const dblock::LockLost& e) {
+    EXPECT_NE(std::string(e.what()).find("pool_mode=transaction"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(locks.stats().lost, 1u);
+  for (auto& other : others) other->value("ROLLBACK");
+  raw_->value("SELECT pg_terminate_backend(" + holder + ")");  // the stranded lock
 }
 
 TEST_F(Advisory, MisuseIsRefusedWithAClearError) {

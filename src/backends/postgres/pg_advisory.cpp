@@ -46,9 +46,8 @@ class PgAdvisorySession final : public AdvisorySession {
   PgAdvisorySession& operator=(const PgAdvisorySession&) = delete;
 
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
-    auto result = wait.count() == 0
-                      ? lease_->exec_prepared(sql_.try_lock(target, false), PgAdvisorySql::key_params(target.key))
-                      : lease_->exec_prepared(sql_.wait(), PgAdvisorySql::wait_params(target, false, wait), wait);
+    auto result = wait.count() == 0 ? run(sql_.try_lock(target, false), PgAdvisorySql::key_params(target.key))
+                                    : run(sql_.wait(), PgAdvisorySql::wait_params(target, false, wait), wait);
     // Counted before the pid check: a grant through a pooler must still be cleaned up if it can be.
     auto token = token_at(result.get());
     if (token) ++grants_;
@@ -57,29 +56,43 @@ class PgAdvisorySession final : public AdvisorySession {
   }
 
   bool unlock(const AdvisoryTarget& target) override {
-    auto result = lease_->exec_prepared(sql_.unlock(target), PgAdvisorySql::key_params(target.key));
+    auto result = run(sql_.unlock(target), PgAdvisorySql::key_params(target.key));
     require_same_server_process(result.get());
     bool was_held = PQgetvalue(result.get(), 0, 0)[0] == 't';
     if (was_held) --grants_;
     return was_held;
   }
 
-  void check_alive() override { require_same_server_process(lease_->exec_prepared(sql_.pid(), {}).get()); }
+  void check_alive() override { require_same_server_process(run(sql_.pid(), {}).get()); }
 
  private:
+  PgResult run(const PgStatement& statement, const std::vector<std::string>& params,
+               milliseconds longer = milliseconds(0)) {
+    try {
+      return lease_->exec_prepared(statement, params, longer);
+    } catch (const TransientError& e) {
+      // Nothing deallocates our statements: one that vanished was prepared on another server process.
+      if (std::string_view(e.sqlstate()) == "26000") refuse_pooler("a statement prepared on it vanished");
+      throw;
+    }
+  }
+
+  [[noreturn]] void refuse_pooler(std::string_view sign) {
+    lease_->abandon();
+    throw DatabaseError(fmt::format(
+        "advisory mode: the server process behind one connection changed between statements ({}). A pooler in "
+        "transaction mode (e.g. PgBouncer pool_mode=transaction) sits in between, and session advisory locks cannot "
+        "work through it: connect advisory mode to PostgreSQL directly or through a session-mode pool",
+        sign));
+  }
+
   /// Session locks belong to one server process. A pooler in transaction mode (PgBouncer
   /// pool_mode=transaction) runs each statement on whichever server connection is free, so a lock
   /// taken there belongs to nobody we can reach: refuse, loudly, at the first sign.
   /// Every advisory statement also returns pg_backend_pid(), so the check costs no round trip.
   void require_same_server_process(const PGresult* result) {
     auto pid = int64_at(result, PQnfields(result) - 1);
-    if (lease_->same_server_process(pid)) return;
-    lease_->abandon();
-    throw DatabaseError(fmt::format(
-        "advisory mode: the server process behind one connection changed between statements (now pid {}). A pooler "
-        "in transaction mode (e.g. PgBouncer pool_mode=transaction) sits in between, and session advisory locks "
-        "cannot work through it: connect advisory mode to PostgreSQL directly or through a session-mode pool",
-        pid));
+    if (!lease_->same_server_process(pid)) refuse_pooler(fmt::format("now pid {}", pid));
   }
 
   SessionPool<PgConnection>::Lease lease_;
