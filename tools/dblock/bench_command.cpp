@@ -101,20 +101,29 @@ class Bench {
  public:
   Bench(const BenchRequest& request, std::shared_ptr<Store> store)
       : request_(request), store_(std::move(store)), backend_(*detail::StoreAccess::impl(*store_).backend),
+        mode_(request.mode == "advisory" ? LockMode::advisory : LockMode::table),
         run_id_(fmt::format("bench/{}", getpid())) {}
 
   Result uncontended(std::size_t threads) {
-    LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
+    LockManager locks(store_, {.mode = mode_, .default_ttl = std::chrono::seconds(30)});
     std::vector<std::unique_ptr<detail::RawLockClient>> raw;
     for (std::size_t t = 0; t < threads; ++t) raw.push_back(backend_.raw_client());
     std::vector<std::size_t> counters(threads, 0);
     auto name_for = [&](std::size_t t) { return fmt::format("{}/u/{}/{}", run_id_, t, counters[t]++ % 64); };
+    // Table mode: the same acquire and release statements, bare. Advisory mode: the plain
+    // pg_advisory_lock / pg_advisory_unlock pair on the same keys (no token, no checks).
     auto floor = [&](std::size_t t, Latencies& latencies) {
       auto name = name_for(t);
-      auto owner = fmt::format("{}/floor/{}", run_id_, t);
       auto started = Clock::now();
-      auto token = raw[t]->acquire(name, owner, 30'000);
-      if (token) raw[t]->release(name, owner, *token);
+      if (mode_ == LockMode::advisory) {
+        auto key = AdvisoryKey::from_name(name).key();
+        raw[t]->blocking_lock(key);
+        raw[t]->blocking_unlock(key);
+      } else {
+        auto owner = fmt::format("{}/floor/{}", run_id_, t);
+        auto token = raw[t]->acquire(name, owner, 30'000);
+        if (token) raw[t]->release(name, owner, *token);
+      }
       latencies.add(Clock::now() - started);
     };
     auto library = [&](std::size_t t, Latencies& latencies) {
@@ -124,7 +133,10 @@ class Bench {
       latencies.add(Clock::now() - started);
     };
     auto [floor_figure, dblock_figure] = alternate(threads, request_.duration, floor, library);
-    Result result{"uncontended", request_.mode, threads, dblock_figure, floor_figure, "raw driver, same statements", {}};
+    Result result{"uncontended", request_.mode, threads, dblock_figure, floor_figure,
+                  mode_ == LockMode::advisory ? "raw pg_advisory_lock + pg_advisory_unlock, prepared"
+                                              : "raw driver, same statements",
+                  {}};
     result.extra["unit"] = "acquire+release cycles";
     return result;
   }
@@ -154,7 +166,7 @@ class Bench {
       return std::make_pair(figure, fmt::format("{}..{}", *least, *most));
     };
     auto name = fmt::format("{}/handoff", run_id_);
-    LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
+    LockManager locks(store_, {.mode = mode_, .default_ttl = std::chrono::seconds(30)});
     std::vector<std::optional<Lock>> held(threads);
     auto [dblock_figure, dblock_fairness] = measure(
         [&](std::size_t t) { held[t].emplace(locks.acquire(name, std::chrono::seconds(30))); },
@@ -250,6 +262,7 @@ class Bench {
   const BenchRequest& request_;
   std::shared_ptr<Store> store_;
   detail::Backend& backend_;
+  LockMode mode_;
   std::string run_id_;
 };
 
@@ -294,8 +307,11 @@ void print_json(const std::vector<Result>& results, std::string_view dialect) {
 }  // namespace
 
 int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) {
-  if (request.mode != "table")
-    throw InvalidArgument(fmt::format("--mode {}: only table mode exists in this build", request.mode));
+  if (request.mode != "table" && request.mode != "advisory")
+    throw InvalidArgument(fmt::format("--mode {} is unknown (table or advisory)", request.mode));
+  bool advisory = request.mode == "advisory";
+  if (advisory && (request.scenario == "renew" || request.scenario == "reap"))
+    throw InvalidArgument(fmt::format("--scenario {} measures leases and rows: table mode only", request.scenario));
   static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "all"};
   if (std::find(kScenarios.begin(), kScenarios.end(), request.scenario) == kScenarios.end())
     throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, all)",
@@ -313,7 +329,7 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     }
   }
   if (wants("handoff")) results.push_back(bench.handoff(request.threads != 0 ? request.threads : 4));
-  if (wants("renew")) {
+  if (wants("renew") && !advisory) {
     if (request.renew_locks != 0) {
       results.push_back(bench.renew(request.renew_locks));
     } else {
@@ -321,7 +337,7 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
       results.push_back(bench.renew(10000));
     }
   }
-  if (wants("reap")) results.push_back(bench.reap());
+  if (wants("reap") && !advisory) results.push_back(bench.reap());
   if (request.json) print_json(results, store->dialect());
   else print_table(results, store->dialect());
   return 0;

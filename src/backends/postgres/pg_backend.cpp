@@ -265,6 +265,8 @@ class PgRawClient final : public RawLockClient {
       throw ConnectionError(fmt::format("raw client: {}", PQerrorMessage(conn_.get())));
     prepare("a", sql.acquire.sql);
     prepare("r", sql.release.sql);
+    prepare("l", "SELECT pg_advisory_lock($1::bigint)");
+    prepare("u", "SELECT pg_advisory_unlock($1::bigint)");
   }
 
   std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
@@ -287,8 +289,8 @@ class PgRawClient final : public RawLockClient {
     return PQntuples(result.get()) > 0;
   }
 
-  bool blocking_lock(std::int64_t key) override { return run_with_key("SELECT pg_advisory_lock($1::bigint)", key); }
-  void blocking_unlock(std::int64_t key) override { run_with_key("SELECT pg_advisory_unlock($1::bigint)", key); }
+  bool blocking_lock(std::int64_t key) override { return run_with_key("l", key); }
+  void blocking_unlock(std::int64_t key) override { run_with_key("u", key); }
 
  private:
   struct ConnDeleter {
@@ -300,11 +302,11 @@ class PgRawClient final : public RawLockClient {
     if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
   }
 
-  bool run_with_key(const char* sql, std::int64_t key) {
+  bool run_with_key(const char* statement, std::int64_t key) {
     char key_text[24];
     *std::to_chars(key_text, key_text + sizeof key_text - 1, key).ptr = '\0';
     const char* values[] = {key_text};
-    PgResult result(PQexecParams(conn_.get(), sql, 1, nullptr, values, nullptr, nullptr, 0));
+    PgResult result(PQexecPrepared(conn_.get(), statement, 1, values, nullptr, nullptr, 0));
     if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
     return true;
   }
