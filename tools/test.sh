@@ -42,6 +42,10 @@ for scenario in uncontended handoff renew reap; do
   echo "$bench_json" | grep -q "\"scenario\":\"$scenario\"" || { echo "bench printed no $scenario figure" >&2; exit 1; }
 done
 if echo "$bench_json" | grep -Eq '"ops_per_sec":(0\.0|-|nan|inf)'; then echo "bench printed a zero or invalid rate" >&2; exit 1; fi
+advisory_json=$(build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" bench --json --mode advisory \
+                  --duration 200ms --threads 2)
+echo "$advisory_json"
+echo "$advisory_json" | grep -q '"mode":"advisory"' || { echo "bench printed no advisory figure" >&2; exit 1; }
 build/dev/dblock --dsn "sqlite://$dbdir/bench.db" bench --json --duration 200ms --threads 2 --renew-locks 50 \
   --rows 500 --batch 100 > /dev/null
 
