@@ -15,22 +15,18 @@
 #include <httplib.h>
 
 #include "support/admin.hpp"
+#include "support/eventually.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
+/// The sidecar retries with backoff: give it longer than the default.
+template <class Predicate>
+bool eventually(Predicate predicate) {
+  return dblock::test::eventually(predicate, 15s);
+}
 
 namespace {
-
-/// Polls until `condition` holds, at most `limit`.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 15s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return condition();
-}
 
 class Sidecar {
  public:

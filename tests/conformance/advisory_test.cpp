@@ -13,9 +13,11 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/eventually.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
+using dblock::test::eventually;
 
 namespace {
 
@@ -44,16 +46,6 @@ class RawSession {
  private:
   PGconn* conn_;
 };
-
-template <class Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return predicate();
-}
 
 class Advisory : public ::testing::Test {
  protected:

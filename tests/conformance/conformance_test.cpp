@@ -14,26 +14,17 @@
 #include <gtest/gtest.h>
 
 #include "support/admin.hpp"
+#include "support/eventually.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
+using dblock::test::eventually;
 using dblock::test::Admin;
 
 namespace {
 
 std::string with_params(const std::string& dsn, const std::string& params) {
   return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + params;
-}
-
-/// Waits for a condition with a bound; returns whether it became true.
-template <class Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return predicate();
 }
 
 class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
