@@ -11,7 +11,7 @@
 # `start` also starts PgBouncer in transaction mode in front of PostgreSQL when it is installed
 # (DBLOCK_TEST_PGBOUNCER_DSN): advisory mode must refuse to work through it.
 # DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Port: $DBLOCK_PGPORT, else the first
-# free one from 55433.
+# free one from 25433.
 set -euo pipefail
 cmd=${1:-}
 DIR=${2:-${DBLOCK_TESTDB_DIR:-/tmp/dblock-testdb}}
@@ -26,7 +26,9 @@ wait_gone() {
   done
 }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-# The port is chosen at start (first free from 55433, or $DBLOCK_PGPORT) and remembered in DIR.
+# The port is chosen at start (first free from 25433, or $DBLOCK_PGPORT) and remembered in DIR.
+# Below Linux's ephemeral range (32768-60999): a port there can be free when checked and then be
+# taken as the local port of any client connection before the server binds it.
 # A port stays claimed by its cluster's DIR while the DIR exists, also while the server is down
 # (crash tests): another cluster must not take it in between.
 CLAIMS=/tmp/dblock-testdb-ports
@@ -37,8 +39,8 @@ port_free() { ! port_busy "$1" && ! port_claimed "$1"; }
 pick_port() {
   if [ -n "${DBLOCK_PGPORT:-}" ]; then echo "$DBLOCK_PGPORT"; return; fi
   local port
-  for port in $(seq 55433 55533); do port_free "$port" && { echo "$port"; return; }; done
-  die "no free port in 55433-55533"
+  for port in $(seq 25433 25533); do port_free "$port" && { echo "$port"; return; }; done
+  die "no free port in 25433-25533"
 }
 pg_running() { [ -f "$DIR/pg/data/postmaster.pid" ] && kill -0 "$(head -1 "$DIR/pg/data/postmaster.pid")" 2>/dev/null; }
 
@@ -146,7 +148,7 @@ start_replicated() {
 
 pick_port_after() {
   local port
-  for port in $(seq $(($1 + 1)) 55600); do port_free "$port" && { echo "$port"; return; }; done
+  for port in $(seq $(($1 + 1)) 25600); do port_free "$port" && { echo "$port"; return; }; done
   die "no free port after $1"
 }
 
