@@ -94,7 +94,8 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
                                                            const std::shared_ptr<Pinned>& pinned,
                                                            std::chrono::milliseconds wait,
                                                            SteadyClock::time_point started) {
-  std::vector<std::shared_ptr<AdvisoryHeld>> gone;
+  std::shared_ptr<AdvisoryHeld> reentered;
+  std::int64_t depth = 0;
   std::optional<std::int64_t> token;
   {
     // Every grant of this owner goes through `use`, so a re-entry is seen here, and the server is
@@ -104,23 +105,25 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
       std::lock_guard lock(mutex_);
       auto it = held_.find(Key{owner, target.key, target.shared});
       if (it != held_.end()) {
-        auto depth = ++it->second->depth;
-        auto held = it->second;
-        count_acquired(name, held->token, depth, std::chrono::milliseconds(0));
-        return {make_guard(std::move(held), depth), false};
+        depth = ++it->second->depth;
+        reentered = it->second;
       }
     }
-    try {
-      if (!pinned->session) pinned->session = backend_.pin_advisory_session();
-      token = pinned->session->lock(target, wait);
-    } catch (const TransientError&) {
-      throw;
-    } catch (const Error& e) {
-      gone = detach_session(pinned);
-      use.unlock();
-      report_all_lost(gone, fmt::format("the connection holding it broke: {}", e.what()));
-      throw;
+    if (!reentered) {
+      try {
+        if (!pinned->session) pinned->session = backend_.pin_advisory_session();
+        token = pinned->session->lock(target, wait);
+      } catch (const ConnectionError& e) {
+        auto gone = detach_session(pinned);
+        use.unlock();
+        report_all_lost(gone, fmt::format("the connection holding it broke: {}", e.what()));
+        throw;
+      }
     }
+  }
+  if (reentered) {  // user callbacks run outside the locks
+    count_acquired(name, reentered->token, depth, std::chrono::milliseconds(0));
+    return {make_guard(std::move(reentered), depth), false};
   }
   if (!token) return {std::nullopt, false};
   auto held = std::make_shared<AdvisoryHeld>(std::string(name), owner, *token, target, pinned);
@@ -153,15 +156,20 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   if (!registered) throw_lost_on_release(*held, "the connection holding it broke, so the server released it");
   std::string why;
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
-  {
+  try {
     std::unique_lock use(held->pinned->use);
     try {
       if (!held->pinned->session) why = "the connection holding it broke, so the server released it";
       else if (!held->pinned->session->unlock(held->target)) why = "the server no longer held it";
-    } catch (const Error& e) {
+    } catch (const ConnectionError& e) {
       why = fmt::format("the connection holding it broke: {}", e.what());
       gone = detach_session(held->pinned);
     }
+  } catch (...) {
+    // Another database error: the guard is released here regardless; whatever the server still
+    // holds goes when the session leaves its owner (pg_advisory_unlock_all).
+    unpin(held->pinned);
+    throw;
   }
   report_all_lost(gone, why);
   unpin(held->pinned);

@@ -77,9 +77,10 @@ class PgAdvisorySession final : public AdvisorySession {
     }
   }
 
+  /// A ConnectionError: this session cannot reach the server process that holds its locks.
   [[noreturn]] void refuse_pooler(std::string_view sign) {
     lease_->abandon();
-    throw DatabaseError(fmt::format(
+    throw ConnectionError(fmt::format(
         "advisory mode: the server process behind one connection changed between statements ({}). A pooler in "
         "transaction mode (e.g. PgBouncer pool_mode=transaction) sits in between, and session advisory locks cannot "
         "work through it: connect advisory mode to PostgreSQL directly or through a session-mode pool",
