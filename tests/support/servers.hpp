@@ -68,19 +68,24 @@ inline std::string with_port(const std::string& dsn, std::uint16_t port) {
   return dsn.substr(0, start) + std::to_string(port) + (end == std::string::npos ? "" : dsn.substr(end));
 }
 
-/// A TCP port that was free a moment ago on loopback.
+/// A TCP port that was free a moment ago on loopback, for a server the test starts next. Taken
+/// below Linux's ephemeral range (32768-60999), where no client connection's local port can grab
+/// it before the server binds it; spread by process so parallel tests rarely try the same one.
 inline std::uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
+  static std::atomic<int> next{0};
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    auto port = static_cast<std::uint16_t>(20000 + (getpid() * 37 + next++ * 7919) % 5000);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  throw std::runtime_error("no free loopback port in 20000-24999");
 }
-
 /// A table prefix no other test (or test process) uses, so tests run in parallel on one database.
 inline std::string unique_prefix() {
   static std::atomic<int> counter{0};
