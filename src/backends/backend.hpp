@@ -160,13 +160,15 @@ class Backend {
   /// A listener for release notifications, or nullptr when the database has none (waiters poll).
   virtual std::unique_ptr<ReleaseListener> listen() { return nullptr; }
 
+  /// Whether pin_advisory_session() works here (advisory mode).
+  [[nodiscard]] virtual bool has_advisory_locks() const noexcept { return false; }
   /// The message for advisory calls on a database that has none.
-  [[nodiscard]] std::string fmt_no_advisory() const {
+  [[nodiscard]] std::string no_advisory_message() const {
     return std::string(dialect()) + " has no advisory locks: use LockMode::table (advisory mode needs PostgreSQL)";
   }
   /// Pins a pooled session for advisory locks. @throws InvalidArgument when the database has none.
   virtual std::unique_ptr<AdvisorySession> pin_advisory_session() {
-    throw InvalidArgument(fmt_no_advisory());
+    throw InvalidArgument(no_advisory_message());
   }
 
   /// The applied schema version. @throws SchemaError(missing) when dblock's tables do not exist.

@@ -13,7 +13,7 @@ namespace dblock::detail {
 
 AdvisoryCore::AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options)
     : ManagerBase(std::move(store), std::move(options)) {
-  if (backend_.dialect() != "postgresql") throw InvalidArgument(backend_.fmt_no_advisory());
+  if (!backend_.has_advisory_locks()) throw InvalidArgument(backend_.no_advisory_message());
   store_->check_schema();  // the token sequence and the wait function live in dblock's schema
 }
 
@@ -49,7 +49,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view name, const Advis
   auto left = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
   };
-  Backoff backoff(options_.backoff_initial, options_.backoff_factor, options_.backoff_max, this_thread_owner_nonce());
+  std::optional<Backoff> backoff;  // only an outage needs it; its random engine is not free
   std::string last_error;
   auto pinned = pin(owner);
   try {
@@ -72,7 +72,10 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view name, const Advis
         if (!timeout || left().count() <= 0) throw;
         last_error = e.what();
         logger_->warn("waiting for advisory lock '{}': {}", name, e.what());
-        std::this_thread::sleep_for(std::min(backoff.next(), left()));
+        if (!backoff)
+          backoff.emplace(options_.backoff_initial, options_.backoff_factor, options_.backoff_max,
+                          this_thread_owner_nonce());
+        std::this_thread::sleep_for(std::min(backoff->next(), left()));
       } catch (const TransientError& e) {
         // The server broke a deadlock by cancelling our wait: nothing was granted.
         if (!timeout || left().count() <= 0) throw;

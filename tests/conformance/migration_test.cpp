@@ -37,9 +37,7 @@ class Migrations : public ::testing::TestWithParam<dblock::test::BackendCase> {
   [[nodiscard]] std::string dsn(const std::string& prefix, const std::string& extra = "") const {
     return server_dsn_ + (server_dsn_.find('?') == std::string::npos ? "?" : "&") + "prefix=" + prefix + extra;
   }
-  [[nodiscard]] std::string history() const {
-    return sqlite_ ? "\"" + prefix_ + "schema_history\"" : "\"public\".\"" + prefix_ + "schema_history\"";
-  }
+  [[nodiscard]] std::string history() const { return admin_->history_table(); }
   int count(const std::string& sql) { return std::stoi(admin_->query(sql).at(0)); }
 
   /// Every version this build ships, in the given state.

@@ -131,7 +131,7 @@ TEST_P(BadInput, MissingOutdatedAndNewerSchemasAreRefusedUntouched) {
   };
   EXPECT_EQ(reason_of(dblock::Store::open(dsn(dblock::test::unique_prefix()))), dblock::SchemaError::Reason::missing);
 
-  auto history = sqlite_ ? "\"" + prefix_ + "schema_history\"" : "\"public\".\"" + prefix_ + "schema_history\"";
+  auto history = admin_->history_table();
   auto latest = dblock::latest_schema_version();
   // As if an older build had migrated: the latest version's record hidden as version 0.
   admin_->exec(fmt::format("UPDATE {} SET version = 0 WHERE version = {}", history, latest));

@@ -15,7 +15,8 @@ class PgAdmin final : public Admin {
  public:
   PgAdmin(const std::string& dsn, std::string schema, std::string prefix)
       : conn_(PQconnectdb(dsn.c_str())), schema_(schema), table_(fmt::format("\"{}\".\"{}locks\"", schema, prefix)),
-        sequence_(fmt::format("\"{}\".\"{}token_seq\"", schema, prefix)) {
+        sequence_(fmt::format("\"{}\".\"{}token_seq\"", schema, prefix)),
+        history_(fmt::format("\"{}\".\"{}schema_history\"", schema, prefix)) {
     if (PQstatus(conn_) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(conn_));
   }
   ~PgAdmin() override { PQfinish(conn_); }
@@ -57,6 +58,8 @@ class PgAdmin final : public Admin {
                .size() == 1;
   }
 
+  std::string history_table() const override { return history_; }
+
  private:
   std::string quote(const std::string& text) {
     char* quoted = PQescapeLiteral(conn_, text.c_str(), text.size());
@@ -76,6 +79,7 @@ class PgAdmin final : public Admin {
   std::string schema_;
   std::string table_;
   std::string sequence_;
+  std::string history_;
 };
 
 constexpr const char* kSqliteNow =
@@ -83,8 +87,9 @@ constexpr const char* kSqliteNow =
 
 class SqliteAdmin final : public Admin {
  public:
-  SqliteAdmin(const std::string& path, std::string prefix) : table_(fmt::format("\"{}locks\"", prefix)),
-                                                              counter_(fmt::format("\"{}token_counter\"", prefix)) {
+  SqliteAdmin(const std::string& path, std::string prefix)
+      : table_(fmt::format("\"{}locks\"", prefix)), counter_(fmt::format("\"{}token_counter\"", prefix)),
+        history_(fmt::format("\"{}schema_history\"", prefix)) {
     if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw std::runtime_error(sqlite3_errmsg(db_));
     sqlite3_busy_timeout(db_, 10000);
   }
@@ -117,6 +122,8 @@ class SqliteAdmin final : public Admin {
     return query(fmt::format("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {}", quote(name))).size() == 1;
   }
 
+  std::string history_table() const override { return history_; }
+
  private:
   static std::string quote(const std::string& text) {
     char* quoted = sqlite3_mprintf("%Q", text.c_str());
@@ -140,6 +147,7 @@ class SqliteAdmin final : public Admin {
   sqlite3* db_ = nullptr;
   std::string table_;
   std::string counter_;
+  std::string history_;
 };
 
 }  // namespace

@@ -21,6 +21,8 @@ class Admin {
   virtual void exec(const std::string& sql) = 0;
   /// Runs a query and returns the first column of every row as text.
   virtual std::vector<std::string> query(const std::string& sql) = 0;
+  /// The migration history table, quoted and qualified as SQL needs it.
+  [[nodiscard]] virtual std::string history_table() const = 0;
   /// Whether a table of that exact name exists (in the admin's schema).
   virtual bool table_exists(const std::string& name) = 0;
 };

@@ -383,6 +383,8 @@ class PgBackend final : public Backend {
     return PQntuples(result.get()) > 0;
   }
 
+  bool has_advisory_locks() const noexcept override { return true; }
+
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
     return make_pg_advisory_session(pool_.lease(), advisory_sql_);
   }

@@ -11,7 +11,7 @@ namespace dblock::postgres {
 std::optional<std::int64_t> try_xact_lock(Store& store, pg_conn* conn, const AdvisoryKey& key,
                                           XactLockOptions options) {
   auto& impl = detail::StoreAccess::impl(store);
-  if (store.dialect() != "postgresql") throw InvalidArgument(impl.backend->fmt_no_advisory());
+  if (!impl.backend->has_advisory_locks()) throw InvalidArgument(impl.backend->no_advisory_message());
   if (options.timeout.count() < 0)
     throw InvalidArgument(fmt::format("xact lock: timeout {}ms is negative", options.timeout.count()));
   store.check_schema();
