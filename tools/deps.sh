@@ -10,12 +10,20 @@ install_missing() {
   [ "$(id -u)" = 0 ] || sudo=sudo
   echo "installing Debian packages: ${missing[*]}" >&2
   $sudo apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+  # Server packages must not start their system-wide services: the tests start their own servers.
+  local policy=/usr/sbin/policy-rc.d guard=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" > /dev/null; $sudo chmod 755 "$policy"; guard=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null \
+    || { [ -z "$guard" ] || $sudo rm -f "$policy"; return 1; }
+  [ -z "$guard" ] || $sudo rm -f "$policy"
 }
 
 # What building dblock needs (no database server).
 DBLOCK_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libpq-dev libspdlog-dev libfmt-dev libcli11-dev
-                       libsoci-dev libsqlite3-dev libcpp-httplib-dev)
-# What the tests need on top: GoogleTest and the PostgreSQL server.
-DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client pgbouncer sqlite3 docker-compose clang
+                       libsoci-dev libsqlite3-dev libcpp-httplib-dev libmysqlcppconn-dev libboost-dev)
+# What the tests need on top: GoogleTest and the PostgreSQL and MariaDB servers.
+DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client pgbouncer mariadb-server mariadb-client
+                      sqlite3 docker-compose clang
                       libclang-rt-14-dev)

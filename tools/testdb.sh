@@ -8,10 +8,11 @@
 #   tools/testdb.sh start-replicated DIR   a primary plus a synchronous streaming replica; prints
 #                                 DBLOCK_TEST_PG_FAILOVER_DSN (multi-host, target_session_attrs=read-write)
 #   tools/testdb.sh promote DIR   promote the replica (after pg-crash of the primary)
-# `start` also starts PgBouncer in transaction mode in front of PostgreSQL when it is installed
+# `start` also starts MariaDB (DBLOCK_TEST_MYSQL_DSN) and PgBouncer in transaction mode in front of PostgreSQL when it is installed
 # (DBLOCK_TEST_PGBOUNCER_DSN): advisory mode must refuse to work through it.
-# DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Port: $DBLOCK_PGPORT, else the first
-# free one from 25433.
+#   tools/testdb.sh my-crash DIR  kill MariaDB like a crash (SIGKILL); my-start DIR starts it again
+# DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Ports: $DBLOCK_PGPORT / $DBLOCK_MYPORT,
+# else the first free ones from 25433.
 set -euo pipefail
 cmd=${1:-}
 DIR=${2:-${DBLOCK_TESTDB_DIR:-/tmp/dblock-testdb}}
@@ -42,6 +43,7 @@ pick_port() {
   for port in $(seq 25433 25533); do port_free "$port" && { echo "$port"; return; }; done
   die "no free port in 25433-25533"
 }
+my_running() { [ -f "$DIR/my/mysqld.pid" ] && kill -0 "$(cat "$DIR/my/mysqld.pid")" 2>/dev/null; }
 pg_running() { [ -f "$DIR/pg/data/postmaster.pid" ] && kill -0 "$(head -1 "$DIR/pg/data/postmaster.pid")" 2>/dev/null; }
 
 print_env() {
@@ -49,6 +51,10 @@ print_env() {
   local PGPORT; PGPORT=$(cat "$DIR/pgport")
   echo "export DBLOCK_TEST_PG_DSN='postgresql://dblock:$PW@127.0.0.1:$PGPORT/dblock'"
   echo "export DBLOCK_TEST_PG_ADMIN='host=$DIR/pg port=$PGPORT user=dblock dbname=dblock'"
+  if [ -f "$DIR/myport" ]; then
+    echo "export DBLOCK_TEST_MYSQL_DSN='mysql://dblock:$PW@127.0.0.1:$(cat "$DIR/myport")/dblock'"
+    echo "export DBLOCK_TEST_MYSQL_ADMIN_SOCKET='$DIR/my/mysqld.sock'"
+  fi
   if [ -f "$DIR/pgbouncerport" ]; then
     echo "export DBLOCK_TEST_PGBOUNCER_DSN='postgresql://dblock@127.0.0.1:$(cat "$DIR/pgbouncerport")/dblock'"
   fi
@@ -146,6 +152,56 @@ start_replicated() {
   die "the replica never became synchronous"
 }
 
+# MariaDB 10.11: --no-defaults first (no /etc/mysql settings), utf8mb4, loopback only, started
+# detached with its output closed so a caller capturing our output is not held open.
+start_my() {
+  my_running && return 0
+  command -v mariadbd > /dev/null || [ -x /usr/sbin/mariadbd ] || die "MariaDB is not installed (apt-get install mariadb-server)"
+  local port
+  if [ -f "$DIR/myport" ]; then port=$(cat "$DIR/myport")
+  elif [ -n "${DBLOCK_MYPORT:-}" ]; then port=$DBLOCK_MYPORT
+  else port=$(pick_port_after "$(cat "$DIR/pgport")"); fi
+  claim_port "$port"
+  if [ ! -d "$DIR/my/data" ]; then
+    rm -rf "$DIR/my"; mkdir -p "$DIR/my"; chown mysql:mysql "$DIR/my"
+    mariadb-install-db --no-defaults --datadir="$DIR/my/data" --user=mysql --auth-root-authentication-method=normal \
+      --skip-test-db --skip-name-resolve > "$DIR/my/install.log" 2>&1 \
+      || { cat "$DIR/my/install.log" >&2; die "mariadb-install-db failed"; }
+    local fresh=1
+  fi
+  launch_my "$port"
+  if [ -n "${fresh:-}" ]; then
+    mariadb --no-defaults --socket="$DIR/my/mysqld.sock" -uroot -e \
+      "CREATE DATABASE dblock CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+       CREATE USER 'dblock'@'%' IDENTIFIED BY '$PW'; GRANT ALL ON *.* TO 'dblock'@'%' WITH GRANT OPTION;"
+  fi
+  echo "$port" > "$DIR/myport"
+}
+
+launch_my() {
+  setsid /usr/sbin/mariadbd --no-defaults --datadir="$DIR/my/data" --user=mysql \
+    --bind-address=127.0.0.1 --port="$1" --socket="$DIR/my/mysqld.sock" --pid-file="$DIR/my/mysqld.pid" \
+    --log-error="$DIR/my/error.log" --skip-name-resolve --skip-log-bin \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
+    --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=128M --max-connections=500 \
+    < /dev/null > /dev/null 2>&1 9>&- &
+  local launcher=$!
+  for _ in $(seq 1 1200); do
+    mariadb --no-defaults --socket="$DIR/my/mysqld.sock" -uroot -e 'SELECT 1' > /dev/null 2>&1 && return 0
+    kill -0 "$launcher" 2>/dev/null || { cat "$DIR/my/error.log" >&2; die "MariaDB did not start"; }
+    sleep 0.05
+  done
+  die "MariaDB did not accept connections within 60 s"
+}
+
+stop_my() {
+  if my_running; then
+    local pid; pid=$(cat "$DIR/my/mysqld.pid")
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_gone "$pid"
+  fi
+}
+
 pick_port_after() {
   local port
   for port in $(seq $(($1 + 1)) 25600); do port_free "$port" && { echo "$port"; return; }; done
@@ -172,6 +228,7 @@ case $cmd in
     [ ${#DIR} -lt 80 ] || die "DIR '$DIR' is too long for a unix socket path"
     mkdir -p "$DIR"; chmod 755 "$DIR"
     start_pg
+    start_my
     start_pgbouncer
     print_env ;;
   env) print_env ;;
@@ -180,6 +237,11 @@ case $cmd in
     runuser -u postgres -- "$(pg_bin)/pg_ctl" -D "$DIR/pg/data" -m immediate -w stop > /dev/null ;;
   pg-start)
     pg_running || pg_ctl_start "$(pg_bin)" "$(cat "$DIR/pgport")" ;;
+  my-crash)
+    my_running || die "no MariaDB running in $DIR"
+    pid=$(cat "$DIR/my/mysqld.pid"); kill -KILL "$pid"; wait_gone "$pid" ;;
+  my-start)
+    my_running || launch_my "$(cat "$DIR/myport")" ;;
   start-replicated)
     serialize_starts
     [ "$(id -u)" = 0 ] || die "run as root (initdb runs as user postgres through runuser)"
@@ -192,10 +254,11 @@ case $cmd in
   stop)
     stop_pgbouncer
     stop_pg
+    stop_my
     if [ -f "$DIR/replica/data/postmaster.pid" ]; then
       p=$(head -1 "$DIR/replica/data/postmaster.pid"); kill -INT "$p" 2>/dev/null || true; wait_gone "$p"
     fi
     release_claims
     rm -rf "$DIR" ;;
-  *) die "usage: testdb.sh start|env|stop|pg-crash|pg-start|start-replicated|promote [DIR]" ;;
+  *) die "usage: testdb.sh start|env|stop|pg-crash|pg-start|my-crash|my-start|start-replicated|promote [DIR]" ;;
 esac

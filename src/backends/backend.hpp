@@ -60,9 +60,11 @@ class ReleaseListener {
   virtual void interrupt() noexcept = 0;
 };
 
-/// A server advisory lock as the pinned session takes it.
+/// A server advisory lock as the pinned session takes it: PostgreSQL locks the key, MySQL's
+/// GET_LOCK the name.
 struct AdvisoryTarget {
   AdvisoryKey key;
+  std::string name;  // the lock's name; empty for an explicit AdvisoryKey
   bool shared = false;
 };
 
@@ -164,8 +166,12 @@ class Backend {
   [[nodiscard]] virtual bool has_advisory_locks() const noexcept { return false; }
   /// The message for advisory calls on a database that has none.
   [[nodiscard]] std::string no_advisory_message() const {
-    return std::string(dialect()) + " has no advisory locks: use LockMode::table (advisory mode needs PostgreSQL)";
+    return std::string(dialect()) +
+           " has no advisory locks: use LockMode::table (advisory mode needs PostgreSQL, or MySQL/MariaDB's GET_LOCK)";
   }
+  /// @throws InvalidArgument when this database's advisory locks cannot take `target` (e.g. a
+  /// shared lock or an integer key on MySQL), before anything is sent.
+  virtual void check_advisory_target(const AdvisoryTarget& target) const { (void)target; }
   /// Pins a pooled session for advisory locks. @throws InvalidArgument when the database has none.
   virtual std::unique_ptr<AdvisorySession> pin_advisory_session() {
     throw InvalidArgument(no_advisory_message());

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/mysql/my_backend.hpp"
 #include "backends/postgres/pg_backend.hpp"
 #include "backends/sqlite/sqlite_backend.hpp"
 
@@ -18,12 +19,14 @@ namespace {
 
 std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings& settings) {
   if (uri.scheme == "postgresql") return make_postgres_backend(uri, settings);
+  if (uri.scheme == "mysql") return make_mysql_backend(uri, settings);
   if (uri.scheme == "sqlite") return make_sqlite_backend(uri, settings.connect_timeout, settings.logger);
   not_built(uri);
 }
 
 std::string render_migration_script(const StoreUri& uri, std::span<const MigrationFile> migrations) {
   if (uri.scheme == "postgresql") return render_postgres_migrations(uri, migrations);
+  if (uri.scheme == "mysql") return render_mysql_migrations(uri, migrations);
   if (uri.scheme == "sqlite") return render_sqlite_migrations(uri, migrations);
   not_built(uri);
 }

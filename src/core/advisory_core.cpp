@@ -28,22 +28,25 @@ Lock AdvisoryCore::acquire(std::string_view name, std::chrono::milliseconds time
 }
 
 std::optional<Lock> AdvisoryCore::try_acquire(const AdvisoryKey& key, const LockOptions& options) {
-  return acquire_key(key.to_string(), key, options, std::nullopt);
+  return acquire_key({}, key, options, std::nullopt);
 }
 
 Lock AdvisoryCore::acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options) {
-  return std::move(*acquire_key(key.to_string(), key, options, timeout));
+  return std::move(*acquire_key({}, key, options, timeout));
 }
 
-std::optional<Lock> AdvisoryCore::acquire_key(std::string_view name, const AdvisoryKey& key,
+std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const AdvisoryKey& key,
                                               const LockOptions& options,
                                               std::optional<std::chrono::milliseconds> timeout) {
+  AdvisoryTarget target{key, std::string(lock_name), options.shared};
+  backend_.check_advisory_target(target);
+  auto shown = lock_name.empty() ? key.to_string() : std::string(lock_name);
+  std::string_view name = shown;
   if (options.ttl.count() != 0)
     throw InvalidArgument(fmt::format("lock '{}': advisory locks have no lease, so LockOptions.ttl must be 0 (got {}ms)",
                                       name, options.ttl.count()));
   if (timeout && timeout->count() < 0) throw InvalidArgument(fmt::format("timeout {}ms is negative", timeout->count()));
   auto owner = owner_for_this_thread();
-  AdvisoryTarget target{key, options.shared};
   auto started = SteadyClock::now();
   auto deadline = started + timeout.value_or(std::chrono::milliseconds(0));
   auto left = [&] {
@@ -106,7 +109,7 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
     std::unique_lock use(pinned->use);
     {
       std::lock_guard lock(mutex_);
-      auto it = held_.find(Key{owner, target.key, target.shared});
+      auto it = held_.find(key_of(owner, target));
       if (it != held_.end()) {
         depth = ++it->second->depth;
         reentered = it->second;
@@ -133,7 +136,7 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
   held->depth = 1;
   {
     std::lock_guard lock(mutex_);
-    held_[Key{owner, target.key, target.shared}] = held;
+    held_[key_of(owner, target)] = held;
   }
   count_acquired(name, *token, 1, wait.count() > 0 ? count_wait(started) : std::chrono::milliseconds(0));
   return {make_guard(std::move(held), 1), true};
@@ -147,7 +150,7 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
     std::lock_guard lock(mutex_);
     depth = --held->depth;
     if (depth <= 0) {
-      auto it = held_.find(Key{held->owner, held->target.key, held->target.shared});
+      auto it = held_.find(key_of(held->owner, held->target));
       registered = it != held_.end() && it->second == held;
       if (registered) held_.erase(it);
     }

@@ -1,5 +1,5 @@
 #pragma once
-// LockMode::advisory: PostgreSQL session advisory locks on one pooled session per owner, pinned
+// LockMode::advisory: PostgreSQL session advisory locks (MySQL: GET_LOCK) on one pooled session per owner, pinned
 // while the owner holds any lock. Re-entry is counted here (the server is asked once per lock);
 // the watchdog checks the pinned sessions and reports the locks of a broken one lost.
 
@@ -46,11 +46,15 @@ class AdvisoryCore final : public ManagerBase {
     const AdvisoryTarget target;
     const std::shared_ptr<Pinned> pinned;
   };
-  using Key = std::tuple<std::string, AdvisoryKey, bool>;  // owner, key, shared
+  using Key = std::tuple<std::string, AdvisoryKey, std::string, bool>;  // owner, key, name, shared
 
   /// `timeout` empty: one try.
+  /// `name` empty: an explicit key, shown as key.to_string().
   std::optional<Lock> acquire_key(std::string_view name, const AdvisoryKey& key, const LockOptions& options,
                                   std::optional<std::chrono::milliseconds> timeout);
+  static Key key_of(const std::string& owner, const AdvisoryTarget& target) {
+    return Key{owner, target.key, target.name, target.shared};
+  }
   /// One statement on the owner's session (or a re-entry, which needs none). The flag is true
   /// when the grant created a new held record, which keeps the caller's pin.
   std::pair<std::optional<Lock>, bool> attempt(std::string_view name, const std::string& owner,

@@ -16,7 +16,7 @@ std::optional<std::int64_t> try_xact_lock(Store& store, pg_conn* conn, const Adv
     throw InvalidArgument(fmt::format("xact lock: timeout {}ms is negative", options.timeout.count()));
   store.check_schema();
   detail::PgAdvisorySql sql(impl.uri.schema, impl.uri.prefix);
-  return detail::pg_xact_lock(conn, sql, detail::AdvisoryTarget{key, options.shared}, options.timeout);
+  return detail::pg_xact_lock(conn, sql, detail::AdvisoryTarget{key, {}, options.shared}, options.timeout);
 }
 
 }  // namespace dblock::postgres

@@ -1,0 +1,411 @@
+#include "backends/mysql/my_backend.hpp"
+
+#include <cppconn/resultset.h>
+
+#include <array>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "backends/mysql/my_connection.hpp"
+#include "backends/mysql/my_named_lock.hpp"
+#include "backends/mysql/my_script.hpp"
+#include "backends/session_pool.hpp"
+#include "core/json.hpp"
+#include "migrate/placeholders.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+std::int64_t micros(milliseconds duration) { return duration.count() * 1000; }
+
+/// Every SQL statement of table mode, built once per store for its prefix. Tables are not
+/// qualified: they live in the database the URI names, which every session uses.
+struct MySql {
+  explicit MySql(std::string_view prefix) {
+    std::size_t id = 0;
+    auto make = [&](const char* name, std::string_view sql) {
+      return MyStatement{id++, name, fill(sql, {{"{prefix}", prefix}, {"{held}", kHeldTable}})};
+    };
+    acquire = make("acquire", "SELECT `{prefix}acquire`(?, ?, ?)");
+    release = make("release", "SELECT `{prefix}release`(?, ?, ?)");
+    // One statement renews every lock; affected rows says whether all were renewed (no UPDATE
+    // ... RETURNING on MariaDB), and only when some were not does renewed_of ask which.
+    renew = make("renew", R"(
+UPDATE `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
+SET l.expires_at = UTC_TIMESTAMP(6) + INTERVAL h.ttl_us MICROSECOND
+WHERE l.expires_at > UTC_TIMESTAMP(6))");
+    renewed_of = make("renewed", R"(
+SELECT l.name FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
+WHERE l.expires_at > UTC_TIMESTAMP(6))");
+    lease_left = make("lease_left", R"(
+SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) FROM `{prefix}locks` WHERE name = ?)");
+    list = make("list", R"(
+SELECT name, owner, count, token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000)
+FROM `{prefix}locks` WHERE (? = '' OR name = ?) ORDER BY name)");
+    force_release = make("force_release", "DELETE FROM `{prefix}locks` WHERE name = ?");
+    // DELETE re-checks the expiry on the newest row version under its row lock, so a row taken
+    // over or renewed meanwhile stays. Oldest first: the plain ORDER BY form deadlocked least
+    // with acquirers in STACK-NOTES 5.7; what deadlocks is retried.
+    reap = make("reap", "DELETE FROM `{prefix}locks` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?");
+    census = make("census", R"(
+SELECT COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0),
+       COALESCE(FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(IF(expires_at > UTC_TIMESTAMP(6), acquired_at, NULL)),
+                                    UTC_TIMESTAMP(6)) / 1000), 0)
+FROM `{prefix}locks`)");
+    seed_expired = make("seed_expired", R"(
+INSERT INTO `{prefix}locks` (name, owner, count, token, acquired_at, expires_at)
+WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?)
+SELECT CONCAT(?, ? + i), 'dblock-bench', 1, NEXTVAL(`{prefix}token_seq`), UTC_TIMESTAMP(6) - INTERVAL 2 SECOND,
+       UTC_TIMESTAMP(6) - INTERVAL 1 SECOND FROM g)");
+    schema_version = make("schema_version",
+                          "SELECT COALESCE(MAX(version), 0) FROM `{prefix}schema_history` WHERE success");
+    history = make("history", "SELECT version, name, checksum, success FROM `{prefix}schema_history` ORDER BY version");
+    record_started = make("record_started", R"(
+INSERT INTO `{prefix}schema_history` (version, name, checksum, applied_at, applied_by, execution_ms, success)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), ?, 0, FALSE))");
+    record_done = make("record_done",
+                       "UPDATE `{prefix}schema_history` SET success = TRUE, execution_ms = ? WHERE version = ?");
+    forget = make("forget", "DELETE FROM `{prefix}schema_history` WHERE version = ?");
+    migration_lock = make("migration_lock", fmt::format("SELECT GET_LOCK({}, ?)", kServerLockName));
+    migration_unlock = make("migration_unlock", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName));
+    history_table = fill(R"(
+CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
+  version      INT NOT NULL PRIMARY KEY,
+  name         VARCHAR(255) NOT NULL,
+  checksum     VARCHAR(64) NOT NULL,
+  applied_at   DATETIME(6) NOT NULL,
+  applied_by   VARCHAR(512) NOT NULL,
+  execution_ms BIGINT NOT NULL,
+  success      BOOLEAN NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4)",
+                         {{"{prefix}", prefix}});
+  }
+
+  // The held locks as a table: one JSON parameter, [[name, owner, token, ttl_us], ...], which
+  // keeps 10,000 locks clear of the 65,535-placeholder limit.
+  static constexpr std::string_view kHeldTable = R"(JSON_TABLE(?, '$[*]' COLUMNS (
+  name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[0]',
+  owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[1]',
+  token BIGINT PATH '$[2]',
+  ttl_us BIGINT PATH '$[3]')) h)";
+
+  MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, census, seed_expired,
+      schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock;
+  std::string history_table;
+};
+
+std::vector<AppliedMigration> parse_history(sql::ResultSet& result) {
+  std::vector<AppliedMigration> applied;
+  while (result.next())
+    applied.push_back(AppliedMigration{static_cast<int>(result.getInt(1)), result.getString(2).asStdString(),
+                                       result.getString(3).asStdString(), result.getBoolean(4)});
+  return applied;
+}
+
+/// The migration lock's name: '#' keeps it apart from every lock name (those follow ':').
+std::string migration_lock_name(const StoreUri& uri, std::string_view database) {
+  return fmt::format("{}.{}#migrate", database, uri.prefix);
+}
+
+class MyMigrationSession final : public MigrationSession {
+ public:
+  MyMigrationSession(std::unique_ptr<MyConnection> connection, const MySql& sql, std::string lock_name,
+                     std::string prefix, milliseconds lock_timeout)
+      : connection_(std::move(connection)), sql_(sql), lock_name_(std::move(lock_name)), prefix_(std::move(prefix)) {
+    // Polled rather than blocking, like the other dialects: the deadline is ours.
+    auto deadline = std::chrono::steady_clock::now() + lock_timeout;
+    auto delay = milliseconds(20);
+    while (true) {
+      std::array<MyParam, 4> params{lock_name_, lock_name_, lock_name_, std::int64_t{0}};
+      auto result = connection_->query(sql_.migration_lock, params);
+      if (result->next() && int64_at(*result, 1) == 1) break;
+      if (std::chrono::steady_clock::now() + delay > deadline)
+        throw Timeout(fmt::format("another `dblock migrate` held the migration lock for longer than {}ms",
+                                  lock_timeout.count()));
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, milliseconds(500));
+    }
+  }
+  ~MyMigrationSession() override {
+    try {
+      std::array<MyParam, 3> params{lock_name_, lock_name_, lock_name_};
+      connection_->query(sql_.migration_unlock, params);
+    } catch (...) {
+      // The session closes next, which releases the lock too.
+    }
+  }
+  MyMigrationSession(const MyMigrationSession&) = delete;
+  MyMigrationSession& operator=(const MyMigrationSession&) = delete;
+
+  std::vector<AppliedMigration> history() override {
+    connection_->execute(sql_.history_table);
+    return parse_history(*connection_->query(sql_.history, {}));
+  }
+
+  void forget(int version) override {
+    std::array<MyParam, 1> params{std::int64_t{version}};
+    connection_->update(sql_.forget, params);
+  }
+
+  /// DDL commits on its own here, so a migration cannot be rolled back: it is recorded as failed
+  /// before it starts and as applied once every statement ran. One that breaks off part-way
+  /// stays recorded as failed (dirty), which stops `up` until `repair`; the migrations are written
+  /// so that running one again completes it.
+  void apply(const MigrationFile& migration, std::string_view applied_by) override {
+    auto started = std::chrono::steady_clock::now();
+    std::array<MyParam, 4> record{std::int64_t{migration.version}, migration.name, migration.checksum, applied_by};
+    connection_->update(sql_.record_started, record);
+    try {
+      for (auto& statement : split_mysql_script(fill_placeholders(migration.sql, "", prefix_)))
+        connection_->execute(statement);
+    } catch (const Error& e) {
+      throw DatabaseError(fmt::format("migration {:04d}_{} failed part-way and is recorded as failed (MySQL cannot "
+                                      "roll back DDL; its statements are safe to run again): {}. Fix the cause, then "
+                                      "run `dblock migrate repair` and `dblock migrate up`",
+                                      migration.version, migration.name, e.what()),
+                          e.sqlstate());
+    }
+    auto elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
+    std::array<MyParam, 2> done{std::int64_t{elapsed.count()}, std::int64_t{migration.version}};
+    connection_->update(sql_.record_done, done);
+  }
+
+  void finish() override {}
+
+ private:
+  std::unique_ptr<MyConnection> connection_;
+  const MySql& sql_;
+  std::string lock_name_;
+  std::string prefix_;
+};
+
+/// Bare Connector/C++: the same prepared statements on one connection, no pool, no bookkeeping.
+class MyRawClient final : public RawLockClient {
+ public:
+  MyRawClient(std::unique_ptr<MyConnection> connection, const MySql& sql)
+      : connection_(std::move(connection)), sql_(sql) {}
+
+  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
+                                      std::int64_t ttl_ms) override {
+    std::array<MyParam, 3> params{name, owner, ttl_ms * 1000};
+    auto result = connection_->query(sql_.acquire, params);
+    auto grant = result->next() ? text_at(*result, 1) : std::nullopt;
+    if (!grant) return std::nullopt;
+    return std::stoll(grant->substr(grant->find(' ') + 1));
+  }
+
+  bool release(const std::string& name, const std::string& owner, std::int64_t token) override {
+    std::array<MyParam, 3> params{name, owner, token};
+    auto result = connection_->query(sql_.release, params);
+    return result->next() && !result->isNull(1);
+  }
+
+  bool blocking_lock(std::int64_t key) override {
+    auto name = fmt::format("dblock-bench:{}", key);
+    std::array<MyParam, 2> params{name, 31536000.0};
+    connection_->query(blocking_lock_, params);
+    return true;
+  }
+  void blocking_unlock(std::int64_t key) override {
+    auto name = fmt::format("dblock-bench:{}", key);
+    std::array<MyParam, 1> params{name};
+    connection_->query(blocking_unlock_, params);
+  }
+
+ private:
+  std::unique_ptr<MyConnection> connection_;
+  const MySql& sql_;
+  MyStatement blocking_lock_{40, "GET_LOCK", "SELECT GET_LOCK(?, ?)"};
+  MyStatement blocking_unlock_{41, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"};
+};
+
+std::string held_json(std::span<const HeldRef> held) {
+  std::string json = "[";
+  for (std::size_t i = 0; i < held.size(); ++i)
+    json += fmt::format("{}[{},{},{},{}]", i == 0 ? "" : ",", json_string(held[i].name), json_string(held[i].owner),
+                        held[i].token, micros(held[i].ttl));
+  return json + "]";
+}
+
+class MyBackend final : public Backend {
+ public:
+  MyBackend(const StoreUri& uri, const BackendSettings& settings)
+      : endpoint_(parse_mysql_uri(uri.driver_uri, uri.redacted)),
+        redacted_(uri.redacted),
+        settings_(settings),
+        migration_lock_name_(migration_lock_name(uri, endpoint_.database)),
+        prefix_(uri.prefix),
+        sql_(uri.prefix),
+        named_lock_sql_(endpoint_.database, uri.prefix),
+        pool_([this] { return connect(); }, uri.redacted, uri.pool_size, settings.connect_timeout) {
+    auto first = pool_.lease();  // proves the server and the credentials now, not at first use
+  }
+
+  std::string_view dialect() const noexcept override { return "mysql"; }
+
+ private:
+  template <class Fn>
+  auto idempotent(Fn&& statement) -> decltype(statement(std::declval<MyConnection&>())) {
+    try {
+      auto session = pool_.lease();
+      return statement(*session);
+    } catch (const OutcomeUnknown&) {
+      auto session = pool_.lease();
+      return statement(*session);
+    }
+  }
+
+ public:
+
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) override {
+    std::array<MyParam, 3> params{name, owner, micros(ttl)};
+    auto session = pool_.lease();
+    auto result = session->query(sql_.acquire, params);
+    auto grant = result->next() ? text_at(*result, 1) : std::nullopt;
+    if (!grant) return std::nullopt;
+    auto space = grant->find(' ');
+    return Grant{std::stoll(grant->substr(0, space)), std::stoll(grant->substr(space + 1))};
+  }
+
+  std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
+    std::array<MyParam, 3> params{name, owner, token};
+    auto session = pool_.lease();
+    auto result = session->query(sql_.release, params);
+    return result->next() ? int64_at(*result, 1) : std::nullopt;
+  }
+
+  std::vector<std::string> renew(std::span<const HeldRef> held) override {
+    auto json = held_json(held);
+    std::array<MyParam, 1> params{json};
+    // Extending a lease is idempotent: a session that turns out broken is replaced and the
+    // statement run once more.
+    auto renewed = idempotent([&](MyConnection& session) { return session.update(sql_.renew, params); });
+    std::vector<std::string> names;
+    if (renewed == held.size()) {
+      for (auto& ref : held) names.emplace_back(ref.name);
+      return names;
+    }
+    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.renewed_of, params); });
+    while (result->next()) names.push_back(result->getString(1).asStdString());
+    return names;
+  }
+
+  std::optional<milliseconds> lease_left(std::string_view name) override {
+    std::array<MyParam, 1> params{name};
+    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.lease_left, params); });
+    if (!result->next()) return std::nullopt;
+    return milliseconds(result->getInt64(1));
+  }
+
+  bool force_release(std::string_view name) override {
+    std::array<MyParam, 1> params{name};
+    return pool_.lease()->update(sql_.force_release, params) > 0;
+  }
+
+  std::size_t reap(std::size_t batch) override {
+    std::array<MyParam, 1> params{static_cast<std::int64_t>(batch)};
+    return static_cast<std::size_t>(pool_.lease()->update(sql_.reap, params));
+  }
+
+  LockCensus census() override {
+    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.census, {}); });
+    result->next();
+    return LockCensus{result->getInt64(1), result->getInt64(2), milliseconds(result->getInt64(3))};
+  }
+
+  bool has_advisory_locks() const noexcept override { return true; }
+  void check_advisory_target(const AdvisoryTarget& target) const override { check_named_lock_target(target); }
+  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    return make_my_named_lock_session(pool_.lease(), named_lock_sql_);
+  }
+
+  std::unique_ptr<RawLockClient> raw_client() override { return std::make_unique<MyRawClient>(connect(), sql_); }
+
+  void seed_expired(std::string_view stem, std::size_t count) override {
+    // Chunks stay below the servers' default recursion limit of a CTE (1,000).
+    constexpr std::size_t kChunk = 1000;
+    auto session = pool_.lease();
+    for (std::size_t done = 0; done < count; done += kChunk) {
+      std::array<MyParam, 3> params{static_cast<std::int64_t>(std::min(kChunk, count - done)), stem,
+                                    static_cast<std::int64_t>(done)};
+      session->update(sql_.seed_expired, params);
+    }
+  }
+
+  int schema_version() override {
+    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.schema_version, {}); });
+    return result->next() ? static_cast<int>(result->getInt(1)) : 0;
+  }
+
+  std::optional<std::vector<AppliedMigration>> read_history() override {
+    try {
+      auto result = idempotent([&](MyConnection& session) { return session.query(sql_.history, {}); });
+      return parse_history(*result);
+    } catch (const SchemaError&) {
+      return std::nullopt;  // no history table yet
+    }
+  }
+
+  std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
+    return std::make_unique<MyMigrationSession>(connect(), sql_, migration_lock_name_, prefix_, lock_timeout);
+  }
+
+ private:
+  std::unique_ptr<MyConnection> connect() const {
+    return std::make_unique<MyConnection>(endpoint_, redacted_, settings_.connect_timeout, settings_.statement_timeout);
+  }
+
+  std::vector<LockInfo> list_rows(std::string_view only_name) override {
+    std::array<MyParam, 2> params{only_name, only_name};
+    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.list, params); });
+    std::vector<LockInfo> rows;
+    while (result->next())
+      rows.push_back(LockInfo{result->getString(1).asStdString(), result->getString(2).asStdString(),
+                              result->getInt64(3), result->getInt64(4), milliseconds(result->getInt64(5))});
+    return rows;
+  }
+
+  MyEndpoint endpoint_;
+  std::string redacted_;
+  BackendSettings settings_;
+  std::string migration_lock_name_;
+  std::string prefix_;
+  MySql sql_;
+  MyNamedLockSql named_lock_sql_;
+  SessionPool<MyConnection> pool_;
+};
+
+}  // namespace
+
+std::string render_mysql_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations) {
+  auto endpoint = parse_mysql_uri(uri.driver_uri, uri.redacted);
+  MySql sql(uri.prefix);
+  // Statements end with $$ so that the client passes the function bodies' ';' to the server.
+  std::string script = fmt::format(
+      "-- dblock migrations for MySQL/MariaDB: database `{}`, table prefix \"{}\". Apply with\n"
+      "--   mariadb --database={} < THIS_FILE      (or mysql)\n"
+      "-- The history records make `dblock migrate status` recognise what was applied by hand.\n"
+      "DELIMITER $$\n{}$$\n",
+      endpoint.database, uri.prefix, endpoint.database, sql.history_table);
+  for (auto& migration : migrations) {
+    // name and checksum are [a-z0-9_] and hex, safe as literals.
+    std::string statements;
+    for (auto& statement : split_mysql_script(fill_placeholders(migration.sql, "", uri.prefix)))
+      statements += statement + "$$\n";
+    script += fmt::format(
+        "\n-- {:04d}_{}\n{}INSERT INTO `{}schema_history` (version, name, checksum, applied_at, applied_by, "
+        "execution_ms, success)\nVALUES ({}, '{}', '{}', UTC_TIMESTAMP(6), 'dblock migrate sql', 0, TRUE)$$\n",
+        migration.version, migration.name, statements, uri.prefix,
+        migration.version, migration.name, migration.checksum);
+  }
+  return script + "DELIMITER ;\n";
+}
+
+std::unique_ptr<Backend> make_mysql_backend(const StoreUri& uri, const BackendSettings& settings) {
+  return std::make_unique<MyBackend>(uri, settings);
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,20 @@
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "backends/backend_factory.hpp"
+#include "core/uri.hpp"
+
+namespace dblock::detail {
+
+/// MySQL/MariaDB on Connector/C++: table mode and GET_LOCK mode.
+/// @throws ConnectionError when the first session fails.
+[[nodiscard]] std::unique_ptr<Backend> make_mysql_backend(const StoreUri& uri, const BackendSettings& settings);
+
+/// The SQL `up` runs for `migrations` on an empty database, history records included, as a
+/// script for the `mysql`/`mariadb` client.
+[[nodiscard]] std::string render_mysql_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);
+
+}  // namespace dblock::detail

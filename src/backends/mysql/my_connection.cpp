@@ -1,0 +1,234 @@
+#include "backends/mysql/my_connection.hpp"
+
+#include <mysql_driver.h>
+#include <mysql_connection.h>
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <cppconn/statement.h>
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "backends/backend.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+// Client error codes (errmsg.h, not installed with Connector/C++) and the server errors we classify.
+constexpr int kDeadlock = 1213;
+constexpr int kLockWaitTimeout = 1205;
+constexpr int kNoSuchTable = 1146;
+constexpr int kNoSuchFunction = 1305;
+constexpr int kNoSuchDatabase = 1049;
+constexpr int kAccessDenied = 1045;
+constexpr int kDatabaseAccessDenied = 1044;
+constexpr int kConnectionKilled = 1927;     // MariaDB: KILL CONNECTION of this session
+constexpr int kServerShutdown = 1053;
+constexpr int kServerGone = 2006;           // the session had already broken: the statement did not run
+constexpr int kLostDuringQuery = 2013;      // broke (or timed out) while the statement ran: outcome unknown
+constexpr int kFirstClientError = 2000;     // 2000-2999: the client library's own errors
+
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    unsigned value = 0;
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ptr == text.data() + i + 3) {
+      out += static_cast<char>(value);
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+sql::mysql::MySQL_Driver& driver() {
+  // Thread-safe static initialisation: the driver instance is created once, before any connect.
+  static sql::mysql::MySQL_Driver* instance = sql::mysql::get_mysql_driver_instance();
+  return *instance;
+}
+
+int whole_seconds(std::chrono::milliseconds duration) {
+  return static_cast<int>(std::max<long long>(1, (duration.count() + 999) / 1000));
+}
+
+}  // namespace
+
+void MyResultDeleter::operator()(sql::ResultSet* result) const noexcept { delete result; }
+
+MyEndpoint parse_mysql_uri(std::string_view driver_uri, std::string_view redacted) {
+  auto fail = [&](std::string_view why) {
+    throw InvalidArgument(fmt::format("DSN '{}' is invalid: {} (expected mysql://user:password@host:port/database"
+                                      "[?socket=/path/to/mysqld.sock])",
+                                      redacted, why));
+  };
+  auto rest = driver_uri.substr(driver_uri.find("://") + 3);
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  auto slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 == rest.size()) fail("the database name is missing");
+  MyEndpoint endpoint;
+  endpoint.database = percent_decode(rest.substr(slash + 1));
+  if (endpoint.database.find('/') != std::string::npos) fail("the database name contains '/'");
+  auto authority = rest.substr(0, slash);
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+    auto credentials = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    auto colon = credentials.find(':');
+    endpoint.user = percent_decode(credentials.substr(0, colon));
+    if (colon != std::string_view::npos) endpoint.password = percent_decode(credentials.substr(colon + 1));
+  }
+  std::string socket;
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    auto eq = pair.find('=');
+    if (pair.substr(0, eq) == "socket" && eq != std::string_view::npos) socket = percent_decode(pair.substr(eq + 1));
+    else fail(fmt::format("unknown parameter '{}' (mysql accepts socket, schema, prefix and pool)", pair.substr(0, eq)));
+  }
+  if (!socket.empty()) {
+    endpoint.host_name = "unix://" + socket;
+    return endpoint;
+  }
+  if (authority.empty()) fail("the host is missing");
+  std::string_view host = authority, port = "3306";
+  if (host.front() == '[') {  // [::1]:3306
+    auto close = host.find(']');
+    if (close == std::string_view::npos) fail("an IPv6 host lacks its ']'");
+    if (close + 1 < host.size() && host[close + 1] == ':') port = host.substr(close + 2);
+    host = host.substr(0, close + 1);
+  } else if (auto colon = host.rfind(':'); colon != std::string_view::npos) {
+    port = host.substr(colon + 1);
+    host = host.substr(0, colon);
+  }
+  unsigned port_number = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), port_number);
+  if (ec != std::errc() || end != port.data() + port.size() || port_number == 0 || port_number > 65535)
+    fail(fmt::format("port '{}' is not a number from 1 to 65535", port));
+  endpoint.host_name = fmt::format("tcp://{}:{}", host, port_number);
+  return endpoint;
+}
+
+MyConnection::MyConnection(const MyEndpoint& endpoint, std::string redacted_uri,
+                           std::chrono::milliseconds connect_timeout, std::chrono::milliseconds statement_timeout)
+    : redacted_uri_(std::move(redacted_uri)), statement_timeout_(statement_timeout) {
+  sql::ConnectOptionsMap options;
+  options["hostName"] = endpoint.host_name;
+  options["userName"] = endpoint.user;
+  options["password"] = endpoint.password;
+  options["schema"] = endpoint.database;
+  options["OPT_CONNECT_TIMEOUT"] = whole_seconds(connect_timeout);
+  // The reply deadline: a stalled server or network fails the statement (2013) instead of hanging.
+  options["OPT_READ_TIMEOUT"] = whole_seconds(statement_timeout);
+  options["OPT_WRITE_TIMEOUT"] = whole_seconds(statement_timeout);
+  // Never reconnect behind our back: a new session silently drops every GET_LOCK lock.
+  options["OPT_RECONNECT"] = false;
+  options["OPT_CHARSET_NAME"] = "utf8mb4";
+  try {
+    conn_.reset(driver().connect(options));
+    // Lock statements run autocommit at READ COMMITTED, in UTC, whatever the server's defaults are.
+    std::unique_ptr<sql::Statement> setup(conn_->createStatement());
+    // (MariaDB 10.11 names the variable tx_isolation, MySQL 8 transaction_isolation: use the statement.)
+    setup->execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    setup->execute("SET autocommit = 1, time_zone = '+00:00'");
+  } catch (const sql::SQLException& e) {
+    int code = e.getErrorCode();
+    bool login = code == kAccessDenied || code == kDatabaseAccessDenied;
+    std::string hint = login ? " (check the user name and password)"
+                             : code == kNoSuchDatabase ? " (create the database first)" : "";
+    throw ConnectionError(fmt::format("cannot connect to {}: {}{}", redacted_uri_, e.what(), hint),
+                          login ? "28000" : "08001");
+  }
+}
+
+MyConnection::~MyConnection() = default;
+
+template <class Fn>
+auto MyConnection::guarded(std::string_view what, Fn&& fn) {
+  if (broken_) throw ConnectionError(fmt::format("{}: the session to {} is broken", what, redacted_uri_), "08003");
+  try {
+    return fn();
+  } catch (const sql::SQLException& e) {
+    fail(e, what);
+  }
+}
+
+void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
+  int code = error.getErrorCode();
+  std::string state = error.getSQLStateCStr();
+  auto message = fmt::format("{}: {} (MySQL error {})", what, error.what(), code);
+  if (code == kDeadlock || code == kLockWaitTimeout) throw TransientError(message, code == kDeadlock ? "40001" : "HY000");
+  if (code == kLostDuringQuery) {
+    broken_ = true;
+    throw OutcomeUnknown(fmt::format("{} on {}", message, redacted_uri_), "08006");
+  }
+  if (code >= kFirstClientError || code == kConnectionKilled || code == kServerShutdown || code == kServerGone) {
+    broken_ = true;
+    throw ConnectionError(fmt::format("{} on {}", message, redacted_uri_), "08006");
+  }
+  if (code == kNoSuchTable || code == kNoSuchFunction)
+    throw SchemaError(SchemaError::Reason::missing,
+                      fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_,
+                                  error.what()));
+  throw DatabaseError(message, state.size() == 5 ? state : std::string_view{});
+}
+
+sql::PreparedStatement& MyConnection::prepared(const MyStatement& statement, std::span<const MyParam> params) {
+  if (prepared_.size() <= statement.id) prepared_.resize(statement.id + 1);
+  auto& slot = prepared_[statement.id];
+  if (!slot) slot.reset(conn_->prepareStatement(statement.sql));
+  for (unsigned i = 0; i < params.size(); ++i) {
+    std::visit(
+        [&](auto value) {
+          using T = decltype(value);
+          if constexpr (std::is_same_v<T, std::string_view>) slot->setString(i + 1, std::string(value));
+          else if constexpr (std::is_same_v<T, std::int64_t>) slot->setInt64(i + 1, value);
+          else slot->setDouble(i + 1, value);
+        },
+        params[i]);
+  }
+  return *slot;
+}
+
+MyResult MyConnection::query(const MyStatement& statement, std::span<const MyParam> params) {
+  return guarded(statement.name, [&] { return MyResult(prepared(statement, params).executeQuery()); });
+}
+
+std::uint64_t MyConnection::update(const MyStatement& statement, std::span<const MyParam> params) {
+  return guarded(statement.name,
+                 [&] { return static_cast<std::uint64_t>(prepared(statement, params).executeUpdate()); });
+}
+
+void MyConnection::execute(const std::string& sql) {
+  guarded(sql.substr(0, 60), [&] {
+    std::unique_ptr<sql::Statement> statement(conn_->createStatement());
+    statement->execute(sql);
+  });
+}
+
+MyResult MyConnection::query_text(const std::string& sql) {
+  return guarded(sql.substr(0, 60), [&] {
+    std::unique_ptr<sql::Statement> statement(conn_->createStatement());
+    return MyResult(statement->executeQuery(sql));
+  });
+}
+
+std::optional<std::string> text_at(sql::ResultSet& result, unsigned column) {
+  if (result.isNull(column)) return std::nullopt;
+  return result.getString(column).asStdString();
+}
+
+std::optional<std::int64_t> int64_at(sql::ResultSet& result, unsigned column) {
+  if (result.isNull(column)) return std::nullopt;
+  return result.getInt64(column);
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,95 @@
+#include "backends/mysql/my_named_lock.hpp"
+
+#include <cppconn/resultset.h>
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+namespace dblock::detail {
+
+namespace {
+
+// Prepared-statement ids of GET_LOCK mode; table mode uses the ones below 20.
+constexpr std::size_t kFirstStatementId = 20;
+// A GET_LOCK wait must end before the client's read timeout (the statement timeout) gives up on
+// the session, so a longer wait is served as several server-side waits.
+constexpr std::chrono::milliseconds kReadTimeoutMargin{1000};
+
+class MyNamedLockSession final : public AdvisorySession {
+ public:
+  MyNamedLockSession(SessionPool<MyConnection>::Lease lease, const MyNamedLockSql& sql)
+      : lease_(std::move(lease)), sql_(sql) {}
+  ~MyNamedLockSession() override {
+    if (grants_ == 0) return;
+    try {  // nothing of ours may stay locked on a session the pool hands to someone else
+      lease_->execute("DO RELEASE_ALL_LOCKS()");
+    } catch (...) {
+      lease_->abandon();
+    }
+  }
+  MyNamedLockSession(const MyNamedLockSession&) = delete;
+  MyNamedLockSession& operator=(const MyNamedLockSession&) = delete;
+
+  std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
+    auto full = sql_.full_name(target.name);
+    auto longest = std::max(lease_->statement_timeout() - kReadTimeoutMargin, lease_->statement_timeout() / 2);
+    auto deadline = std::chrono::steady_clock::now() + wait;
+    while (true) {
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto slice = std::clamp(left, milliseconds(0), longest);
+      std::array<MyParam, 4> params{full, full, full, static_cast<double>(slice.count()) / 1000.0};
+      auto result = lease_->query(sql_.lock, params);
+      auto token = result->next() ? int64_at(*result, 1) : std::nullopt;
+      if (token) {
+        ++grants_;
+        return token;
+      }
+      if (slice >= left) return std::nullopt;
+    }
+  }
+
+  bool unlock(const AdvisoryTarget& target) override {
+    auto full = sql_.full_name(target.name);
+    std::array<MyParam, 3> params{full, full, full};
+    auto result = lease_->query(sql_.unlock, params);
+    bool was_held = result->next() && int64_at(*result, 1) == 1;
+    if (was_held) --grants_;
+    return was_held;
+  }
+
+  void check_alive() override { lease_->query(sql_.ping, {}); }
+
+ private:
+  SessionPool<MyConnection>::Lease lease_;
+  const MyNamedLockSql& sql_;
+  std::int64_t grants_ = 0;  // server-side grants not yet released
+};
+
+}  // namespace
+
+MyNamedLockSql::MyNamedLockSql(std::string_view database, std::string_view prefix)
+    : lock{kFirstStatementId, "GET_LOCK",
+           fmt::format("SELECT IF(GET_LOCK({}, ?) = 1, NEXTVAL(`{}token_seq`), NULL)", kServerLockName, prefix)},
+      unlock{kFirstStatementId + 1, "RELEASE_LOCK", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName)},
+      ping{kFirstStatementId + 2, "ping", "SELECT 1"},
+      namespace_(fmt::format("{}.{}:", database, prefix)) {}
+
+std::unique_ptr<AdvisorySession> make_my_named_lock_session(SessionPool<MyConnection>::Lease lease,
+                                                            const MyNamedLockSql& sql) {
+  return std::make_unique<MyNamedLockSession>(std::move(lease), sql);
+}
+
+void check_named_lock_target(const AdvisoryTarget& target) {
+  if (target.shared)
+    throw InvalidArgument(fmt::format("lock '{}': MySQL's GET_LOCK has no shared locks (LockOptions.shared needs "
+                                      "PostgreSQL)",
+                                      target.name.empty() ? target.key.to_string() : target.name));
+  if (target.name.empty())
+    throw InvalidArgument(fmt::format("{}: MySQL's GET_LOCK locks names, not integer keys: acquire by name "
+                                      "(AdvisoryKey needs PostgreSQL)",
+                                      target.key.to_string()));
+}
+
+}  // namespace dblock::detail

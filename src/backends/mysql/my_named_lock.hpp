@@ -1,0 +1,44 @@
+#pragma once
+// GET_LOCK mode on MySQL/MariaDB: named user locks on a pinned session, the analogue of
+// PostgreSQL's session advisory locks.
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "backends/backend.hpp"
+#include "backends/mysql/my_connection.hpp"
+#include "backends/session_pool.hpp"
+
+namespace dblock::detail {
+
+/// The SQL for the server-side name of a lock: three parameters, each the full name.
+inline constexpr std::string_view kServerLockName = "IF(CHAR_LENGTH(?) > 64, SHA2(?, 256), ?)";
+
+/// The statements of one installation. Server-side names are `<database>.<prefix>:<name>`, or
+/// SHA2 of that text (64 hex characters) when it is longer than 64 characters, MySQL 8's limit
+/// (MariaDB's is 192 bytes): one rule, so a name maps alike on both servers.
+class MyNamedLockSql {
+ public:
+  MyNamedLockSql(std::string_view database, std::string_view prefix);
+  /// The text a name is locked under before the length rule (what the SHA2 is taken of).
+  [[nodiscard]] std::string full_name(std::string_view name) const { return namespace_ + std::string(name); }
+  /// GET_LOCK(name, seconds), drawing the token once granted: the token, or NULL.
+  const MyStatement lock;
+  /// RELEASE_LOCK(name): 1 released, 0 held by another session, NULL not held.
+  const MyStatement unlock;
+  const MyStatement ping;
+
+ private:
+  std::string namespace_;
+};
+
+/// Pins `lease` for GET_LOCK locks until destroyed; it then releases whatever is left on it
+/// before the session goes back to the pool.
+[[nodiscard]] std::unique_ptr<AdvisorySession> make_my_named_lock_session(SessionPool<MyConnection>::Lease lease,
+                                                                          const MyNamedLockSql& sql);
+
+/// The InvalidArgument for what GET_LOCK cannot express.
+void check_named_lock_target(const AdvisoryTarget& target);
+
+}  // namespace dblock::detail
