@@ -31,6 +31,7 @@ struct ManagerStats {
   std::uint64_t timeouts = 0;      ///< acquire() calls that gave up
   std::uint64_t renewals = 0;      ///< renewal statements that succeeded
   std::uint64_t lost = 0;          ///< leases lost while held
+  std::uint64_t retried = 0;       ///< statements run again after a deadlock, lock-wait timeout or busy database
   std::chrono::milliseconds waited{0};  ///< total time spent waiting in acquire()
 };
 

@@ -24,6 +24,9 @@ CREATE TABLE IF NOT EXISTS `{prefix}locks` (
 -- uniqueness check (STACK-NOTES 4.1). ON DUPLICATE KEY UPDATE assigns left to right, so every
 -- condition reads only owner and expires_at, and those two are assigned last.
 -- Times are UTC_TIMESTAMP(6) (the session time zone does not matter), fixed for the statement.
+-- Affected rows of the upsert (no CLIENT_FOUND_ROWS): 1 inserted, 2 re-entered or taken over, 0
+-- held by another owner. (No comments inside the bodies: the mysql client strips them, and the
+-- stored definition would then differ from what `dblock migrate up` installs.)
 CREATE OR REPLACE FUNCTION `{prefix}acquire`(
   p_name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
   p_owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
@@ -43,7 +46,6 @@ BEGIN
     acquired_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(acquired_at), acquired_at),
     owner       = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
     expires_at  = IF(owner = VALUES(owner), VALUES(expires_at), expires_at);
-  -- Affected rows without CLIENT_FOUND_ROWS: 1 inserted, 2 re-entered or taken over, 0 held by another.
   SET v_changed = ROW_COUNT();
   IF v_changed = 0 THEN
     RETURN NULL;

@@ -50,7 +50,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   auto started = SteadyClock::now();
   auto deadline = started + timeout.value_or(std::chrono::milliseconds(0));
   auto left = [&] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    return std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
   };
   std::optional<Backoff> backoff;  // only an outage needs it; its random engine is not free
   std::string last_error;

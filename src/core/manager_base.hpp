@@ -20,6 +20,7 @@
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
+#include "core/retry.hpp"
 #include "backends/backend.hpp"
 
 namespace dblock::detail {
@@ -77,6 +78,11 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
             std::chrono::milliseconds waited = std::chrono::milliseconds(0)) const;
   void count_acquired(std::string_view name, std::int64_t token, std::int64_t count, std::chrono::milliseconds waited);
   void count_contended(std::string_view name);
+  /// retry_transient, counting every repeat in stats().retried.
+  template <class Fn>
+  auto with_retries(Fn&& statement) {
+    return retry_transient(std::forward<Fn>(statement), [this] { retried_.fetch_add(1, std::memory_order_relaxed); });
+  }
   /// Counts a wait that ended after `started` and returns its length.
   std::chrono::milliseconds count_wait(SteadyClock::time_point started);
   [[noreturn]] void throw_timeout(std::string_view name, std::chrono::milliseconds timeout,
@@ -99,7 +105,7 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
 
   std::string owner_id_;
   std::condition_variable_any wake_watchdog_;
-  std::atomic<std::uint64_t> acquired_{0}, contended_{0}, timeouts_{0}, renewals_{0}, lost_{0};
+  std::atomic<std::uint64_t> acquired_{0}, contended_{0}, timeouts_{0}, renewals_{0}, lost_{0}, retried_{0};
   std::atomic<std::int64_t> waited_ms_{0};
   std::jthread watchdog_;  // last: joined before the members above go
 };

@@ -12,16 +12,23 @@ namespace dblock::detail {
 
 inline constexpr int kTransientAttempts = 5;
 
-template <class Fn>
-auto retry_transient(Fn&& statement) {
+/// `on_retry` runs before each repeat (e.g. to count it).
+template <class Fn, class OnRetry>
+auto retry_transient(Fn&& statement, OnRetry&& on_retry) {
   for (int attempt = 1;; ++attempt) {
     try {
       return statement();
     } catch (const TransientError&) {
       if (attempt == kTransientAttempts) throw;
+      on_retry();
       std::this_thread::sleep_for(std::chrono::milliseconds(1 << attempt));
     }
   }
+}
+
+template <class Fn>
+auto retry_transient(Fn&& statement) {
+  return retry_transient(std::forward<Fn>(statement), [] {});
 }
 
 }  // namespace dblock::detail

@@ -41,17 +41,17 @@ std::chrono::milliseconds TableCore::effective_ttl(const LockOptions& options) c
 std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::string& owner,
                                                std::chrono::milliseconds ttl) {
   try {
-    return retry_transient([&] { return backend_.try_acquire(name, owner, ttl); });
+    return with_retries([&] { return backend_.try_acquire(name, owner, ttl); });
   } catch (const OutcomeUnknown& e) {
     // The upsert is not idempotent (a re-run would re-enter): read what happened instead.
     logger_->warn("acquire of '{}' lost its reply ({}); reading the row to resolve it", name, e.what());
     if (auto grant = resolve_unknown_acquire(name, owner)) return grant;
-    return retry_transient([&] { return backend_.try_acquire(name, owner, ttl); });
+    return with_retries([&] { return backend_.try_acquire(name, owner, ttl); });
   }
 }
 
 std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
-  auto row = retry_transient([&] { return backend_.read(name); });
+  auto row = with_retries([&] { return backend_.read(name); });
   if (!row || row->owner != owner || row->remaining.count() <= 0) return std::nullopt;
   std::lock_guard lock(mutex_);
   auto it = held_.find(Key{owner, std::string(name)});
@@ -103,7 +103,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
           count_contended(name);
         }
         // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
-        auto left = retry_transient([&] { return backend_.lease_left(name); });
+        auto left = with_retries([&] { return backend_.lease_left(name); });
         auto now = SteadyClock::now();
         auto poll = notified ? kNotifiedSafetyPoll : backoff.next();
         auto wake_at = std::min(deadline, now + poll);
@@ -155,13 +155,13 @@ void TableCore::forget(const std::shared_ptr<HeldLock>& held) {
 
 std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::int64_t depth_before) {
   try {
-    return retry_transient([&] { return backend_.release(held.name, held.owner, held.token); });
+    return with_retries([&] { return backend_.release(held.name, held.owner, held.token); });
   } catch (const OutcomeUnknown& e) {
     logger_->warn("release of '{}' lost its reply ({}); reading the row to resolve it", held.name, e.what());
-    auto row = retry_transient([&] { return backend_.read(held.name); });
+    auto row = with_retries([&] { return backend_.read(held.name); });
     bool still_ours = row && row->owner == held.owner && row->token == held.token;
     if (still_ours && row->count == depth_before)  // not applied: releasing once more is safe
-      return retry_transient([&] { return backend_.release(held.name, held.owner, held.token); });
+      return with_retries([&] { return backend_.release(held.name, held.owner, held.token); });
     if (still_ours) return row->count;
     return depth_before <= 1 ? std::optional<std::int64_t>(0) : std::nullopt;
   }
@@ -203,7 +203,7 @@ bool TableCore::watchdog_cycle() {
   auto sent = SteadyClock::now();
   std::vector<std::string> renewed_names;
   try {
-    renewed_names = retry_transient([&] { return backend_.renew(refs); });
+    renewed_names = with_retries([&] { return backend_.renew(refs); });
   } catch (const std::exception& e) {
     logger_->warn("renewing {} lock(s) failed, will retry: {}", snapshot.size(), e.what());
     auto now = SteadyClock::now();

@@ -37,8 +37,7 @@ class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
     dsn_ = with_params(server_dsn_, "prefix=" + prefix_);
     store_ = dblock::Store::open(dsn_);
     dblock::migrate(*store_);
-    auto schema = std::string(store_->dialect()) == "sqlite" ? "main" : "public";
-    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, schema, prefix_);
+    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, dblock::test::default_schema(GetParam()), prefix_);
   }
 
   std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
@@ -54,24 +53,14 @@ class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
     return std::nullopt;
   }
 
-  /// The pg_locks condition for the advisory lock of a name.
-  static std::string advisory_lock_of(const std::string& name) {
-    auto key = static_cast<std::uint64_t>(dblock::AdvisoryKey::from_name(name).key());
-    return fmt::format("locktype = 'advisory' AND classid = {} AND objid = {} AND objsubid = 1 AND granted",
-                       key >> 32, key & 0xffffffffu);
-  }
-
   /// Whether the database holds the lock: its row (table mode) or its server-side advisory lock.
   bool held_in_database(const std::string& name) {
     if (!advisory()) return row(name).has_value();
-    return admin_->query("SELECT count(*) FROM pg_locks WHERE " + advisory_lock_of(name)).at(0) != "0";
+    return admin_->advisory_held(name);
   }
 
-  /// Advisory mode: terminates the server process holding `name`, as a crash or a cut network would.
-  void kill_advisory_holder(const std::string& name) {
-    auto killed = admin_->query("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE " + advisory_lock_of(name));
-    ASSERT_EQ(killed, std::vector<std::string>{"t"});
-  }
+  /// Advisory mode: ends the server session holding `name`, as a crash or a cut network would.
+  void kill_advisory_holder(const std::string& name) { ASSERT_EQ(admin_->kill_advisory_holder(name), 1); }
 
   std::string server_dsn_;
   std::string prefix_;
@@ -418,12 +407,15 @@ TEST_P(AdvisoryConformance, WaiterAcquiresWhenTheHolderDies) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
                          ::testing::Values(dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
+                                           dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
                                            dblock::test::kSqlite),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, TableConformance,
-                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                           dblock::test::kSqlite),
                          [](const auto& info) { return std::string(info.param.label); });
-INSTANTIATE_TEST_SUITE_P(Backends, AdvisoryConformance, ::testing::Values(dblock::test::kPostgresAdvisory),
+INSTANTIATE_TEST_SUITE_P(Backends, AdvisoryConformance,
+                         ::testing::Values(dblock::test::kPostgresAdvisory, dblock::test::kMysqlAdvisory),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -29,11 +29,12 @@ class Migrations : public ::testing::TestWithParam<dblock::test::BackendCase> {
   void SetUp() override {
     DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
     sqlite_ = std::string(GetParam().dialect) == "sqlite";
+    mysql_ = std::string(GetParam().dialect) == "mysql";
     prefix_ = dblock::test::unique_prefix();
     admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, schema(), prefix_);
   }
 
-  [[nodiscard]] std::string schema() const { return sqlite_ ? "main" : "public"; }
+  [[nodiscard]] std::string schema() const { return dblock::test::default_schema(GetParam()); }
   [[nodiscard]] std::string dsn(const std::string& prefix, const std::string& extra = "") const {
     return server_dsn_ + (server_dsn_.find('?') == std::string::npos ? "?" : "&") + "prefix=" + prefix + extra;
   }
@@ -73,6 +74,21 @@ class Migrations : public ::testing::TestWithParam<dblock::test::BackendCase> {
       add(fmt::format("SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_master WHERE {} "
                       "ORDER BY name",
                       starts("name")));
+    } else if (mysql_) {
+      add(fmt::format("SELECT table_name || ' ' || table_type || ' ' || coalesce(engine, '') || ' ' || "
+                      "coalesce(table_collation, '') FROM information_schema.tables "
+                      "WHERE table_schema = DATABASE() AND {} ORDER BY 1",
+                      starts("table_name")));
+      add(fmt::format("SELECT table_name || '.' || column_name || ' ' || column_type || ' ' || is_nullable || ' ' || "
+                      "coalesce(column_default, '') || ' ' || coalesce(collation_name, '') "
+                      "FROM information_schema.columns WHERE table_schema = DATABASE() AND {} ORDER BY 1",
+                      starts("table_name")));
+      add(fmt::format("SELECT table_name || ' ' || index_name || ' ' || column_name || ' ' || seq_in_index "
+                      "FROM information_schema.statistics WHERE table_schema = DATABASE() AND {} ORDER BY 1",
+                      starts("table_name")));
+      add(fmt::format("SELECT routine_name || ' ' || data_type || ' ' || routine_definition "
+                      "FROM information_schema.routines WHERE routine_schema = DATABASE() AND {} ORDER BY 1",
+                      starts("routine_name")));
     } else {
       add(fmt::format("SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || "
                       "coalesce(column_default, '') || ' ' || coalesce(collation_name, '') "
@@ -93,6 +109,7 @@ class Migrations : public ::testing::TestWithParam<dblock::test::BackendCase> {
   std::string server_dsn_;
   std::string prefix_;
   bool sqlite_ = false;
+  bool mysql_ = false;
   std::unique_ptr<dblock::test::Admin> admin_;
 };
 
@@ -139,9 +156,9 @@ TEST_P(Migrations, TwoInstallationsSideBySideAreIndependent) {
 
 TEST_P(Migrations, CustomSchema) {
   auto custom = fmt::format("dblock_s{}", getpid());
-  if (sqlite_) {
+  if (sqlite_ || mysql_) {
     EXPECT_THROW((void)dblock::Store::open(dsn(prefix_, "&schema=" + custom)), dblock::InvalidArgument)
-        << "SQLite has no schemas: refused, not ignored";
+        << "SQLite has no schemas and MySQL's schema is the URI's database: refused, not ignored";
     return;
   }
   auto store = dblock::Store::open(dsn(prefix_, "&schema=" + custom));
@@ -215,23 +232,36 @@ TEST_P(Migrations, FailingMigrationLeavesNothingAndRepairClearsFailedRecords) {
   {
     auto session = backend.begin_migration(10s);
     session->history();
-    dblock::detail::MigrationFile broken{2, "broken", "0", "CREATE TABLE \"{prefix}half\" (x integer); SELEKT 1;"};
+    dblock::detail::MigrationFile broken{2, "broken", "0", "CREATE TABLE {prefix}half (x integer);\nSELEKT 1;"};
     try {
       session->apply(broken, "test");
       FAIL() << "a broken migration must fail";
     } catch (const dblock::DatabaseError& e) {
       EXPECT_NE(std::string(e.what()).find("0002_broken"), std::string::npos) << e.what();
+      if (mysql_) {
+        EXPECT_NE(std::string(e.what()).find("dblock migrate repair"), std::string::npos) << e.what();
+      }
     }
     session->finish();
   }
-  EXPECT_FALSE(admin_->table_exists(prefix_ + "half")) << "the failed migration's first statement was rolled back";
+  dblock::Migrator migrator(store);
+  if (mysql_) {
+    // MySQL commits DDL statement by statement: the first statement stays, and the migration is
+    // recorded as failed (dirty), which stops `up` until `repair`.
+    EXPECT_TRUE(admin_->table_exists(prefix_ + "half")) << "MySQL cannot roll back DDL";
+    EXPECT_EQ(count("SELECT count(*) FROM " + history() + " WHERE version = 2 AND NOT success"), 1);
+    EXPECT_EQ(migrator.status().at(1).state, dblock::MigrationState::failed);
+    EXPECT_THROW(migrator.up(), dblock::SchemaError);
+    EXPECT_EQ(migrator.repair(), std::vector{2});
+  } else {
+    EXPECT_FALSE(admin_->table_exists(prefix_ + "half")) << "the failed migration's first statement was rolled back";
+  }
   EXPECT_EQ(count("SELECT count(*) FROM " + history()), 0) << "nothing recorded as applied";
 
   // A failed record (as non-transactional DDL leaves behind) blocks `up` until `repair`.
   admin_->exec("INSERT INTO " + history() +
                " (version, name, checksum, applied_by, execution_ms, success) VALUES (1, 'create_locks', 'x', 'test', "
                "0, " + (sqlite_ ? "0" : "false") + ")");
-  dblock::Migrator migrator(store);
   auto expected = all(dblock::MigrationState::pending);
   expected.front() = dblock::MigrationState::failed;
   EXPECT_EQ(states(migrator), expected);
@@ -246,6 +276,37 @@ TEST_P(Migrations, FailingMigrationLeavesNothingAndRepairClearsFailedRecords) {
   EXPECT_NO_THROW(migrator.verify());
 }
 
+/// Only MySQL's DDL commits statement by statement.
+class MySqlMigrations : public Migrations {};
+
+TEST_P(MySqlMigrations, MigrationBrokenOffPartWayIsFinishedByRepairAndUp) {
+  // A migrating user without CREATE ROUTINE: 0001 creates its sequence and table, then fails at
+  // its first function, as a real deployment missing a privilege would.
+  auto user = fmt::format("dblock_limited_{}", getpid());
+  admin_->exec(fmt::format("CREATE USER IF NOT EXISTS '{}'@'%' IDENTIFIED BY 'pw'", user));
+  admin_->exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON dblock.* TO '{}'@'%'",
+                           user));
+  auto limited = server_dsn_;
+  limited.replace(limited.find("://") + 3, limited.find('@') - limited.find("://") - 3, user + ":pw");
+  auto store = dblock::Store::open(limited + "?prefix=" + prefix_);
+  dblock::Migrator migrator(store);
+  EXPECT_THROW(migrator.up(), dblock::DatabaseError);
+  EXPECT_TRUE(admin_->table_exists(prefix_ + "locks")) << "what ran before the failing statement stays";
+  EXPECT_EQ(migrator.status().front().state, dblock::MigrationState::failed);
+  EXPECT_THROW(migrator.up(), dblock::SchemaError) << "a dirty migration stops up";
+
+  admin_->exec(fmt::format("GRANT CREATE ROUTINE, ALTER ROUTINE, EXECUTE ON dblock.* TO '{}'@'%'", user));
+  // Sessions see new database privileges only once they connect: a fresh store.
+  auto granted = dblock::Store::open(limited + "?prefix=" + prefix_);
+  dblock::Migrator again(granted);
+  EXPECT_EQ(again.repair(), std::vector{1});
+  EXPECT_EQ(again.up().applied, all_versions()) << "the migration's statements run again without harm";
+  EXPECT_NO_THROW(again.verify());
+  dblock::LockManager locks(granted);
+  EXPECT_TRUE(locks.try_acquire("after-repair"));
+  admin_->exec(fmt::format("DROP USER '{}'@'%'", user));
+}
+
 TEST_P(Migrations, SqlScriptAppliedByHandEqualsUp) {
   auto by_hand = prefix_;
   auto by_up = dblock::test::unique_prefix();
@@ -253,9 +314,19 @@ TEST_P(Migrations, SqlScriptAppliedByHandEqualsUp) {
   EXPECT_EQ(script.find("{prefix}"), std::string::npos);
   auto path = fmt::format("/tmp/dblock-script-{}.sql", getpid());
   std::ofstream(path) << script;
-  auto command = sqlite_ ? fmt::format("sqlite3 -bail '{}' < '{}' > /dev/null",
-                                       server_dsn_.substr(std::string("sqlite://").size()), path)
-                         : fmt::format("psql '{}' -v ON_ERROR_STOP=1 -X -q -f '{}' > /dev/null", server_dsn_, path);
+  std::string command;
+  if (sqlite_) {
+    command = fmt::format("sqlite3 -bail '{}' < '{}' > /dev/null", server_dsn_.substr(std::string("sqlite://").size()),
+                          path);
+  } else if (mysql_) {
+    // mysql://dblock:PW@127.0.0.1:PORT/dblock, as tools/testdb.sh prints it
+    auto credentials = server_dsn_.substr(8, server_dsn_.find('@') - 8);
+    command = fmt::format("mariadb --no-defaults -h127.0.0.1 -P{} -u'{}' -p'{}' dblock < '{}' > /dev/null",
+                          dblock::test::dsn_port(server_dsn_), credentials.substr(0, credentials.find(':')),
+                          credentials.substr(credentials.find(':') + 1), path);
+  } else {
+    command = fmt::format("psql '{}' -v ON_ERROR_STOP=1 -X -q -f '{}' > /dev/null", server_dsn_, path);
+  }
   int status = std::system(command.c_str());
   std::remove(path.c_str());
   ASSERT_EQ(WEXITSTATUS(status), 0) << command;
@@ -273,7 +344,10 @@ TEST_P(Migrations, SqlScriptAppliedByHandEqualsUp) {
   EXPECT_TRUE(locks.try_acquire("hand-migrated"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Migrations, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, Migrations,
+                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite),
+                         [](const auto& info) { return std::string(info.param.label); });
+INSTANTIATE_TEST_SUITE_P(Backends, MySqlMigrations, ::testing::Values(dblock::test::kMysqlTable),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -31,8 +31,7 @@ class Reaping : public ::testing::TestWithParam<dblock::test::BackendCase> {
     store_ = dblock::Store::open(server_dsn + (server_dsn.find('?') == std::string::npos ? "?" : "&") +
                                  "prefix=" + prefix + "&pool=12");
     dblock::migrate(*store_);
-    bool sqlite = std::string(GetParam().dialect) == "sqlite";
-    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn, sqlite ? "main" : "public", prefix);
+    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn, dblock::test::default_schema(GetParam()), prefix);
   }
 
   dblock::detail::Backend& backend() { return *dblock::detail::StoreAccess::impl(*store_).backend; }
@@ -189,7 +188,7 @@ TEST_P(Reaping, ManagerReportsEventsToTheHook) {
   EXPECT_TRUE(seen(dblock::LockEventKind::released));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Reaping, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, Reaping, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -27,7 +27,7 @@ class BadInput : public ::testing::TestWithParam<dblock::test::BackendCase> {
     prefix_ = dblock::test::unique_prefix();
     store_ = dblock::Store::open(dsn(prefix_));
     dblock::migrate(*store_);
-    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, sqlite_ ? "main" : "public", prefix_);
+    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, dblock::test::default_schema(GetParam()), prefix_);
   }
 
   [[nodiscard]] std::string dsn(const std::string& prefix) const {
@@ -146,7 +146,7 @@ TEST_P(BadInput, MissingOutdatedAndNewerSchemasAreRefusedUntouched) {
   EXPECT_TRUE(store_->locks().empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BadInput, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, BadInput, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -1,10 +1,18 @@
 #include "support/admin.hpp"
 
 #include <libpq-fe.h>
+#include <mysql_driver.h>
+#include <mysql_connection.h>
+#include <cppconn/exception.h>
+#include <cppconn/resultset.h>
+#include <cppconn/statement.h>
 #include <sqlite3.h>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
+#include <dblock/advisory_key.hpp>
 #include <fmt/format.h>
 
 namespace dblock::test {
@@ -60,7 +68,21 @@ class PgAdmin final : public Admin {
 
   std::string history_table() const override { return history_; }
 
+  bool advisory_held(const std::string& name) override {
+    return query("SELECT count(*) FROM pg_locks WHERE " + advisory_lock_of(name)).at(0) != "0";
+  }
+
+  int kill_advisory_holder(const std::string& name) override {
+    return static_cast<int>(query("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE " + advisory_lock_of(name)).size());
+  }
+
  private:
+  /// The pg_locks condition for the advisory lock of a name.
+  static std::string advisory_lock_of(const std::string& name) {
+    auto key = static_cast<std::uint64_t>(dblock::AdvisoryKey::from_name(name).key());
+    return fmt::format("locktype = 'advisory' AND classid = {} AND objid = {} AND objsubid = 1 AND granted",
+                       key >> 32, key & 0xffffffffu);
+  }
   std::string quote(const std::string& text) {
     char* quoted = PQescapeLiteral(conn_, text.c_str(), text.size());
     std::string out(quoted);
@@ -124,6 +146,9 @@ class SqliteAdmin final : public Admin {
 
   std::string history_table() const override { return history_; }
 
+  bool advisory_held(const std::string&) override { throw std::runtime_error("SQLite has no advisory locks"); }
+  int kill_advisory_holder(const std::string&) override { throw std::runtime_error("SQLite has no advisory locks"); }
+
  private:
   static std::string quote(const std::string& text) {
     char* quoted = sqlite3_mprintf("%Q", text.c_str());
@@ -150,11 +175,120 @@ class SqliteAdmin final : public Admin {
   std::string history_;
 };
 
+/// MySQL/MariaDB through Connector/C++, with ANSI_QUOTES and PIPES_AS_CONCAT so that the shared
+/// tests' portable SQL ("quoted" identifiers, ||) means the same as on the other servers.
+class MyAdmin final : public Admin {
+ public:
+  MyAdmin(const std::string& dsn, std::string prefix) : prefix_(std::move(prefix)) {
+    // mysql://user:pw@127.0.0.1:PORT/db, as tools/testdb.sh prints it
+    auto rest = dsn.substr(dsn.find("://") + 3);
+    auto at = rest.rfind('@', rest.find('/'));
+    auto credentials = rest.substr(0, at);
+    auto host = rest.substr(at + 1, rest.find('/') - at - 1);
+    database_ = rest.substr(rest.find('/') + 1);
+    database_ = database_.substr(0, database_.find('?'));
+    auto colon = credentials.find(':');
+    conn_.reset(sql::mysql::get_mysql_driver_instance()->connect("tcp://" + host, credentials.substr(0, colon),
+                                                                 credentials.substr(colon + 1)));
+    conn_->setSchema(database_);
+    run("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'), time_zone = '+00:00', "
+        "max_recursive_iterations = 10000000");
+    table_ = fmt::format("\"{}locks\"", prefix_);
+    sequence_ = fmt::format("\"{}token_seq\"", prefix_);
+    history_ = fmt::format("\"{}schema_history\"", prefix_);
+  }
+
+  void expire(const std::string& name) override {
+    run(fmt::format("UPDATE {} SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name = {}", table_,
+                    quote(name)));
+  }
+  void steal(const std::string& name, const std::string& owner) override {
+    run(fmt::format("UPDATE {} SET owner = {}, count = 1, token = NEXTVAL({}), "
+                    "expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE name = {}",
+                    table_, quote(owner), sequence_, quote(name)));
+  }
+  void insert_expired(const std::string& stem, int count) override {
+    run(fmt::format("INSERT INTO {} (name, owner, count, token, acquired_at, expires_at) "
+                    "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {}) "
+                    "SELECT CONCAT({}, i), 'ghost', 1, NEXTVAL({}), UTC_TIMESTAMP(6) - INTERVAL 2 SECOND, "
+                    "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND FROM g",
+                    table_, count, quote(stem), sequence_));
+  }
+
+  void exec(const std::string& sql) override { run(sql); }
+
+  std::vector<std::string> query(const std::string& sql) override {
+    try {
+      std::unique_ptr<sql::Statement> statement(conn_->createStatement());
+      std::unique_ptr<sql::ResultSet> result(statement->executeQuery(sql));
+      std::vector<std::string> rows;
+      while (result->next()) rows.push_back(result->isNull(1) ? "" : result->getString(1).asStdString());
+      return rows;
+    } catch (const sql::SQLException& e) {
+      throw std::runtime_error(fmt::format("{}: {}", sql, e.what()));
+    }
+  }
+
+  bool table_exists(const std::string& name) override {
+    return query(fmt::format("SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND "
+                             "table_name = {} AND table_type = 'BASE TABLE'",
+                             quote(name)))
+               .size() == 1;
+  }
+
+  std::string history_table() const override { return history_; }
+
+  bool advisory_held(const std::string& name) override {
+    return !query(fmt::format("SELECT IS_USED_LOCK({})", server_lock_name(name))).at(0).empty();
+  }
+
+  int kill_advisory_holder(const std::string& name) override {
+    auto holder = query(fmt::format("SELECT IS_USED_LOCK({})", server_lock_name(name))).at(0);
+    if (holder.empty()) return 0;
+    run("KILL CONNECTION " + holder);
+    // KILL only flags the session; wait (bounded) until the server has let the lock go.
+    for (int i = 0; i < 500 && advisory_held(name); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (advisory_held(name)) throw std::runtime_error("the killed session still holds " + name);
+    return 1;
+  }
+
+ private:
+  /// The GET_LOCK name dblock uses (README: GET_LOCK mode).
+  std::string server_lock_name(const std::string& name) {
+    auto full = quote(fmt::format("{}.{}:{}", database_, prefix_, name));
+    return fmt::format("IF(CHAR_LENGTH({0}) > 64, SHA2({0}, 256), {0})", full);
+  }
+  static std::string quote(const std::string& text) {
+    std::string out = "'";
+    for (char c : text) {
+      if (c == '\'' || c == '\\') out += c;
+      out += c;
+    }
+    return out + "'";
+  }
+  void run(const std::string& sql) {
+    try {
+      std::unique_ptr<sql::Statement> statement(conn_->createStatement());
+      statement->execute(sql);
+    } catch (const sql::SQLException& e) {
+      throw std::runtime_error(fmt::format("{}: {}", sql, e.what()));
+    }
+  }
+
+  std::unique_ptr<sql::Connection> conn_;
+  std::string prefix_;
+  std::string database_;
+  std::string table_;
+  std::string sequence_;
+  std::string history_;
+};
+
 }  // namespace
 
 std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
                                   const std::string& prefix) {
   if (dialect == "postgresql") return std::make_unique<PgAdmin>(dsn, schema, prefix);
+  if (dialect == "mysql") return std::make_unique<MyAdmin>(dsn, prefix);
   if (dialect == "sqlite") return std::make_unique<SqliteAdmin>(dsn.substr(std::string("sqlite://").size()), prefix);
   throw std::runtime_error("no test admin for dialect " + dialect);
 }

@@ -25,6 +25,11 @@ class Admin {
   [[nodiscard]] virtual std::string history_table() const = 0;
   /// Whether a table of that exact name exists (in the admin's schema).
   virtual bool table_exists(const std::string& name) = 0;
+  /// Advisory mode: whether the server holds the advisory lock (GET_LOCK lock) of a lock name.
+  virtual bool advisory_held(const std::string& name) = 0;
+  /// Advisory mode: ends the server session holding `name`, as a crash or a cut network would,
+  /// and returns once the server has released the lock. Returns how many sessions it ended.
+  virtual int kill_advisory_holder(const std::string& name) = 0;
 };
 
 /// `dsn` is the server DSN without dblock's query parameters.

@@ -46,7 +46,16 @@ inline void PrintTo(const BackendCase& backend, std::ostream* out) { *out << bac
 inline const BackendCase kPostgresTable{"postgres_table", "postgresql", "DBLOCK_TEST_PG_DSN"};
 inline const BackendCase kPostgresAdvisory{"postgres_advisory", "postgresql", "DBLOCK_TEST_PG_DSN",
                                           dblock::LockMode::advisory};
+inline const BackendCase kMysqlTable{"mysql_table", "mysql", "DBLOCK_TEST_MYSQL_DSN"};
+inline const BackendCase kMysqlAdvisory{"mysql_advisory", "mysql", "DBLOCK_TEST_MYSQL_DSN", dblock::LockMode::advisory};
 inline const BackendCase kSqlite{"sqlite", "sqlite", nullptr};
+
+/// Where dblock's tables live by default: PostgreSQL's public schema, SQLite's main, MySQL's
+/// database (the test servers' database is named dblock).
+inline std::string default_schema(const BackendCase& backend) {
+  std::string dialect = backend.dialect;
+  return dialect == "sqlite" ? "main" : dialect == "mysql" ? "dblock" : "public";
+}
 
 /// A SQLite file per test process (ctest runs each test in its own process).
 inline std::string embedded_sqlite_path() { return fmt::format("/tmp/dblock-test-{}.db", getpid()); }

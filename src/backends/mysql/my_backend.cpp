@@ -76,7 +76,7 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   version      INT NOT NULL PRIMARY KEY,
   name         VARCHAR(255) NOT NULL,
   checksum     VARCHAR(64) NOT NULL,
-  applied_at   DATETIME(6) NOT NULL,
+  applied_at   DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   applied_by   VARCHAR(512) NOT NULL,
   execution_ms BIGINT NOT NULL,
   success      BOOLEAN NOT NULL

@@ -33,20 +33,23 @@ class MyNamedLockSession final : public AdvisorySession {
   MyNamedLockSession& operator=(const MyNamedLockSession&) = delete;
 
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
+    using std::chrono::microseconds;
     auto full = sql_.full_name(target.name);
-    auto longest = std::max(lease_->statement_timeout() - kReadTimeoutMargin, lease_->statement_timeout() / 2);
+    auto longest = std::chrono::duration_cast<microseconds>(
+        std::max(lease_->statement_timeout() - kReadTimeoutMargin, lease_->statement_timeout() / 2));
     auto deadline = std::chrono::steady_clock::now() + wait;
     while (true) {
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-      auto slice = std::clamp(left, milliseconds(0), longest);
-      std::array<MyParam, 4> params{full, full, full, static_cast<double>(slice.count()) / 1000.0};
+      // The server may end a wait a little early: wait again for what is left, to the deadline.
+      auto left = std::chrono::duration_cast<microseconds>(deadline - std::chrono::steady_clock::now());
+      auto slice = std::clamp(left, microseconds(0), longest);
+      std::array<MyParam, 4> params{full, full, full, static_cast<double>(slice.count()) / 1e6};
       auto result = lease_->query(sql_.lock, params);
       auto token = result->next() ? int64_at(*result, 1) : std::nullopt;
       if (token) {
         ++grants_;
         return token;
       }
-      if (slice >= left) return std::nullopt;
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
     }
   }
 
