@@ -1,0 +1,153 @@
+// MySQL/MariaDB properties the shared suites cannot express: GET_LOCK interop with a plain client
+// session in both directions, the documented server-side names (prefix, hashing of long names),
+// what GET_LOCK cannot do, the left-to-right ON DUPLICATE KEY UPDATE pitfall, and lock-wait
+// timeouts retried and counted.
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "support/admin.hpp"
+#include "support/eventually.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+class MySql : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DBLOCK_REQUIRE_DSN(server_dsn_, "DBLOCK_TEST_MYSQL_DSN");
+    prefix_ = dblock::test::unique_prefix();
+    store_ = dblock::Store::open(server_dsn_ + "?prefix=" + prefix_);
+    dblock::migrate(*store_);
+    admin_ = dblock::test::make_admin("mysql", server_dsn_, "dblock", prefix_);
+    other_ = dblock::test::make_admin("mysql", server_dsn_, "dblock", prefix_);
+  }
+
+  std::unique_ptr<dblock::LockManager> manager(dblock::LockMode mode = dblock::LockMode::advisory) {
+    return std::make_unique<dblock::LockManager>(store_, dblock::ManagerOptions{.mode = mode});
+  }
+  /// The documented GET_LOCK name of a lock name (README: GET_LOCK mode), as a SQL literal.
+  std::string full_name(const std::string& name) const { return fmt::format("'dblock.{}:{}'", prefix_, name); }
+
+  std::string server_dsn_;
+  std::string prefix_;
+  std::shared_ptr<dblock::Store> store_;
+  std::unique_ptr<dblock::test::Admin> admin_;  // also a plain client session holding GET_LOCK locks
+  std::unique_ptr<dblock::test::Admin> other_;
+};
+
+TEST_F(MySql, PlainGetLockSessionAndDblockExcludeEachOtherBothWays) {
+  auto locks = manager();
+  ASSERT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", full_name("orders/42"))).at(0), "1");
+  EXPECT_FALSE(locks->try_acquire("orders/42")) << "a plain session's GET_LOCK excludes dblock";
+  ASSERT_EQ(admin_->query(fmt::format("SELECT RELEASE_LOCK({})", full_name("orders/42"))).at(0), "1");
+  auto held = locks->try_acquire("orders/42");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", full_name("orders/42"))).at(0), "0")
+      << "dblock's lock excludes a plain session";
+  held->release();
+  EXPECT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", full_name("orders/42"))).at(0), "1");
+}
+
+TEST_F(MySql, AWaiterIsGrantedByTheServerWhenAPlainSessionReleases) {
+  auto locks = manager();
+  ASSERT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", full_name("handoff"))).at(0), "1");
+  auto waiter = std::async(std::launch::async, [&] { return locks->acquire("handoff", 20s).token(); });
+  // The waiter sits in GET_LOCK on the server (no polling): its session shows the user-lock wait.
+  ASSERT_TRUE(dblock::test::eventually([&] {
+    return other_->query("SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'").at(0) !=
+           "0";
+  }));
+  EXPECT_EQ(locks->stats().contended, 1u);
+  admin_->query(fmt::format("SELECT RELEASE_LOCK({})", full_name("handoff")));
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  EXPECT_GT(waiter.get(), 0);
+  EXPECT_EQ(locks->stats().contended, 1u) << "one try, then one server-side wait";
+}
+
+TEST_F(MySql, NamesLongerThan64CharactersAreLockedUnderTheirSha2) {
+  auto locks = manager();
+  std::string name(200, 'n');
+  auto held = locks->try_acquire(name);
+  ASSERT_TRUE(held);
+  auto hashed = fmt::format("SHA2({}, 256)", full_name(name));
+  EXPECT_NE(admin_->query(fmt::format("SELECT IS_USED_LOCK({})", hashed)).at(0), "") << "held under SHA2(full name)";
+  EXPECT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", hashed)).at(0), "0");
+  auto short_name = std::string(64 - full_name("").size() + 2, 's');  // exactly 64 characters in full
+  auto short_held = locks->try_acquire(short_name);
+  ASSERT_TRUE(short_held);
+  EXPECT_NE(admin_->query(fmt::format("SELECT IS_USED_LOCK({})", full_name(short_name))).at(0), "")
+      << "64 characters are used as they are";
+}
+
+TEST_F(MySql, TwoInstallationsOnOneServerDoNotCollide) {
+  auto other_prefix = dblock::test::unique_prefix();
+  auto other_store = dblock::Store::open(server_dsn_ + "?prefix=" + other_prefix);
+  dblock::migrate(*other_store);
+  dblock::LockManager here(store_, {.mode = dblock::LockMode::advisory});
+  dblock::LockManager there(other_store, {.mode = dblock::LockMode::advisory});
+  auto a = here.try_acquire("same-name");
+  auto b = there.try_acquire("same-name");
+  EXPECT_TRUE(a && b) << "GET_LOCK names carry the database and the table prefix";
+}
+
+TEST_F(MySql, WhatGetLockCannotExpressIsRefusedBeforeAnythingIsSent) {
+  auto locks = manager();
+  EXPECT_THROW((void)locks->try_acquire("x", {.shared = true}), dblock::InvalidArgument);
+  EXPECT_THROW((void)locks->try_acquire(dblock::AdvisoryKey::of(42)), dblock::InvalidArgument);
+  EXPECT_THROW((void)locks->try_acquire("x", {.ttl = 5s}), dblock::InvalidArgument);
+  EXPECT_TRUE(locks->try_acquire("x")) << "nothing was left behind by the refusals";
+}
+
+TEST_F(MySql, AFailedTryLeavesTheHoldersRowUntouched) {
+  // ON DUPLICATE KEY UPDATE assigns left to right: a naive translation lets a failed try reset
+  // the holder's count and token (STACK-NOTES 5.3).
+  auto a = manager(dblock::LockMode::table);
+  auto b = manager(dblock::LockMode::table);
+  auto outer = a->try_acquire("odku");
+  auto inner = a->try_acquire("odku");
+  ASSERT_TRUE(outer && inner);
+  auto before = store_->locks().at(0);
+  EXPECT_FALSE(b->try_acquire("odku"));
+  auto after = store_->locks().at(0);
+  EXPECT_EQ(after.owner, before.owner);
+  EXPECT_EQ(after.count, 2);
+  EXPECT_EQ(after.token, before.token);
+  EXPECT_GE(after.remaining, before.remaining - 1s) << "the lease was not touched either";
+}
+
+TEST_F(MySql, LockWaitTimeoutsAreRetriedAndCounted) {
+  auto a = manager(dblock::LockMode::table);
+  ASSERT_TRUE(a->try_acquire("row-locked"));
+  admin_->expire("row-locked");
+  // Sessions opened now wait 1 s for a row lock instead of 50 s (restored at once: other tests'
+  // new sessions in this moment only wait less, and their lock waits are retried too).
+  admin_->exec("SET GLOBAL innodb_lock_wait_timeout = 1");
+  std::shared_ptr<dblock::Store> impatient;
+  try {
+    impatient = dblock::Store::open(server_dsn_ + "?prefix=" + prefix_ + "&pool=1");
+    admin_->exec("SET GLOBAL innodb_lock_wait_timeout = DEFAULT");
+  } catch (...) {
+    admin_->exec("SET GLOBAL innodb_lock_wait_timeout = DEFAULT");
+    throw;
+  }
+  dblock::LockManager b(impatient);
+  // Another transaction holds the row for longer than one wait: b's upsert times out (1205).
+  other_->exec("START TRANSACTION");
+  other_->query(fmt::format("SELECT name FROM \"{}locks\" WHERE name = 'row-locked' FOR UPDATE", prefix_));
+  auto taker = std::async(std::launch::async, [&] { return b.try_acquire("row-locked").has_value(); });
+  ASSERT_TRUE(dblock::test::eventually([&] { return b.stats().retried >= 1; }, 10s));
+  other_->exec("COMMIT");
+  ASSERT_EQ(taker.wait_for(20s), std::future_status::ready);
+  EXPECT_TRUE(taker.get()) << "the retry took the expired lock over once the row was free";
+  EXPECT_GE(b.stats().retried, 1u);
+}
+
+}  // namespace

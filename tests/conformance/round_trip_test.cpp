@@ -1,0 +1,48 @@
+// The cost contract the shared conformance suite cannot express: an uncontended acquire and its
+// release are one client->server round trip each, counted through a loopback proxy in front of
+// the server, on every server backend and mode.
+
+#include <chrono>
+#include <string>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "support/servers.hpp"
+#include "support/tcp_proxy.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+class RoundTrips : public ::testing::TestWithParam<dblock::test::BackendCase> {};
+
+TEST_P(RoundTrips, UncontendedAcquireAndReleaseAreOneRoundTripEach) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
+  dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
+  auto proxied = dblock::test::with_port(server_dsn, proxy.port());
+  auto prefix = dblock::test::unique_prefix();
+  dblock::migrate(*dblock::Store::open(server_dsn + "?prefix=" + prefix));
+  auto store = dblock::Store::open(proxied + "?prefix=" + prefix + "&pool=1");
+  dblock::LockManager locks(store, {.mode = GetParam().mode, .default_ttl = 60s});
+  locks.try_acquire(fmt::format("warm-up/{}", getpid()))->release();  // connects and prepares
+  proxy.reset_round_trips();
+  constexpr int kCycles = 20;
+  for (int i = 0; i < kCycles; ++i) {
+    auto lock = locks.try_acquire(fmt::format("rt-{}/{}", getpid(), i));
+    ASSERT_TRUE(lock);
+    EXPECT_EQ(lock->count(), 1);
+    lock->release();
+  }
+  // Table mode: the upsert, then the release; advisory mode: the try-lock drawing its token, then
+  // the unlock (PostgreSQL pg_try_advisory_lock / pg_advisory_unlock, MySQL GET_LOCK / RELEASE_LOCK).
+  EXPECT_EQ(proxy.round_trips(), 2u * kCycles);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RoundTrips,
+                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
+                                           dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace
