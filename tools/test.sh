@@ -46,6 +46,12 @@ advisory_json=$(build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_"
                   --duration 200ms --threads 2)
 echo "$advisory_json"
 echo "$advisory_json" | grep -q '"mode":"advisory"' || { echo "bench printed no advisory figure" >&2; exit 1; }
+mysql_bench="$DBLOCK_TEST_MYSQL_DSN?prefix=bench_smoke_"
+build/dev/dblock --dsn "$mysql_bench" migrate up > /dev/null
+for mode in table advisory; do
+  build/dev/dblock --dsn "$mysql_bench" bench --json --mode "$mode" --duration 200ms --threads 2 --renew-locks 50 \
+    --rows 500 --batch 100 | grep -q '"scenario":"uncontended"' || { echo "MySQL bench ($mode) printed no figure" >&2; exit 1; }
+done
 build/dev/dblock --dsn "sqlite://$dbdir/bench.db" bench --json --duration 200ms --threads 2 --renew-locks 50 \
   --rows 500 --batch 100 > /dev/null
 

@@ -127,6 +127,8 @@ class RawLockClient {
   /// false when the dialect has none.
   virtual bool blocking_lock(std::int64_t key) = 0;
   virtual void blocking_unlock(std::int64_t key) = 0;
+  /// The server functions blocking_lock/unlock call, for the benchmark's labels.
+  [[nodiscard]] virtual std::string_view blocking_lock_functions() const noexcept { return "none"; }
 };
 
 class Backend {

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/admin.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -225,6 +226,59 @@ TEST_F(Cli, ServerErrorsExit69And78WithoutPrintingThePassword) {
   EXPECT_NE(missing.output.find("dblock migrate up"), std::string::npos) << missing.output;
   EXPECT_EQ(run({"--dsn", unmigrated, "migrate", "up"}).exit_code, 0);
   EXPECT_EQ(run({"--dsn", unmigrated, "run", "--name", "x", "--", "true"}).exit_code, 0);
+}
+
+TEST_F(Cli, EverySubcommandWorksWithAMysqlDsn) {
+  std::string server;
+  DBLOCK_REQUIRE_DSN(server, "DBLOCK_TEST_MYSQL_DSN");
+  auto prefix = dblock::test::unique_prefix();
+  auto dsn = server + "?prefix=" + prefix;
+  auto up = run({"--dsn", dsn, "migrate", "up"});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  auto status = run({"--dsn", dsn, "migrate", "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find("applied"), std::string::npos) << status.output;
+  EXPECT_EQ(status.output.find("pending"), std::string::npos) << status.output;
+  EXPECT_EQ(run({"--dsn", dsn, "migrate", "verify"}).exit_code, 0);
+  auto script = run({"--dsn", dsn, "migrate", "sql"});
+  EXPECT_EQ(script.exit_code, 0);
+  EXPECT_NE(script.output.find("DELIMITER $$"), std::string::npos) << script.output;
+
+  auto table = run({"--dsn", dsn, "run", "--name", "cli-job", "--", "sh", "-c", "echo token=$DBLOCK_FENCING_TOKEN"});
+  EXPECT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.output.find("token=1"), std::string::npos) << table.output;
+  auto advisory = run({"--dsn", dsn, "run", "--mode", "advisory", "--name", "cli-job", "--", "true"});
+  EXPECT_EQ(advisory.exit_code, 0) << advisory.output;
+
+  auto holder = start({"--dsn", dsn, "run", "--name", "held-by-cli", "--ttl", "60s", "--", "sleep", "30"});
+  std::string listing;
+  for (int i = 0; i < 500 && listing.find("held-by-cli") == std::string::npos; ++i) {
+    listing = run({"--dsn", dsn, "locks", "--json"}).output;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_NE(listing.find("\"name\":\"held-by-cli\""), std::string::npos) << listing;
+  EXPECT_EQ(run({"--dsn", dsn, "run", "--name", "held-by-cli", "--", "true"}).exit_code, 75) << "held elsewhere";
+  EXPECT_EQ(run({"--dsn", dsn, "release", "--force", "held-by-cli"}).exit_code, 0);
+  kill(holder.pid, SIGTERM);
+  finish(holder);
+
+  auto admin = dblock::test::make_admin("mysql", server, "dblock", prefix);
+  admin->insert_expired("abandoned/", 3);
+  auto reaped = run({"--dsn", dsn, "reaper", "--once"});
+  EXPECT_EQ(reaped.exit_code, 0) << reaped.output;
+  EXPECT_EQ(admin->query("SELECT count(*) FROM \"" + prefix + "locks\" WHERE name LIKE 'abandoned/%'").at(0), "0");
+
+  auto bench = run({"--dsn", dsn, "bench", "--json", "--scenario", "uncontended", "--threads", "1", "--duration",
+                    "100ms"});
+  EXPECT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("\"scenario\":\"uncontended\""), std::string::npos) << bench.output;
+
+  auto wrong = server;
+  wrong.replace(wrong.find(':', wrong.find("://") + 3) + 1, wrong.find('@') - wrong.find(':', wrong.find("://") + 3) - 1,
+                "not-the-password");
+  auto refused = run({"--dsn", wrong, "locks"});
+  EXPECT_EQ(refused.exit_code, 69) << refused.output;
+  EXPECT_EQ(refused.output.find("not-the-password"), std::string::npos) << refused.output;
 }
 
 }  // namespace

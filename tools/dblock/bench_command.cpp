@@ -111,7 +111,8 @@ class Bench {
     std::vector<std::size_t> counters(threads, 0);
     auto name_for = [&](std::size_t t) { return fmt::format("{}/u/{}/{}", run_id_, t, counters[t]++ % 64); };
     // Table mode: the same acquire and release statements, bare. Advisory mode: the plain
-    // pg_advisory_lock / pg_advisory_unlock pair on the same keys (no token, no checks).
+    // pg_advisory_lock / pg_advisory_unlock pair on the same keys (MySQL: GET_LOCK / RELEASE_LOCK
+    // on names of the same length), no token, no checks.
     auto floor = [&](std::size_t t, Latencies& latencies) {
       auto name = name_for(t);
       auto started = Clock::now();
@@ -134,8 +135,9 @@ class Bench {
     };
     auto [floor_figure, dblock_figure] = alternate(threads, request_.duration, floor, library);
     Result result{"uncontended", request_.mode, threads, dblock_figure, floor_figure,
-                  mode_ == LockMode::advisory ? "raw pg_advisory_lock + pg_advisory_unlock, prepared"
-                                              : "raw driver, same statements",
+                  mode_ == LockMode::advisory
+                      ? fmt::format("raw {}, prepared", raw.front()->blocking_lock_functions())
+                      : std::string("raw driver, same statements"),
                   {}};
     result.extra["unit"] = "acquire+release cycles";
     return result;
@@ -181,7 +183,7 @@ class Bench {
       auto [floor_figure, floor_fairness] = measure([&](std::size_t t) { raw[t]->blocking_lock(kKey); },
                                                     [&](std::size_t t) { raw[t]->blocking_unlock(kKey); });
       result.floor = floor_figure;
-      result.floor_name = "pg_advisory_lock blocking hand-off";
+      result.floor_name = fmt::format("{} blocking hand-off", raw.front()->blocking_lock_functions());
       result.extra["floor_grants_per_thread"] = floor_fairness;
       result.extra["p50_latency_ratio"] = fmt::format("{:.2f}", dblock_figure.p50_ms / std::max(1e-9, floor_figure.p50_ms));
     }

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once)");
   std::string mode_text = "table";
   run->add_option("--mode", mode_text,
-                  "table (a row with a lease) or advisory (PostgreSQL advisory lock, held by the connection; --ttl "
+                  "table (a row with a lease) or advisory (PostgreSQL advisory lock or MySQL GET_LOCK, held by the connection; --ttl "
                   "then sets how often the connection is checked)")
       ->check(CLI::IsMember({"table", "advisory"}));
   run->add_flag("--shared", request.shared, "Advisory mode: a shared lock (many shared holders, no exclusive one)");
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
   cli::BenchRequest bench_request;
   std::string bench_duration = "5s";
   bench->add_option("--scenario", bench_request.scenario, "uncontended, handoff, renew, reap or all");
-  bench->add_option("--mode", bench_request.mode, "table or advisory (PostgreSQL; uncontended and handoff)");
+  bench->add_option("--mode", bench_request.mode, "table or advisory (PostgreSQL advisory locks, MySQL GET_LOCK; uncontended and handoff)");
   bench->add_option("--threads", bench_request.threads, "Threads (default: 1 and 16 uncontended, 4 handoff)")
       ->check(CLI::Range(1, 256));
   bench->add_option("--duration", bench_duration, "Measuring time per figure (split between floor and dblock)");

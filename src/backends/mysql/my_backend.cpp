@@ -214,6 +214,7 @@ class MyRawClient final : public RawLockClient {
     std::array<MyParam, 1> params{name};
     connection_->query(blocking_unlock_, params);
   }
+  std::string_view blocking_lock_functions() const noexcept override { return "GET_LOCK + RELEASE_LOCK"; }
 
  private:
   std::unique_ptr<MyConnection> connection_;

@@ -291,6 +291,7 @@ class PgRawClient final : public RawLockClient {
 
   bool blocking_lock(std::int64_t key) override { return run_with_key("l", key); }
   void blocking_unlock(std::int64_t key) override { run_with_key("u", key); }
+  std::string_view blocking_lock_functions() const noexcept override { return "pg_advisory_lock + pg_advisory_unlock"; }
 
  private:
   struct ConnDeleter {
