@@ -1,7 +1,5 @@
 #include "backends/mysql/my_backend.hpp"
 
-#include <cppconn/resultset.h>
-
 #include <array>
 #include <thread>
 
@@ -97,12 +95,19 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   std::string history_table;
 };
 
-std::vector<AppliedMigration> parse_history(sql::ResultSet& result) {
+std::vector<AppliedMigration> parse_history(const MyRows& rows) {
   std::vector<AppliedMigration> applied;
-  while (result.next())
-    applied.push_back(AppliedMigration{static_cast<int>(result.getInt(1)), result.getString(2).asStdString(),
-                                       result.getString(3).asStdString(), result.getBoolean(4)});
+  for (auto& row : rows)
+    applied.push_back(AppliedMigration{static_cast<int>(row.num(0)), row.str(1), row.str(2), row.num(3) != 0});
   return applied;
+}
+
+/// 'count token' from the acquire function: the grant, or empty for NULL (held by another owner).
+std::optional<Grant> parse_grant(const MyRows& rows) {
+  if (rows.empty() || !rows.front().text(0)) return std::nullopt;
+  auto& text = *rows.front().text(0);
+  auto space = text.find(' ');
+  return Grant{std::stoll(text.substr(0, space)), std::stoll(text.substr(space + 1))};
 }
 
 /// The migration lock's name: '#' keeps it apart from every lock name (those follow ':').
@@ -120,8 +125,7 @@ class MyMigrationSession final : public MigrationSession {
     auto delay = milliseconds(20);
     while (true) {
       std::array<MyParam, 4> params{lock_name_, lock_name_, lock_name_, std::int64_t{0}};
-      auto result = connection_->query(sql_.migration_lock, params);
-      if (result->next() && int64_at(*result, 1) == 1) break;
+      if (first_int64(connection_->query(sql_.migration_lock, params)) == 1) break;
       if (std::chrono::steady_clock::now() + delay > deadline)
         throw Timeout(fmt::format("another `dblock migrate` held the migration lock for longer than {}ms",
                                   lock_timeout.count()));
@@ -142,7 +146,7 @@ class MyMigrationSession final : public MigrationSession {
 
   std::vector<AppliedMigration> history() override {
     connection_->execute(sql_.history_table);
-    return parse_history(*connection_->query(sql_.history, {}));
+    return parse_history(connection_->query(sql_.history, {}));
   }
 
   void forget(int version) override {
@@ -191,16 +195,14 @@ class MyRawClient final : public RawLockClient {
   std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
                                       std::int64_t ttl_ms) override {
     std::array<MyParam, 3> params{name, owner, ttl_ms * 1000};
-    auto result = connection_->query(sql_.acquire, params);
-    auto grant = result->next() ? text_at(*result, 1) : std::nullopt;
+    auto grant = parse_grant(connection_->query(sql_.acquire, params));
     if (!grant) return std::nullopt;
-    return std::stoll(grant->substr(grant->find(' ') + 1));
+    return grant->token;
   }
 
   bool release(const std::string& name, const std::string& owner, std::int64_t token) override {
     std::array<MyParam, 3> params{name, owner, token};
-    auto result = connection_->query(sql_.release, params);
-    return result->next() && !result->isNull(1);
+    return first_int64(connection_->query(sql_.release, params)).has_value();
   }
 
   bool blocking_lock(std::int64_t key) override {
@@ -264,18 +266,13 @@ class MyBackend final : public Backend {
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) override {
     std::array<MyParam, 3> params{name, owner, micros(ttl)};
     auto session = pool_.lease();
-    auto result = session->query(sql_.acquire, params);
-    auto grant = result->next() ? text_at(*result, 1) : std::nullopt;
-    if (!grant) return std::nullopt;
-    auto space = grant->find(' ');
-    return Grant{std::stoll(grant->substr(0, space)), std::stoll(grant->substr(space + 1))};
+    return parse_grant(session->query(sql_.acquire, params));
   }
 
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
     std::array<MyParam, 3> params{name, owner, token};
     auto session = pool_.lease();
-    auto result = session->query(sql_.release, params);
-    return result->next() ? int64_at(*result, 1) : std::nullopt;
+    return first_int64(session->query(sql_.release, params));
   }
 
   std::vector<std::string> renew(std::span<const HeldRef> held) override {
@@ -289,16 +286,16 @@ class MyBackend final : public Backend {
       for (auto& ref : held) names.emplace_back(ref.name);
       return names;
     }
-    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.renewed_of, params); });
-    while (result->next()) names.push_back(result->getString(1).asStdString());
+    for (auto& row : idempotent([&](MyConnection& session) { return session.query(sql_.renewed_of, params); }))
+      names.push_back(row.str(0));
     return names;
   }
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
     std::array<MyParam, 1> params{name};
-    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.lease_left, params); });
-    if (!result->next()) return std::nullopt;
-    return milliseconds(result->getInt64(1));
+    auto rows = idempotent([&](MyConnection& session) { return session.query(sql_.lease_left, params); });
+    if (rows.empty()) return std::nullopt;
+    return milliseconds(rows.front().num(0));
   }
 
   bool force_release(std::string_view name) override {
@@ -312,9 +309,8 @@ class MyBackend final : public Backend {
   }
 
   LockCensus census() override {
-    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.census, {}); });
-    result->next();
-    return LockCensus{result->getInt64(1), result->getInt64(2), milliseconds(result->getInt64(3))};
+    auto row = idempotent([&](MyConnection& session) { return session.query(sql_.census, {}); }).at(0);
+    return LockCensus{row.num(0), row.num(1), milliseconds(row.num(2))};
   }
 
   bool has_advisory_locks() const noexcept override { return true; }
@@ -337,14 +333,13 @@ class MyBackend final : public Backend {
   }
 
   int schema_version() override {
-    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.schema_version, {}); });
-    return result->next() ? static_cast<int>(result->getInt(1)) : 0;
+    auto rows = idempotent([&](MyConnection& session) { return session.query(sql_.schema_version, {}); });
+    return static_cast<int>(first_int64(rows).value_or(0));
   }
 
   std::optional<std::vector<AppliedMigration>> read_history() override {
     try {
-      auto result = idempotent([&](MyConnection& session) { return session.query(sql_.history, {}); });
-      return parse_history(*result);
+      return parse_history(idempotent([&](MyConnection& session) { return session.query(sql_.history, {}); }));
     } catch (const SchemaError&) {
       return std::nullopt;  // no history table yet
     }
@@ -361,12 +356,10 @@ class MyBackend final : public Backend {
 
   std::vector<LockInfo> list_rows(std::string_view only_name) override {
     std::array<MyParam, 2> params{only_name, only_name};
-    auto result = idempotent([&](MyConnection& session) { return session.query(sql_.list, params); });
-    std::vector<LockInfo> rows;
-    while (result->next())
-      rows.push_back(LockInfo{result->getString(1).asStdString(), result->getString(2).asStdString(),
-                              result->getInt64(3), result->getInt64(4), milliseconds(result->getInt64(5))});
-    return rows;
+    std::vector<LockInfo> locks;
+    for (auto& row : idempotent([&](MyConnection& session) { return session.query(sql_.list, params); }))
+      locks.push_back(LockInfo{row.str(0), row.str(1), row.num(2), row.num(3), milliseconds(row.num(4))});
+    return locks;
   }
 
   MyEndpoint endpoint_;

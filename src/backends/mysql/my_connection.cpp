@@ -5,6 +5,7 @@
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
+#include <cppconn/resultset_metadata.h>
 #include <cppconn/statement.h>
 
 #include <charconv>
@@ -58,7 +59,15 @@ int whole_seconds(std::chrono::milliseconds duration) {
 
 }  // namespace
 
-void MyResultDeleter::operator()(sql::ResultSet* result) const noexcept { delete result; }
+std::optional<std::int64_t> MyRow::int64(std::size_t column) const {
+  auto& cell = text(column);
+  if (!cell) return std::nullopt;
+  std::int64_t value = 0;
+  auto [end, ec] = std::from_chars(cell->data(), cell->data() + cell->size(), value);
+  if (ec != std::errc() || end != cell->data() + cell->size())
+    throw DatabaseError(fmt::format("expected an integer from the server, got '{}'", *cell));
+  return value;
+}
 
 MyEndpoint parse_mysql_uri(std::string_view driver_uri, std::string_view redacted) {
   auto fail = [&](std::string_view why) {
@@ -198,8 +207,21 @@ sql::PreparedStatement& MyConnection::prepared(const MyStatement& statement, std
   return *slot;
 }
 
-MyResult MyConnection::query(const MyStatement& statement, std::span<const MyParam> params) {
-  return guarded(statement.name, [&] { return MyResult(prepared(statement, params).executeQuery()); });
+MyRows MyConnection::query(const MyStatement& statement, std::span<const MyParam> params) {
+  return guarded(statement.name, [&] {
+    std::unique_ptr<sql::ResultSet> result(prepared(statement, params).executeQuery());
+    auto columns = result->getMetaData()->getColumnCount();
+    MyRows rows;
+    while (result->next()) {
+      std::vector<std::optional<std::string>> cells;
+      cells.reserve(columns);
+      for (unsigned column = 1; column <= columns; ++column)
+        cells.push_back(result->isNull(column) ? std::nullopt
+                                               : std::optional<std::string>(result->getString(column).asStdString()));
+      rows.emplace_back(std::move(cells));
+    }
+    return rows;
+  });
 }
 
 std::uint64_t MyConnection::update(const MyStatement& statement, std::span<const MyParam> params) {
@@ -212,23 +234,6 @@ void MyConnection::execute(const std::string& sql) {
     std::unique_ptr<sql::Statement> statement(conn_->createStatement());
     statement->execute(sql);
   });
-}
-
-MyResult MyConnection::query_text(const std::string& sql) {
-  return guarded(sql.substr(0, 60), [&] {
-    std::unique_ptr<sql::Statement> statement(conn_->createStatement());
-    return MyResult(statement->executeQuery(sql));
-  });
-}
-
-std::optional<std::string> text_at(sql::ResultSet& result, unsigned column) {
-  if (result.isNull(column)) return std::nullopt;
-  return result.getString(column).asStdString();
-}
-
-std::optional<std::int64_t> int64_at(sql::ResultSet& result, unsigned column) {
-  if (result.isNull(column)) return std::nullopt;
-  return result.getInt64(column);
 }
 
 }  // namespace dblock::detail

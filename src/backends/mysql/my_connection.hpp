@@ -18,7 +18,6 @@
 namespace sql {
 class Connection;
 class PreparedStatement;
-class ResultSet;
 class SQLException;
 }  // namespace sql
 
@@ -44,10 +43,27 @@ struct MyStatement {
 
 using MyParam = std::variant<std::string_view, std::int64_t, double>;
 
-struct MyResultDeleter {
-  void operator()(sql::ResultSet* result) const noexcept;
+/// One row of a result, read completely while the session was ours: a result set of Connector/C++
+/// still reads from its connection, which may serve another thread once back in the pool.
+class MyRow {
+ public:
+  explicit MyRow(std::vector<std::optional<std::string>> cells) : cells_(std::move(cells)) {}
+  /// Columns count from 0. Empty when SQL NULL.
+  [[nodiscard]] const std::optional<std::string>& text(std::size_t column) const { return cells_.at(column); }
+  [[nodiscard]] std::optional<std::int64_t> int64(std::size_t column) const;
+  /// NULL reads as "" and 0.
+  [[nodiscard]] std::string str(std::size_t column) const { return text(column).value_or(""); }
+  [[nodiscard]] std::int64_t num(std::size_t column) const { return int64(column).value_or(0); }
+
+ private:
+  std::vector<std::optional<std::string>> cells_;
 };
-using MyResult = std::unique_ptr<sql::ResultSet, MyResultDeleter>;
+using MyRows = std::vector<MyRow>;
+
+/// The first column of the first row, when there is a row and it is not NULL.
+[[nodiscard]] inline std::optional<std::int64_t> first_int64(const MyRows& rows) {
+  return rows.empty() ? std::nullopt : rows.front().int64(0);
+}
 
 class MyConnection {
  public:
@@ -64,14 +80,12 @@ class MyConnection {
   void abandon() noexcept { broken_ = true; }
   [[nodiscard]] std::chrono::milliseconds statement_timeout() const noexcept { return statement_timeout_; }
 
-  /// A prepared query: its result set (every column read as needed by the caller).
-  MyResult query(const MyStatement& statement, std::span<const MyParam> params);
+  /// A prepared query: every row of its result.
+  MyRows query(const MyStatement& statement, std::span<const MyParam> params);
   /// A prepared statement without a result set: the rows it changed.
   std::uint64_t update(const MyStatement& statement, std::span<const MyParam> params);
   /// One statement as plain text, no parameters (DDL).
   void execute(const std::string& sql);
-  /// The same as a query, for text without parameters (admin and migration statements).
-  MyResult query_text(const std::string& sql);
 
  private:
   sql::PreparedStatement& prepared(const MyStatement& statement, std::span<const MyParam> params);
@@ -86,9 +100,5 @@ class MyConnection {
   std::chrono::milliseconds statement_timeout_;
   bool broken_ = false;
 };
-
-/// Reads a column as text / integer; empty when SQL NULL.
-[[nodiscard]] std::optional<std::string> text_at(sql::ResultSet& result, unsigned column);
-[[nodiscard]] std::optional<std::int64_t> int64_at(sql::ResultSet& result, unsigned column);
 
 }  // namespace dblock::detail

@@ -1,7 +1,5 @@
 #include "backends/mysql/my_named_lock.hpp"
 
-#include <cppconn/resultset.h>
-
 #include <algorithm>
 #include <array>
 
@@ -43,8 +41,7 @@ class MyNamedLockSession final : public AdvisorySession {
       auto left = std::chrono::duration_cast<microseconds>(deadline - std::chrono::steady_clock::now());
       auto slice = std::clamp(left, microseconds(0), longest);
       std::array<MyParam, 4> params{full, full, full, static_cast<double>(slice.count()) / 1e6};
-      auto result = lease_->query(sql_.lock, params);
-      auto token = result->next() ? int64_at(*result, 1) : std::nullopt;
+      auto token = first_int64(lease_->query(sql_.lock, params));
       if (token) {
         ++grants_;
         return token;
@@ -56,8 +53,7 @@ class MyNamedLockSession final : public AdvisorySession {
   bool unlock(const AdvisoryTarget& target) override {
     auto full = sql_.full_name(target.name);
     std::array<MyParam, 3> params{full, full, full};
-    auto result = lease_->query(sql_.unlock, params);
-    bool was_held = result->next() && int64_at(*result, 1) == 1;
+    bool was_held = first_int64(lease_->query(sql_.unlock, params)) == 1;
     if (was_held) --grants_;
     return was_held;
   }
