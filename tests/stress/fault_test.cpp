@@ -1,4 +1,4 @@
-// Network faults between the library and PostgreSQL, through a loopback TCP proxy that cuts every
+// Network faults between the library and its server (PostgreSQL, MariaDB), through a loopback TCP proxy that cuts every
 // connection and refuses new ones while "down": calls fail with ConnectionError within the
 // configured timeouts instead of hanging, a grant is only ever reported when the row really is
 // ours, the pool recovers by itself, and nothing stays renewed after the chaos.
@@ -20,9 +20,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-TEST(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
+class Faults : public ::testing::TestWithParam<dblock::test::BackendCase> {};
+
+TEST_P(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
   std::string server_dsn;
-  DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
+  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
   auto prefix = dblock::test::unique_prefix();
   dblock::migrate(*dblock::Store::open(server_dsn + "?prefix=" + prefix));
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
@@ -46,8 +48,9 @@ TEST(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
   std::vector<std::jthread> workers;
   for (int t = 0; t < 2; ++t) {
     workers.emplace_back([&, t] {
-      // Its own direct connection: a libpq connection serves one thread at a time.
-      auto admin = dblock::test::make_admin("postgresql", server_dsn, "public", prefix);
+      // Its own direct connection: a driver connection serves one thread at a time.
+      auto admin = dblock::test::make_admin(GetParam().dialect, server_dsn, dblock::test::default_schema(GetParam()),
+                                            prefix);
       std::mt19937 random(static_cast<unsigned>(t));
       while (chaos) {
         auto name = "fault/" + std::to_string(random() % 5);
@@ -61,8 +64,8 @@ TEST(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
           }
           ++grants;
           // Read the row through a direct connection: a reported grant must be real.
-          auto owner = admin->query("SELECT owner || ' ' || token FROM \"public\".\"" + prefix +
-                                    "locks\" WHERE name = '" + name + "'");
+          auto owner = admin->query("SELECT owner || ' ' || token FROM \"" + prefix + "locks\" WHERE name = '" +
+                                    name + "'");
           if (std::chrono::steady_clock::now() - started < 300ms) {
             EXPECT_EQ(owner, std::vector<std::string>{locks.owner_id() + " " + std::to_string(lock->token())})
                 << "a grant was reported that the database does not show";
@@ -109,9 +112,9 @@ TEST(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
   EXPECT_EQ(store->census().held, 0) << "a lock stayed held after the chaos";
 }
 
-TEST(Faults, AStalledConnectionFailsWithinTheStatementTimeout) {
+TEST_P(Faults, AStalledConnectionFailsWithinTheStatementTimeout) {
   std::string server_dsn;
-  DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
+  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
   auto prefix = dblock::test::unique_prefix();
   dblock::migrate(*dblock::Store::open(server_dsn + "?prefix=" + prefix));
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
@@ -137,5 +140,8 @@ TEST(Faults, AStalledConnectionFailsWithinTheStatementTimeout) {
   }
   EXPECT_TRUE(lock) << "the abandoned session was replaced";
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Faults, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable),
+                         [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

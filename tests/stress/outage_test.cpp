@@ -1,5 +1,6 @@
-// The database crashes (pg_ctl stop -m immediate) and comes back while locks are held and a waiter
-// waits. On a PostgreSQL cluster of its own (tools/testdb.sh), so other tests are not disturbed.
+// The database crashes (PostgreSQL: pg_ctl stop -m immediate; MariaDB: SIGKILL) and comes back
+// while locks are held and a waiter waits. On servers of its own (tools/testdb.sh), so other tests
+// are not disturbed.
 
 #include <chrono>
 #include <cstdio>
@@ -26,20 +27,22 @@ std::string run_script(const std::string& arguments) {
   return output;
 }
 
-/// A throwaway cluster for this test only; stopped and removed on scope exit.
+/// Throwaway servers for this test only; stopped and removed on scope exit. `dsn_variable` picks
+/// the server whose DSN is used and which crash() and restart() hit.
 class OwnCluster {
  public:
-  explicit OwnCluster(bool replicated = false) {
+  explicit OwnCluster(bool replicated = false, const std::string& dsn_variable = "DBLOCK_TEST_PG_DSN")
+      : server_(dsn_variable == "DBLOCK_TEST_MYSQL_DSN" ? "my" : "pg") {
     char pattern[] = "/tmp/dbo.XXXXXX";
     dir_ = mkdtemp(pattern);
     start_log_ = run_script((replicated ? "start-replicated " : "start ") + dir_);
-    dsn_ = exported(replicated ? "DBLOCK_TEST_PG_FAILOVER_DSN" : "DBLOCK_TEST_PG_DSN");
+    dsn_ = exported(replicated ? "DBLOCK_TEST_PG_FAILOVER_DSN" : dsn_variable);
   }
   ~OwnCluster() { run_script("stop " + dir_); }
   [[nodiscard]] const std::string& dsn() const { return dsn_; }
   [[nodiscard]] const std::string& start_log() const { return start_log_; }
-  void crash() { run_script("pg-crash " + dir_); }
-  void restart() { run_script("pg-start " + dir_); }
+  void crash() { run_script(server_ + "-crash " + dir_); }
+  void restart() { run_script(server_ + "-start " + dir_); }
   void promote_replica() { run_script("promote " + dir_); }
 
  private:
@@ -50,15 +53,18 @@ class OwnCluster {
     return start_log_.substr(at, start_log_.find('\'', at) - at);
   }
 
+  std::string server_;
   std::string dir_;
   std::string dsn_;
   std::string start_log_;
 };
 
-TEST(Outage, LocksSurviveARestartWithinTheirLeaseAndLapsedOnesAreReportedFirst) {
+class Outage : public ::testing::TestWithParam<dblock::test::BackendCase> {};
+
+TEST_P(Outage, LocksSurviveARestartWithinTheirLeaseAndLapsedOnesAreReportedFirst) {
   std::string shared_server;
-  DBLOCK_REQUIRE_DSN(shared_server, "DBLOCK_TEST_PG_DSN");  // servers can be started on this machine
-  OwnCluster cluster;
+  DBLOCK_REQUIRE_DSN(shared_server, GetParam().dsn_env);  // servers can be started on this machine
+  OwnCluster cluster(false, GetParam().dsn_env);
   ASSERT_FALSE(cluster.dsn().empty()) << cluster.start_log();
   auto store = dblock::Store::open(cluster.dsn(), {.connect_timeout = 2s});
   dblock::migrate(*store);
@@ -107,7 +113,10 @@ TEST(Outage, LocksSurviveARestartWithinTheirLeaseAndLapsedOnesAreReportedFirst) 
   EXPECT_NO_THROW(long_lease->release());
 }
 
-TEST(Outage, FailoverToASynchronousReplicaKeepsGrantedLocksExclusive) {
+INSTANTIATE_TEST_SUITE_P(Backends, Outage, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+TEST(Failover, ToASynchronousReplicaKeepsGrantedLocksExclusive) {
   std::string shared_server;
   DBLOCK_REQUIRE_DSN(shared_server, "DBLOCK_TEST_PG_DSN");
   OwnCluster cluster(/*replicated=*/true);

@@ -1,11 +1,11 @@
 #include "backends/mysql/my_backend.hpp"
 
 #include <array>
-#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backends/migration_lock.hpp"
 #include "backends/mysql/my_connection.hpp"
 #include "backends/mysql/my_named_lock.hpp"
 #include "backends/mysql/my_script.hpp"
@@ -120,18 +120,9 @@ class MyMigrationSession final : public MigrationSession {
   MyMigrationSession(std::unique_ptr<MyConnection> connection, const MySql& sql, std::string lock_name,
                      std::string prefix, milliseconds lock_timeout)
       : connection_(std::move(connection)), sql_(sql), lock_name_(std::move(lock_name)), prefix_(std::move(prefix)) {
-    // Polled rather than blocking, like the other dialects: the deadline is ours.
-    auto deadline = std::chrono::steady_clock::now() + lock_timeout;
-    auto delay = milliseconds(20);
-    while (true) {
-      std::array<MyParam, 4> params{lock_name_, lock_name_, lock_name_, std::int64_t{0}};
-      if (first_int64(connection_->query(sql_.migration_lock, params)) == 1) break;
-      if (std::chrono::steady_clock::now() + delay > deadline)
-        throw Timeout(fmt::format("another `dblock migrate` held the migration lock for longer than {}ms",
-                                  lock_timeout.count()));
-      std::this_thread::sleep_for(delay);
-      delay = std::min(delay * 2, milliseconds(500));
-    }
+    std::array<MyParam, 4> params{lock_name_, lock_name_, lock_name_, std::int64_t{0}};
+    poll_migration_lock([&] { return first_int64(connection_->query(sql_.migration_lock, params)) == 1; },
+                        lock_timeout);
   }
   ~MyMigrationSession() override {
     try {

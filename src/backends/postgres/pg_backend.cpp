@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backends/migration_lock.hpp"
 #include "backends/postgres/pg_advisory.hpp"
 #include "backends/postgres/pg_connection.hpp"
 #include "backends/session_pool.hpp"
@@ -201,18 +202,8 @@ class PgMigrationSession final : public MigrationSession {
   PgMigrationSession(std::unique_ptr<PgConnection> connection, const PgSql& sql, std::string schema,
                      std::string prefix, milliseconds lock_timeout)
       : connection_(std::move(connection)), sql_(sql), schema_(std::move(schema)), prefix_(std::move(prefix)) {
-    // Polled rather than blocking, so it cannot deadlock with a concurrent index build.
-    auto deadline = std::chrono::steady_clock::now() + lock_timeout;
-    auto delay = milliseconds(20);
-    while (true) {
-      auto result = connection_->exec(sql_.migration_lock);
-      if (text_of(result.get(), 0, 0) == "t") break;
-      if (std::chrono::steady_clock::now() + delay > deadline)
-        throw Timeout(fmt::format("another `dblock migrate` held the migration lock for longer than {}ms",
-                                  lock_timeout.count()));
-      std::this_thread::sleep_for(delay);
-      delay = std::min(delay * 2, milliseconds(500));
-    }
+    poll_migration_lock([&] { return text_of(connection_->exec(sql_.migration_lock).get(), 0, 0) == "t"; },
+                        lock_timeout);
   }
 
   std::vector<AppliedMigration> history() override {
