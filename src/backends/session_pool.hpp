@@ -15,6 +15,8 @@
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
 
+#include "backends/backend.hpp"
+
 namespace dblock::detail {
 
 template <class Session>
@@ -66,6 +68,19 @@ class SessionPool {
         freed_.notify_one();
         throw;
       }
+    }
+  }
+
+  /// Runs `statement(session)` on a leased session; when its reply was lost (OutcomeUnknown), once
+  /// more on a fresh one. Only for statements that are safe to repeat (reads, renewals).
+  template <class Fn>
+  auto idempotent(Fn&& statement) -> decltype(statement(std::declval<Session&>())) {
+    try {
+      auto session = lease();
+      return statement(*session);
+    } catch (const OutcomeUnknown&) {
+      auto session = lease();
+      return statement(*session);
     }
   }
 

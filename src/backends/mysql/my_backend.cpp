@@ -240,19 +240,6 @@ class MyBackend final : public Backend {
 
   std::string_view dialect() const noexcept override { return "mysql"; }
 
- private:
-  template <class Fn>
-  auto idempotent(Fn&& statement) -> decltype(statement(std::declval<MyConnection&>())) {
-    try {
-      auto session = pool_.lease();
-      return statement(*session);
-    } catch (const OutcomeUnknown&) {
-      auto session = pool_.lease();
-      return statement(*session);
-    }
-  }
-
- public:
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) override {
     std::array<MyParam, 3> params{name, owner, micros(ttl)};
@@ -271,20 +258,20 @@ class MyBackend final : public Backend {
     std::array<MyParam, 1> params{json};
     // Extending a lease is idempotent: a session that turns out broken is replaced and the
     // statement run once more.
-    auto renewed = idempotent([&](MyConnection& session) { return session.update(sql_.renew, params); });
+    auto renewed = pool_.idempotent([&](MyConnection& session) { return session.update(sql_.renew, params); });
     std::vector<std::string> names;
     if (renewed == held.size()) {
       for (auto& ref : held) names.emplace_back(ref.name);
       return names;
     }
-    for (auto& row : idempotent([&](MyConnection& session) { return session.query(sql_.renewed_of, params); }))
+    for (auto& row : pool_.idempotent([&](MyConnection& session) { return session.query(sql_.renewed_of, params); }))
       names.push_back(row.str(0));
     return names;
   }
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
     std::array<MyParam, 1> params{name};
-    auto rows = idempotent([&](MyConnection& session) { return session.query(sql_.lease_left, params); });
+    auto rows = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.lease_left, params); });
     if (rows.empty()) return std::nullopt;
     return milliseconds(rows.front().num(0));
   }
@@ -300,7 +287,7 @@ class MyBackend final : public Backend {
   }
 
   LockCensus census() override {
-    auto row = idempotent([&](MyConnection& session) { return session.query(sql_.census, {}); }).at(0);
+    auto row = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.census, {}); }).at(0);
     return LockCensus{row.num(0), row.num(1), milliseconds(row.num(2))};
   }
 
@@ -324,13 +311,13 @@ class MyBackend final : public Backend {
   }
 
   int schema_version() override {
-    auto rows = idempotent([&](MyConnection& session) { return session.query(sql_.schema_version, {}); });
+    auto rows = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.schema_version, {}); });
     return static_cast<int>(first_int64(rows).value_or(0));
   }
 
   std::optional<std::vector<AppliedMigration>> read_history() override {
     try {
-      return parse_history(idempotent([&](MyConnection& session) { return session.query(sql_.history, {}); }));
+      return parse_history(pool_.idempotent([&](MyConnection& session) { return session.query(sql_.history, {}); }));
     } catch (const SchemaError&) {
       return std::nullopt;  // no history table yet
     }
@@ -348,7 +335,7 @@ class MyBackend final : public Backend {
   std::vector<LockInfo> list_rows(std::string_view only_name) override {
     std::array<MyParam, 2> params{only_name, only_name};
     std::vector<LockInfo> locks;
-    for (auto& row : idempotent([&](MyConnection& session) { return session.query(sql_.list, params); }))
+    for (auto& row : pool_.idempotent([&](MyConnection& session) { return session.query(sql_.list, params); }))
       locks.push_back(LockInfo{row.str(0), row.str(1), row.num(2), row.num(3), milliseconds(row.num(4))});
     return locks;
   }

@@ -354,7 +354,7 @@ class PgBackend final : public Backend {
     std::array<std::string, 4> params{pg_text_array(names), pg_text_array(owners), tokens + "}", ttls + "}"};
     // Extending a lease is idempotent, so a session that turns out broken is replaced and the
     // statement run once more.
-    auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.renew, params); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.renew, params); });
     std::vector<std::string> renewed;
     renewed.reserve(static_cast<std::size_t>(PQntuples(result.get())));
     for (int row = 0; row < PQntuples(result.get()); ++row) renewed.push_back(text_of(result.get(), row, 0));
@@ -363,7 +363,7 @@ class PgBackend final : public Backend {
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
     std::array<std::string, 1> params{std::string(name)};
-    auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.lease_left, params); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.lease_left, params); });
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return milliseconds(to_int64(result.get(), 0, 0));
   }
@@ -393,7 +393,7 @@ class PgBackend final : public Backend {
   }
 
   LockCensus census() override {
-    auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.census, {}); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.census, {}); });
     return LockCensus{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1),
                       milliseconds(to_int64(result.get(), 0, 2))};
   }
@@ -408,13 +408,13 @@ class PgBackend final : public Backend {
   }
 
   int schema_version() override {
-    auto result = idempotent([&](PgConnection& session) { return session.exec(sql_.schema_version); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec(sql_.schema_version); });
     return static_cast<int>(to_int64(result.get(), 0, 0));
   }
 
   std::optional<std::vector<AppliedMigration>> read_history() override {
     try {
-      auto result = idempotent([&](PgConnection& session) { return session.exec(sql_.history); });
+      auto result = pool_.idempotent([&](PgConnection& session) { return session.exec(sql_.history); });
       return parse_history(result.get());
     } catch (const SchemaError&) {
       return std::nullopt;  // no history table (or schema) yet
@@ -426,20 +426,9 @@ class PgBackend final : public Backend {
   }
 
  private:
-  template <class Fn>
-  PgResult idempotent(Fn&& statement) {
-    try {
-      auto session = pool_.lease();
-      return statement(*session);
-    } catch (const OutcomeUnknown&) {
-      auto session = pool_.lease();
-      return statement(*session);
-    }
-  }
-
   std::vector<LockInfo> list_rows(std::string_view only_name) override {
     std::array<std::string, 1> params{std::string(only_name)};
-    auto result = idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.list, params); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.list, params); });
     std::vector<LockInfo> rows;
     for (int row = 0; row < PQntuples(result.get()); ++row)
       rows.push_back(LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1),
