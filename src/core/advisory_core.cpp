@@ -70,19 +70,18 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
         if (!tried) count_contended(name);
         if (!timeout || timeout->count() == 0) break;
         tried = true;
-      } catch (const ConnectionError& e) {
-        // A waiter rides out an outage until its deadline; the pool opens a fresh session.
-        if (!timeout || left().count() <= 0) throw;
+      } catch (const Error& e) {
+        // A connection failure (the pool opens a fresh session) or a deadlock the server broke by
+        // cancelling our wait (nothing was granted): a waiter keeps trying until its deadline,
+        // backing off so that a deadlock detected at once (MySQL) does not spin.
+        bool retryable = e.category() == ErrorCategory::connection || dynamic_cast<const TransientError*>(&e) != nullptr;
+        if (!retryable || !timeout || left().count() <= 0) throw;
         last_error = e.what();
         logger_->warn("waiting for advisory lock '{}': {}", name, e.what());
         if (!backoff)
           backoff.emplace(options_.backoff_initial, options_.backoff_factor, options_.backoff_max,
                           this_thread_owner_nonce());
         std::this_thread::sleep_for(std::min(backoff->next(), left()));
-      } catch (const TransientError& e) {
-        // The server broke a deadlock by cancelling our wait: nothing was granted.
-        if (!timeout || left().count() <= 0) throw;
-        last_error = e.what();
       }
       if (tried && left().count() <= 0) break;
     }

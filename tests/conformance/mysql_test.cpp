@@ -14,6 +14,7 @@
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
 #include "support/servers.hpp"
+#include "support/tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
 
@@ -70,6 +71,37 @@ TEST_F(MySql, AWaiterIsGrantedByTheServerWhenAPlainSessionReleases) {
   ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
   EXPECT_GT(waiter.get(), 0);
   EXPECT_EQ(locks->stats().contended, 1u) << "one try, then one server-side wait";
+}
+
+TEST_F(MySql, AGetLockDeadlockIsBrokenAndTheWaiterBacksOffInsteadOfSpinning) {
+  // a holds p and waits for q; b holds q and asks for p: MariaDB reports the cycle to b at once
+  // (1213). b keeps waiting until its deadline, backing off, so its round trips stay few.
+  dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn_));
+  auto proxied = dblock::Store::open(dblock::test::with_port(server_dsn_, proxy.port()) + "?prefix=" + prefix_);
+  dblock::LockManager a(store_, {.mode = dblock::LockMode::advisory, .owner_scope = dblock::OwnerScope::manager});
+  dblock::LockManager b(proxied, {.mode = dblock::LockMode::advisory});
+  auto p = a.try_acquire("p");
+  auto q = b.try_acquire("q");
+  ASSERT_TRUE(p && q);
+  auto a_waits = std::async(std::launch::async, [&] { return a.acquire("q", 20s).token(); });
+  ASSERT_TRUE(dblock::test::eventually([&] {
+    return other_->query("SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'").at(0) !=
+           "0";
+  }));
+  proxy.reset_round_trips();
+  auto started = std::chrono::steady_clock::now();
+  try {
+    (void)b.acquire("p", 1s);
+    ADD_FAILURE() << "b cannot get p while a holds it";
+  } catch (const dblock::Timeout& e) {
+    EXPECT_NE(std::string(e.what()).find("1213"), std::string::npos) << "the timeout names the deadlock: " << e.what();
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 1s);
+  EXPECT_LT(proxy.round_trips(), 40u) << "a deadlock detected at once must not make the waiter spin";
+  auto q_token = q->token();
+  q->release();
+  ASSERT_EQ(a_waits.wait_for(10s), std::future_status::ready) << "a got q once b let go";
+  EXPECT_GT(a_waits.get(), q_token);
 }
 
 TEST_F(MySql, NamesLongerThan64CharactersAreLockedUnderTheirSha2) {
