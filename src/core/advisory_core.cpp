@@ -74,7 +74,8 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
         // A connection failure (the pool opens a fresh session) or a deadlock the server broke by
         // cancelling our wait (nothing was granted): a waiter keeps trying until its deadline,
         // backing off so that a deadlock detected at once (MySQL) does not spin.
-        bool retryable = e.category() == ErrorCategory::connection || dynamic_cast<const TransientError*>(&e) != nullptr;
+        bool retryable =
+            e.category() == ErrorCategory::connection || dynamic_cast<const TransientError*>(&e) != nullptr;
         if (!retryable || !timeout || left().count() <= 0) throw;
         last_error = e.what();
         logger_->warn("waiting for advisory lock '{}': {}", name, e.what());

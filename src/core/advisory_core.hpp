@@ -1,6 +1,6 @@
 #pragma once
-// LockMode::advisory: PostgreSQL session advisory locks (MySQL: GET_LOCK) on one pooled session per owner, pinned
-// while the owner holds any lock. Re-entry is counted here (the server is asked once per lock);
+// LockMode::advisory: PostgreSQL session advisory locks (MySQL: GET_LOCK) on one pooled session
+// per owner, pinned while the owner holds any lock. Re-entry is counted here (the server is asked once per lock);
 // the watchdog checks the pinned sessions and reports the locks of a broken one lost.
 
 #include <chrono>

@@ -64,7 +64,8 @@ std::string ManagerBase::owner_for_this_thread() const {
 }
 
 ManagerStats ManagerBase::stats() const {
-  return ManagerStats{acquired_.load(), contended_.load(), timeouts_.load(), renewals_.load(), lost_.load(), retried_.load(),
+  return ManagerStats{acquired_.load(), contended_.load(), timeouts_.load(),
+                      renewals_.load(), lost_.load(), retried_.load(),
                       std::chrono::milliseconds(waited_ms_.load())};
 }
 

@@ -121,8 +121,8 @@ int main(int argc, char** argv) {
   run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once)");
   std::string mode_text = "table";
   run->add_option("--mode", mode_text,
-                  "table (a row with a lease) or advisory (PostgreSQL advisory lock or MySQL GET_LOCK, held by the connection; --ttl "
-                  "then sets how often the connection is checked)")
+                  "table (a row with a lease) or advisory (PostgreSQL advisory lock or MySQL GET_LOCK, held by "
+                  "the connection; --ttl then sets how often the connection is checked)")
       ->check(CLI::IsMember({"table", "advisory"}));
   run->add_flag("--shared", request.shared, "Advisory mode: a shared lock (many shared holders, no exclusive one)");
   run->add_option("command", request.command, "The command and its arguments, after --")->required();

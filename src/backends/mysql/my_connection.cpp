@@ -100,8 +100,10 @@ MyEndpoint parse_mysql_uri(std::string_view driver_uri, std::string_view redacte
     auto pair = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     auto eq = pair.find('=');
-    if (pair.substr(0, eq) == "socket" && eq != std::string_view::npos) socket = percent_decode(pair.substr(eq + 1));
-    else fail(fmt::format("unknown parameter '{}' (mysql accepts socket, schema, prefix and pool)", pair.substr(0, eq)));
+    if (pair.substr(0, eq) == "socket" && eq != std::string_view::npos)
+      socket = percent_decode(pair.substr(eq + 1));
+    else
+      fail(fmt::format("unknown parameter '{}' (mysql accepts socket, prefix and pool)", pair.substr(0, eq)));
   }
   if (!socket.empty()) {
     endpoint.host_name = "unix://" + socket;
@@ -174,7 +176,8 @@ void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
   int code = error.getErrorCode();
   std::string state = error.getSQLStateCStr();
   auto message = fmt::format("{}: {} (MySQL error {})", what, error.what(), code);
-  if (code == kDeadlock || code == kLockWaitTimeout) throw TransientError(message, code == kDeadlock ? "40001" : "HY000");
+  if (code == kDeadlock || code == kLockWaitTimeout)
+    throw TransientError(message, code == kDeadlock ? "40001" : "HY000");
   if (code == kLostDuringQuery) {
     broken_ = true;
     throw OutcomeUnknown(fmt::format("{} on {}", message, redacted_uri_), "08006");
