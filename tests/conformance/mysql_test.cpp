@@ -61,12 +61,12 @@ TEST_F(MySql, AWaiterIsGrantedByTheServerWhenAPlainSessionReleases) {
   auto locks = manager();
   ASSERT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", full_name("handoff"))).at(0), "1");
   auto waiter = std::async(std::launch::async, [&] { return locks->acquire("handoff", 20s).token(); });
-  // The waiter sits in GET_LOCK on the server (no polling): its session shows the user-lock wait.
+  ASSERT_TRUE(dblock::test::eventually([&] { return locks->stats().contended >= 1; }));
+  // The waiter sits in GET_LOCK on the server (no polling): a session shows the user-lock wait.
   ASSERT_TRUE(dblock::test::eventually([&] {
     return other_->query("SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'").at(0) !=
            "0";
   }));
-  EXPECT_EQ(locks->stats().contended, 1u);
   admin_->query(fmt::format("SELECT RELEASE_LOCK({})", full_name("handoff")));
   ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
   EXPECT_GT(waiter.get(), 0);
@@ -84,9 +84,13 @@ TEST_F(MySql, AGetLockDeadlockIsBrokenAndTheWaiterBacksOffInsteadOfSpinning) {
   auto q = b.try_acquire("q");
   ASSERT_TRUE(p && q);
   auto a_waits = std::async(std::launch::async, [&] { return a.acquire("q", 20s).token(); });
+  // a's session (the one holding p) waits in GET_LOCK for q before b closes the cycle.
+  auto a_session = admin_->query(fmt::format("SELECT IS_USED_LOCK({})", full_name("p"))).at(0);
   ASSERT_TRUE(dblock::test::eventually([&] {
-    return other_->query("SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'").at(0) !=
-           "0";
+    return other_->query(fmt::format("SELECT count(*) FROM information_schema.processlist WHERE id = {} AND state "
+                                     "LIKE '%user lock%'",
+                                     a_session))
+               .at(0) == "1";
   }));
   proxy.reset_round_trips();
   auto started = std::chrono::steady_clock::now();
