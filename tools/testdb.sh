@@ -20,6 +20,15 @@ PW=${DBLOCK_TEST_PASSWORD:-dblockpw}
 
 die() { echo "testdb.sh: $*" >&2; exit 1; }
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+# Signals the process in a pid file and waits until it is gone (nothing to do when it is not running).
+stop_pid() {
+  local signal=$1 pid_file=$2 pid
+  [ -f "$pid_file" ] || return 0
+  pid=$(head -1 "$pid_file")
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill "-$signal" "$pid" 2>/dev/null || true
+  wait_gone "$pid"
+}
 wait_gone() {
   local pid=$1 t=0
   while kill -0 "$pid" 2>/dev/null; do
@@ -91,13 +100,7 @@ EOF_INI
   die "PgBouncer did not listen on $port"
 }
 
-stop_pgbouncer() {
-  if pgbouncer_running; then
-    local pid; pid=$(cat "$DIR/pgbouncer/pid")
-    kill -INT "$pid" 2>/dev/null || true
-    wait_gone "$pid"
-  fi
-}
+stop_pgbouncer() { stop_pid INT "$DIR/pgbouncer/pid"; }
 
 start_pg() {
   pg_running && return 0
@@ -194,13 +197,7 @@ launch_my() {
   die "MariaDB did not accept connections within 60 s"
 }
 
-stop_my() {
-  if my_running; then
-    local pid; pid=$(cat "$DIR/my/mysqld.pid")
-    kill -TERM "$pid" 2>/dev/null || true
-    wait_gone "$pid"
-  fi
-}
+stop_my() { stop_pid TERM "$DIR/my/mysqld.pid"; }
 
 pick_port_after() {
   local port
@@ -208,13 +205,7 @@ pick_port_after() {
   die "no free port after $1"
 }
 
-stop_pg() {
-  if pg_running; then
-    local pid; pid=$(head -1 "$DIR/pg/data/postmaster.pid")
-    kill -INT "$pid" 2>/dev/null || true   # SIGINT = fast shutdown
-    wait_gone "$pid"
-  fi
-}
+stop_pg() { stop_pid INT "$DIR/pg/data/postmaster.pid"; }  # SIGINT = fast shutdown
 
 # Starts run one at a time on this machine: two clusters must not pick the same free port. The
 # servers started under the lock must not inherit its descriptor (they would hold it forever), so
@@ -239,7 +230,7 @@ case $cmd in
     pg_running || pg_ctl_start "$(pg_bin)" "$(cat "$DIR/pgport")" ;;
   my-crash)
     my_running || die "no MariaDB running in $DIR"
-    pid=$(cat "$DIR/my/mysqld.pid"); kill -KILL "$pid"; wait_gone "$pid" ;;
+    stop_pid KILL "$DIR/my/mysqld.pid" ;;
   my-start)
     my_running || launch_my "$(cat "$DIR/myport")" ;;
   start-replicated)
@@ -255,9 +246,7 @@ case $cmd in
     stop_pgbouncer
     stop_pg
     stop_my
-    if [ -f "$DIR/replica/data/postmaster.pid" ]; then
-      p=$(head -1 "$DIR/replica/data/postmaster.pid"); kill -INT "$p" 2>/dev/null || true; wait_gone "$p"
-    fi
+    stop_pid INT "$DIR/replica/data/postmaster.pid"
     release_claims
     rm -rf "$DIR" ;;
   *) die "usage: testdb.sh start|env|stop|pg-crash|pg-start|my-crash|my-start|start-replicated|promote [DIR]" ;;

@@ -40,8 +40,8 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
                                               std::optional<std::chrono::milliseconds> timeout) {
   AdvisoryTarget target{key, std::string(lock_name), options.shared};
   backend_.check_advisory_target(target);
-  auto shown = lock_name.empty() ? key.to_string() : std::string(lock_name);
-  std::string_view name = shown;
+  std::string key_text;  // the name an explicit key is shown under
+  std::string_view name = lock_name.empty() ? std::string_view(key_text = key.to_string()) : lock_name;
   if (options.ttl.count() != 0)
     throw InvalidArgument(fmt::format("lock '{}': advisory locks have no lease, so LockOptions.ttl must be 0 (got {}ms)",
                                       name, options.ttl.count()));

@@ -121,29 +121,21 @@ StoreUri resolve_store_uri(std::string_view uri, const StoreOptions& options) {
     parsed.prefix_given = true;
   }
   if (options.pool_size != 0) parsed.pool_size = options.pool_size;
-  if (parsed.scheme == "mysql") {
-    // MySQL's schema is the database the URI names; dblock's tables live there.
-    if (!parsed.schema.empty())
-      throw InvalidArgument(fmt::format("DSN '{}': MySQL has no schemas apart from databases (got schema={}); name the "
-                                        "database in the URI path, mysql://user:pw@host:3306/DATABASE",
-                                        parsed.redacted, parsed.schema));
-    auto path = parsed.driver_uri.find('/', parsed.driver_uri.find("://") + 3);
-    auto end = parsed.driver_uri.find('?');
-    if (path != std::string::npos) parsed.schema = parsed.driver_uri.substr(path + 1, end == std::string::npos ? end : end - path - 1);
-    if (parsed.schema.empty())
-      throw InvalidArgument(fmt::format("DSN '{}' is invalid: the database name is missing (expected "
-                                        "mysql://user:password@host:port/database)",
-                                        parsed.redacted));
-  }
+  // MySQL's schema is the database the URI's path names (its backend reads it from there).
+  if (parsed.scheme == "mysql" && !parsed.schema.empty())
+    throw InvalidArgument(fmt::format("DSN '{}': MySQL has no schemas apart from databases (got schema={}); name the "
+                                      "database in the URI path, mysql://user:pw@host:3306/DATABASE",
+                                      parsed.redacted, parsed.schema));
   if (parsed.scheme == "sqlite" && !parsed.schema.empty() && parsed.schema != "main")
     throw InvalidArgument(fmt::format("DSN '{}': SQLite has no schemas (got schema={}); use prefix= to keep "
                                       "installations apart",
                                       parsed.redacted, parsed.schema));
-  if (parsed.schema.empty()) parsed.schema = parsed.scheme == "sqlite" ? "main" : "public";
+  if (parsed.scheme != "mysql") {
+    if (parsed.schema.empty()) parsed.schema = parsed.scheme == "sqlite" ? "main" : "public";
+    validate_identifier("schema", parsed.schema, 63, false);
+  }
   if (!parsed.prefix_given) parsed.prefix = "dblock_";
   if (parsed.pool_size == 0) parsed.pool_size = 8;
-  // MySQL's database name is only ever bound as a value, never spliced into SQL.
-  if (parsed.scheme != "mysql") validate_identifier("schema", parsed.schema, 63, false);
   validate_identifier("table prefix", parsed.prefix, 40, true);
   return parsed;
 }

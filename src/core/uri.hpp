@@ -12,7 +12,7 @@ struct StoreUri {
   std::string scheme;      // normalised: "postgresql" or "sqlite"
   std::string driver_uri;  // the URI without dblock's own query parameters
   std::string redacted;    // the URI with passwords replaced by ***: safe to print
-  std::string schema;      // empty when not given
+  std::string schema;      // empty when not given; always empty for MySQL (the database is the schema)
   std::string prefix;      // empty when not given
   bool prefix_given = false;
   std::size_t pool_size = 0;  // 0 when not given

@@ -9,6 +9,7 @@
 #include "core/duration.hpp"
 #include "core/uri.hpp"
 #include "core/validate.hpp"
+#include "backends/mysql/my_script.hpp"
 #include "migrate/placeholders.hpp"
 
 using namespace std::chrono_literals;
@@ -123,4 +124,33 @@ TEST(AdvisoryKey, TheTwoKeySpacesStayApart) {
   EXPECT_EQ(single.to_string(), "key:42");
   EXPECT_EQ(dblock::AdvisoryKey::of(-7, 42).to_string(), "key:-7,42");
   EXPECT_EQ(dblock::AdvisoryKey::of(std::int64_t{-1}).key(), -1);
+}
+
+TEST(MySqlScript, SplitsStatementsAndKeepsStoredProgramBodiesWhole) {
+  auto statements = dblock::detail::split_mysql_script(
+      "-- a comment line\n"
+      "CREATE TABLE t (x int);\n"
+      "\n"
+      "CREATE OR REPLACE FUNCTION f()\n"
+      "RETURNS int\n"
+      "BEGIN\n"
+      "  DECLARE v INT;\n"
+      "  RETURN 1;\n"
+      "END;\n"
+      "DO 1;\n"
+      "SELECT 'no semicolon at the end'\n");
+  ASSERT_EQ(statements.size(), 4u);
+  EXPECT_EQ(statements[0], "CREATE TABLE t (x int)");
+  EXPECT_EQ(statements[1], "CREATE OR REPLACE FUNCTION f()\nRETURNS int\nBEGIN\n  DECLARE v INT;\n  RETURN 1;\nEND");
+  EXPECT_EQ(statements[2], "DO 1");
+  EXPECT_EQ(statements[3], "SELECT 'no semicolon at the end'\n");
+}
+
+TEST(Uri, MySqlTakesTheDatabaseAsItsSchemaAndRefusesAnother) {
+  auto uri = dblock::detail::resolve_store_uri("mysql://u:pw@127.0.0.1:3306/app?prefix=p_", {});
+  EXPECT_EQ(uri.scheme, "mysql");
+  EXPECT_TRUE(uri.schema.empty());
+  EXPECT_EQ(uri.prefix, "p_");
+  EXPECT_THROW((void)dblock::detail::resolve_store_uri("mysql://u:pw@127.0.0.1:3306/app?schema=other", {}),
+               dblock::InvalidArgument);
 }

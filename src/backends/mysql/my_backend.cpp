@@ -3,7 +3,6 @@
 #include <array>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "backends/migration_lock.hpp"
 #include "backends/mysql/my_connection.hpp"
