@@ -5,6 +5,7 @@
 // outcome is unknown so that the core can decide.
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -64,7 +65,7 @@ class ReleaseListener {
 /// GET_LOCK the name.
 struct AdvisoryTarget {
   AdvisoryKey key;
-  std::string name;  // the lock's name; empty for an explicit AdvisoryKey
+  std::string_view name;  // the lock's name (a view: of the caller's, or of the held record's); empty for a key
   bool shared = false;
 };
 
@@ -178,6 +179,10 @@ class Backend {
   virtual std::unique_ptr<AdvisorySession> pin_advisory_session() {
     throw InvalidArgument(no_advisory_message());
   }
+  /// Registers `give_back`, which the pool calls when it runs dry, before a caller waits: it hands
+  /// back the sessions its owner keeps out of the pool while idle. Held weakly: it is forgotten
+  /// when the caller lets go of it.
+  virtual void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) { (void)give_back; }
 
   /// The applied schema version. @throws SchemaError(missing) when dblock's tables do not exist.
   virtual int schema_version() = 0;

@@ -1,7 +1,8 @@
 #pragma once
 // A bounded pool of database sessions, shared by every backend. Sessions are opened on demand up
 // to the limit, handed out through an RAII lease, and taken back only when `usable()` (connected,
-// no open transaction); broken ones are dropped, and the next lease opens a fresh one.
+// no open transaction); broken ones are dropped, and the next lease opens a fresh one. Whoever
+// keeps sessions out of the pool while idle registers a reclaimer, asked for them when it runs dry.
 
 #include <chrono>
 #include <condition_variable>
@@ -47,7 +48,16 @@ class SessionPool {
   [[nodiscard]] Lease lease() {
     std::unique_lock lock(mutex_);
     auto deadline = std::chrono::steady_clock::now() + timeout_;
+    bool reclaimed = false;
     while (true) {
+      if (idle_.empty() && open_ >= size_ && !reclaimed) {
+        // Dry: first ask those who keep idle sessions out of the pool (advisory owners) for them.
+        reclaimed = true;
+        auto reclaimers = live_reclaimers();
+        lock.unlock();
+        for (auto& give_back : reclaimers) (*give_back)();
+        lock.lock();
+      }
       if (!freed_.wait_until(lock, deadline, [&] { return !idle_.empty() || open_ < size_; }))
         throw ConnectionError(fmt::format("all {} pooled sessions to {} stayed busy for {}ms (raise ?pool=)", size_,
                                           redacted_uri_, timeout_.count()));
@@ -84,10 +94,26 @@ class SessionPool {
     }
   }
 
+  /// `give_back` is called, without the pool's lock, when a lease finds the pool dry; it should
+  /// hand back sessions kept idle outside the pool. Forgotten once expired.
+  void add_reclaimer(std::weak_ptr<const std::function<void()>> give_back) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(reclaimers_, [](const auto& weak) { return weak.expired(); });
+    reclaimers_.push_back(std::move(give_back));
+  }
+
   /// A session outside the pool, e.g. for a listener or the migration lock.
   [[nodiscard]] std::unique_ptr<Session> connect_dedicated() const { return factory_(); }
 
  private:
+  /// REQUIRES: mutex_ held.
+  std::vector<std::shared_ptr<const std::function<void()>>> live_reclaimers() {
+    std::vector<std::shared_ptr<const std::function<void()>>> live;
+    for (auto& weak : reclaimers_)
+      if (auto give_back = weak.lock()) live.push_back(std::move(give_back));
+    return live;
+  }
+
   void give_back(std::unique_ptr<Session> session) {
     bool keep = session->usable();
     {
@@ -108,6 +134,7 @@ class SessionPool {
   std::condition_variable freed_;
   std::vector<std::unique_ptr<Session>> idle_;
   std::size_t open_ = 0;  // idle + leased + being opened
+  std::vector<std::weak_ptr<const std::function<void()>>> reclaimers_;
 };
 
 }  // namespace dblock::detail

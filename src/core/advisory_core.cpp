@@ -17,6 +17,22 @@ AdvisoryCore::AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options)
   store_->check_schema();  // the token sequence and the wait function live in dblock's schema
 }
 
+void AdvisoryCore::start() {
+  ManagerBase::start();
+  on_pool_dry_ = std::make_shared<const std::function<void()>>([weak = weak_from_this()] {
+    auto self = weak.lock();  // null while this manager is being destroyed
+    if (!self) return;
+    auto& core = static_cast<AdvisoryCore&>(*self);
+    std::vector<std::shared_ptr<Pinned>> owners;
+    {
+      std::lock_guard lock(core.mutex_);
+      for (auto& [key, pinned] : core.pinned_) owners.push_back(pinned);
+    }
+    core.give_back_idle_sessions(owners);
+  });
+  backend_.on_pool_dry(on_pool_dry_);
+}
+
 std::optional<Lock> AdvisoryCore::try_acquire(std::string_view name, const LockOptions& options) {
   validate_lock_name(name);
   return acquire_key(name, AdvisoryKey::from_name(name), options, std::nullopt);
@@ -38,7 +54,7 @@ Lock AdvisoryCore::acquire(const AdvisoryKey& key, std::chrono::milliseconds tim
 std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const AdvisoryKey& key,
                                               const LockOptions& options,
                                               std::optional<std::chrono::milliseconds> timeout) {
-  AdvisoryTarget target{key, std::string(lock_name), options.shared};
+  AdvisoryTarget target{key, lock_name, options.shared};
   backend_.check_advisory_target(target);
   std::string key_text;  // the name an explicit key is shown under
   std::string_view name = lock_name.empty() ? std::string_view(key_text = key.to_string()) : lock_name;
@@ -46,7 +62,6 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
     throw InvalidArgument(fmt::format("lock '{}': advisory locks have no lease, so LockOptions.ttl must be 0 (got {}ms)",
                                       name, options.ttl.count()));
   if (timeout && timeout->count() < 0) throw InvalidArgument(fmt::format("timeout {}ms is negative", timeout->count()));
-  auto owner = owner_for_this_thread();
   auto started = SteadyClock::now();
   auto deadline = started + timeout.value_or(std::chrono::milliseconds(0));
   auto left = [&] {
@@ -54,7 +69,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   };
   std::optional<Backoff> backoff;  // only an outage needs it; its random engine is not free
   std::string last_error;
-  auto pinned = pin(owner);
+  auto pinned = pin();
   try {
     // One try first (the cheap statement, and an honest `contended` count); then the server's own
     // blocking wait for the time that is left, bounded by lock_timeout.
@@ -62,7 +77,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
     while (true) {
       auto wait = tried ? std::max(left(), std::chrono::milliseconds(1)) : std::chrono::milliseconds(0);
       try {
-        auto [lock, new_record] = attempt(name, owner, target, pinned, wait, started);
+        auto [lock, new_record] = attempt(name, target, pinned, wait, started);
         if (lock) {
           if (!new_record) unpin(pinned);  // a re-entry: the held record keeps its own pin
           return std::move(lock);
@@ -95,8 +110,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   throw_timeout(name, *timeout, started, last_error);
 }
 
-std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name, const std::string& owner,
-                                                           const AdvisoryTarget& target,
+std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name, const AdvisoryTarget& target,
                                                            const std::shared_ptr<Pinned>& pinned,
                                                            std::chrono::milliseconds wait,
                                                            SteadyClock::time_point started) {
@@ -109,8 +123,8 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
     std::unique_lock use(pinned->use);
     {
       std::lock_guard lock(mutex_);
-      auto it = held_.find(key_of(owner, target));
-      if (it != held_.end()) {
+      auto it = pinned->held.find(key_of(target));
+      if (it != pinned->held.end()) {
         depth = ++it->second->depth;
         reentered = it->second;
       }
@@ -132,11 +146,11 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
     return {make_guard(std::move(reentered), depth), false};
   }
   if (!token) return {std::nullopt, false};
-  auto held = std::make_shared<AdvisoryHeld>(std::string(name), owner, *token, target, pinned);
+  auto held = std::make_shared<AdvisoryHeld>(std::string(name), *token, target, pinned);
   held->depth = 1;
   {
     std::lock_guard lock(mutex_);
-    held_[key_of(owner, target)] = held;
+    pinned->held[key_of(held->target)] = held;
   }
   count_acquired(name, *token, 1, wait.count() > 0 ? count_wait(started) : std::chrono::milliseconds(0));
   return {make_guard(std::move(held), 1), true};
@@ -150,9 +164,10 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
     std::lock_guard lock(mutex_);
     depth = --held->depth;
     if (depth <= 0) {
-      auto it = held_.find(key_of(held->owner, held->target));
-      registered = it != held_.end() && it->second == held;
-      if (registered) held_.erase(it);
+      auto& owned = held->pinned->held;
+      auto it = owned.find(key_of(held->target));
+      registered = it != owned.end() && it->second == held;
+      if (registered) owned.erase(it);
     }
   }
   if (depth > 0) {
@@ -183,24 +198,31 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   emit(LockEventKind::released, held->name, held->token, 0);
 }
 
-std::shared_ptr<AdvisoryCore::Pinned> AdvisoryCore::pin(const std::string& owner) {
+std::shared_ptr<AdvisoryCore::Pinned> AdvisoryCore::pin() {
+  auto owner_key = owner_key_for_this_thread();
   std::lock_guard lock(mutex_);
-  auto& pinned = pinned_[owner];
-  if (!pinned) pinned = std::make_shared<Pinned>(owner);
+  auto& pinned = pinned_[owner_key];
+  if (!pinned) pinned = std::make_shared<Pinned>(owner_for_this_thread());
   ++pinned->users;
+  pinned->used_since_check = true;
   return pinned;
 }
 
 void AdvisoryCore::unpin(const std::shared_ptr<Pinned>& pinned) {
-  {
+  std::lock_guard lock(mutex_);
+  --pinned->users;  // the session lingers: see Pinned
+}
+
+void AdvisoryCore::give_back_idle_sessions(const std::vector<std::shared_ptr<Pinned>>& owners) {
+  std::vector<std::unique_ptr<AdvisorySession>> idle;
+  for (auto& pinned : owners) {
+    // try_lock: the caller may itself be inside `use` of an owner (a lease that found the pool dry).
+    std::unique_lock use(pinned->use, std::try_to_lock);
+    if (!use.owns_lock()) continue;
     std::lock_guard lock(mutex_);
-    if (--pinned->users > 0) return;
-    auto it = pinned_.find(pinned->owner);
-    if (it != pinned_.end() && it->second == pinned) pinned_.erase(it);
+    if (pinned->users == 0 && pinned->session) idle.push_back(std::move(pinned->session));
   }
-  // Nobody uses it any more: the session goes back to the pool (or is dropped when broken).
-  std::lock_guard use(pinned->use);
-  pinned->session.reset();
+  // `idle` goes out of scope here, outside the locks: each session back to the pool.
 }
 
 std::vector<std::shared_ptr<AdvisoryCore::AdvisoryHeld>> AdvisoryCore::detach_session(
@@ -208,19 +230,9 @@ std::vector<std::shared_ptr<AdvisoryCore::AdvisoryHeld>> AdvisoryCore::detach_se
   pinned->session.reset();  // broken or untrustworthy: the pool drops it
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
   std::lock_guard lock(mutex_);
-  for (auto it = held_.begin(); it != held_.end();) {
-    if (it->second->pinned == pinned) {
-      gone.push_back(it->second);
-      it = held_.erase(it);
-      --pinned->users;
-    } else {
-      ++it;
-    }
-  }
-  if (pinned->users == 0) {
-    auto it = pinned_.find(pinned->owner);
-    if (it != pinned_.end() && it->second == pinned) pinned_.erase(it);
-  }
+  for (auto& [key, held] : pinned->held) gone.push_back(held);
+  pinned->users -= gone.size();
+  pinned->held.clear();
   return gone;
 }
 
@@ -229,11 +241,19 @@ void AdvisoryCore::report_all_lost(const std::vector<std::shared_ptr<AdvisoryHel
 }
 
 bool AdvisoryCore::watchdog_cycle() {
-  std::vector<std::shared_ptr<Pinned>> snapshot;
+  std::vector<std::shared_ptr<Pinned>> snapshot, unused;
   {
     std::lock_guard lock(mutex_);
+    std::erase_if(pinned_, [&](const auto& entry) {
+      auto& pinned = entry.second;
+      bool forgotten = pinned->users == 0 && !pinned->used_since_check;
+      pinned->used_since_check = false;
+      if (forgotten) unused.push_back(pinned);
+      return forgotten;
+    });
     for (auto& [owner, pinned] : pinned_) snapshot.push_back(pinned);
   }
+  give_back_idle_sessions(unused);
   for (auto& pinned : snapshot) {
     std::vector<std::shared_ptr<AdvisoryHeld>> gone;
     std::string why;

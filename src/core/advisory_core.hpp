@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -21,6 +23,7 @@ namespace dblock::detail {
 class AdvisoryCore final : public ManagerBase {
  public:
   AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options);
+  void start() override;
 
   std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) override;
   Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) override;
@@ -29,48 +32,59 @@ class AdvisoryCore final : public ManagerBase {
   void release(const std::shared_ptr<HeldLock>& held) override;
 
  private:
-  /// One owner's pinned session. `use` serialises its statements; `users` (guarded by mutex_)
-  /// counts its held locks plus acquisitions in flight, and the session goes back at zero.
+  struct AdvisoryHeld;
+  /// A held lock's identity within its owner: key, shared, name. The name is a view of the held
+  /// record's own copy (or of the caller's name, for a lookup), so finding one allocates nothing.
+  using HeldKey = std::tuple<AdvisoryKey, bool, std::string_view>;
+  static HeldKey key_of(const AdvisoryTarget& target) { return {target.key, target.shared, target.name}; }
+
+  /// One owner's state. `use` serialises the statements on its pinned session; `users` counts its
+  /// held locks plus acquisitions in flight. At zero the session lingers with its owner, who
+  /// usually comes back at once: the next acquisition skips the pool and talks to the same server
+  /// process. It goes back to the pool when the pool runs dry, or when the watchdog finds the
+  /// owner unused for a whole check interval (the record goes then, too).
   struct Pinned {
     explicit Pinned(std::string owner_in) : owner(std::move(owner_in)) {}
     const std::string owner;
     std::mutex use;
-    std::unique_ptr<AdvisorySession> session;  // guarded by `use`; null when broken
-    std::size_t users = 0;
+    std::unique_ptr<AdvisorySession> session;               // guarded by `use`; null when none or broken
+    std::size_t users = 0;                                  // guarded by mutex_
+    bool used_since_check = true;                           // guarded by mutex_
+    std::map<HeldKey, std::shared_ptr<AdvisoryHeld>> held;  // guarded by mutex_
   };
   struct AdvisoryHeld final : HeldLock {
-    AdvisoryHeld(std::string name, std::string owner, std::int64_t token, AdvisoryTarget target_in,
-                 std::shared_ptr<Pinned> pinned_in)
-        : HeldLock(std::move(name), std::move(owner), token, std::chrono::milliseconds(0), SteadyClock::time_point::max()),
-          target(target_in), pinned(std::move(pinned_in)) {}
-    const AdvisoryTarget target;
+    AdvisoryHeld(std::string name, std::int64_t token, const AdvisoryTarget& target_in, std::shared_ptr<Pinned> pinned_in)
+        : HeldLock(std::move(name), pinned_in->owner, token, std::chrono::milliseconds(0),
+                   SteadyClock::time_point::max()),
+          target{target_in.key, target_in.name.empty() ? std::string_view() : std::string_view(this->name),
+                 target_in.shared},
+          pinned(std::move(pinned_in)) {}
+    const AdvisoryTarget target;  // its name views this record's own
     const std::shared_ptr<Pinned> pinned;
   };
-  using Key = std::tuple<std::string, AdvisoryKey, std::string, bool>;  // owner, key, name, shared
 
   /// `timeout` empty: one try.
   /// `name` empty: an explicit key, shown as key.to_string().
   std::optional<Lock> acquire_key(std::string_view name, const AdvisoryKey& key, const LockOptions& options,
                                   std::optional<std::chrono::milliseconds> timeout);
-  static Key key_of(const std::string& owner, const AdvisoryTarget& target) {
-    return Key{owner, target.key, target.name, target.shared};
-  }
   /// One statement on the owner's session (or a re-entry, which needs none). The flag is true
   /// when the grant created a new held record, which keeps the caller's pin.
-  std::pair<std::optional<Lock>, bool> attempt(std::string_view name, const std::string& owner,
-                                               const AdvisoryTarget& target, const std::shared_ptr<Pinned>& pinned,
+  std::pair<std::optional<Lock>, bool> attempt(std::string_view name, const AdvisoryTarget& target,
+                                               const std::shared_ptr<Pinned>& pinned,
                                                std::chrono::milliseconds wait, SteadyClock::time_point started);
-  std::shared_ptr<Pinned> pin(const std::string& owner);
+  std::shared_ptr<Pinned> pin();
   void unpin(const std::shared_ptr<Pinned>& pinned);
   /// The session of `pinned` broke: drops it and takes every lock on it out of the table (the
   /// server released them with the connection). REQUIRES: pinned->use held. Report them after
   /// letting go of `use`: the user's callback may release guards.
   std::vector<std::shared_ptr<AdvisoryHeld>> detach_session(const std::shared_ptr<Pinned>& pinned);
   void report_all_lost(const std::vector<std::shared_ptr<AdvisoryHeld>>& gone, std::string_view why);
+  /// Hands the sessions of owners without locks back to the pool (skipping any busy right now).
+  void give_back_idle_sessions(const std::vector<std::shared_ptr<Pinned>>& owners);
   bool watchdog_cycle() override;
 
-  std::map<Key, std::shared_ptr<AdvisoryHeld>> held_;      // guarded by mutex_
-  std::map<std::string, std::shared_ptr<Pinned>> pinned_;  // by owner; guarded by mutex_
+  std::map<std::uint64_t, std::shared_ptr<Pinned>> pinned_;  // by owner_key_for_this_thread(); guarded by mutex_
+  std::shared_ptr<const std::function<void()>> on_pool_dry_;  // registered weakly with the pool
 };
 
 }  // namespace dblock::detail

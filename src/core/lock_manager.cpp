@@ -11,7 +11,7 @@ LockManager::LockManager(std::shared_ptr<Store> store, ManagerOptions options) {
     core_ = std::make_shared<detail::AdvisoryCore>(std::move(store), std::move(options));
   else
     core_ = std::make_shared<detail::TableCore>(std::move(store), std::move(options));
-  core_->start_watchdog();
+  core_->start();
 }
 
 LockManager::~LockManager() = default;

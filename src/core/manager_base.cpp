@@ -43,7 +43,7 @@ ManagerBase::~ManagerBase() {
   if (watchdog_.joinable() && watchdog_.get_id() == std::this_thread::get_id()) watchdog_.detach();
 }
 
-void ManagerBase::start_watchdog() {
+void ManagerBase::start() {
   watchdog_ = std::jthread([this](std::stop_token stop) { watchdog(std::move(stop)); });
 }
 
@@ -60,7 +60,11 @@ Lock ManagerBase::acquire(const AdvisoryKey& key, std::chrono::milliseconds, con
 
 std::string ManagerBase::owner_for_this_thread() const {
   if (options_.owner_scope == OwnerScope::manager) return owner_id_;
-  return fmt::format("{}:t{:016x}", owner_id_, this_thread_owner_nonce());
+  return thread_owner_id(owner_id_, this_thread_owner_nonce());
+}
+
+std::uint64_t ManagerBase::owner_key_for_this_thread() const {
+  return options_.owner_scope == OwnerScope::manager ? 0 : this_thread_owner_nonce();
 }
 
 ManagerStats ManagerBase::stats() const {

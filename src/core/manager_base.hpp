@@ -54,7 +54,8 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   ManagerBase(const ManagerBase&) = delete;
   ManagerBase& operator=(const ManagerBase&) = delete;
 
-  void start_watchdog();
+  /// Called once the manager is owned by a shared_ptr: starts the watchdog.
+  virtual void start();
 
   virtual std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) = 0;
   virtual Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) = 0;
@@ -64,6 +65,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   virtual void release(const std::shared_ptr<HeldLock>& held) = 0;
 
   [[nodiscard]] std::string owner_for_this_thread() const;
+  /// The calling thread's owner as a number, cheaper to look up than its id: 0 for the manager's
+  /// own owner (OwnerScope::manager), else the thread's nonce.
+  [[nodiscard]] std::uint64_t owner_key_for_this_thread() const;
   [[nodiscard]] ManagerStats stats() const;
   [[nodiscard]] spdlog::logger& logger() const { return *logger_; }
 

@@ -27,8 +27,18 @@ std::string make_manager_owner_id(std::string_view tag) {
 }
 
 std::uint64_t this_thread_owner_nonce() {
-  thread_local const std::uint64_t nonce = random_u64();
+  thread_local const std::uint64_t nonce = random_u64() | 1;  // never 0, which stands for "the manager"
   return nonce;
+}
+
+std::string thread_owner_id(std::string_view manager_owner, std::uint64_t nonce) {
+  // By hand rather than with fmt: every acquisition of a per-thread owner builds it.
+  constexpr std::string_view kDigits = "0123456789abcdef";
+  std::string owner;
+  owner.reserve(manager_owner.size() + 18);
+  owner.append(manager_owner).append(":t");
+  for (int shift = 60; shift >= 0; shift -= 4) owner += kDigits[(nonce >> shift) & 0xf];
+  return owner;
 }
 
 }  // namespace dblock::detail

@@ -157,6 +157,53 @@ TEST_F(Advisory, AnOwnerHoldsAllItsLocksOnOnePinnedSession) {
   EXPECT_EQ(holders(base_ + 3), 0);
 }
 
+TEST_F(Advisory, AnOwnersSessionLingersBetweenLocksAndGoesBackWhenThePoolRunsDry) {
+  auto pid_holding = [&](std::int64_t key) {
+    return raw_->value(fmt::format("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND "
+                                   "classid = 0 AND objid = {} AND granted",
+                                   key));
+  };
+  auto a = manager();
+  std::string first_pid;
+  {
+    auto first = a->try_acquire(dblock::AdvisoryKey::of(base_ + 6));
+    ASSERT_TRUE(first);
+    first_pid = pid_holding(base_ + 6);
+  }
+  // Released: the session stays with its owner, so another owner meanwhile gets another one
+  // (a plain LIFO pool would have handed it the same), and the first owner comes back to its own.
+  std::string other_pid;
+  std::thread([&] {
+    auto other = a->try_acquire(dblock::AdvisoryKey::of(base_ + 7));
+    ASSERT_TRUE(other);
+    other_pid = pid_holding(base_ + 7);
+  }).join();
+  auto again = a->try_acquire(dblock::AdvisoryKey::of(base_ + 8));
+  ASSERT_TRUE(again);
+  EXPECT_NE(other_pid, first_pid);
+  EXPECT_EQ(pid_holding(base_ + 8), first_pid) << "the owner's next lock is on the same server process";
+  again->release();
+
+  // One pooled session, kept by an idle owner: another owner, and a table-mode manager on the same
+  // store, get it back at once instead of waiting out the pool's timeout.
+  auto small = dblock::Store::open(server_dsn_ + "?prefix=" + prefix_ + "&pool=1");
+  auto b = std::make_unique<dblock::LockManager>(small, dblock::ManagerOptions{.mode = dblock::LockMode::advisory});
+  ASSERT_TRUE(b->try_acquire(dblock::AdvisoryKey::of(base_ + 9)));
+  std::optional<dblock::Lock> from_another_owner;
+  std::string error;
+  std::thread([&] {
+    try {
+      from_another_owner = b->try_acquire(dblock::AdvisoryKey::of(base_ + 9));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }).join();
+  EXPECT_TRUE(from_another_owner) << error;
+  from_another_owner.reset();
+  dblock::LockManager table(small);
+  EXPECT_TRUE(table.try_acquire(fmt::format("table/{}", base_)));
+}
+
 TEST_F(Advisory, WaitingIsTheServersOwnBlockingWaitNotPolling) {
   auto waiter = manager();
   auto key = dblock::AdvisoryKey::of(base_ + 6);

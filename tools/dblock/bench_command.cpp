@@ -47,6 +47,7 @@ struct Result {
   Figure dblock;
   std::optional<Figure> floor;
   std::string floor_name;
+  std::optional<double> ratio;  // dblock against the floor; see compare()
   std::map<std::string, std::string> extra;  // scenario-specific numbers, already formatted
 };
 
@@ -83,18 +84,43 @@ Figure run_threads(std::size_t threads, milliseconds duration, Body body) {
   return figure_of(all, ops, elapsed);
 }
 
-/// Floor and dblock alternate in two rounds each, so drift on the server hits both alike.
+struct Comparison {
+  Figure floor;
+  Figure library;
+  double ratio = 0;  // median over the pairs of library ops/s ÷ floor ops/s
+};
+
+/// Floor and dblock, compared fairly on a shared, noisy machine: each first runs once unmeasured
+/// (connections opened, statements prepared), then they alternate in short pairs (ABBA order, so a
+/// drift hits both alike), and the ratio is the median of the pairs' ratios (a burst of load from
+/// elsewhere spoils one pair, not the figure).
 template <class Floor, class Library>
-std::pair<Figure, Figure> alternate(std::size_t threads, milliseconds duration, Floor floor, Library library) {
-  auto half = std::max(milliseconds(50), duration / 2);
-  Figure f1 = run_threads(threads, half, floor);
-  Figure d1 = run_threads(threads, half, library);
-  Figure f2 = run_threads(threads, half, floor);
-  Figure d2 = run_threads(threads, half, library);
-  auto mean = [](Figure a, Figure b) {
-    return Figure{(a.ops_per_sec + b.ops_per_sec) / 2, (a.p50_ms + b.p50_ms) / 2, (a.p99_ms + b.p99_ms) / 2};
+Comparison compare(std::size_t threads, milliseconds duration, Floor floor, Library library) {
+  constexpr std::size_t kPairs = 8;
+  auto slice = std::max(milliseconds(50), duration / static_cast<int>(2 * kPairs));
+  run_threads(threads, slice, floor);
+  run_threads(threads, slice, library);
+  std::vector<Figure> floors, libraries;
+  std::vector<double> ratios;
+  for (std::size_t pair = 0; pair < kPairs; ++pair) {
+    bool floor_first = pair % 2 == 0;
+    Figure first = floor_first ? run_threads(threads, slice, floor) : run_threads(threads, slice, library);
+    Figure second = floor_first ? run_threads(threads, slice, library) : run_threads(threads, slice, floor);
+    floors.push_back(floor_first ? first : second);
+    libraries.push_back(floor_first ? second : first);
+    ratios.push_back(libraries.back().ops_per_sec / std::max(1e-9, floors.back().ops_per_sec));
+  }
+  auto mean = [](const std::vector<Figure>& figures) {
+    Figure sum;
+    for (auto& f : figures) {
+      sum.ops_per_sec += f.ops_per_sec / static_cast<double>(figures.size());
+      sum.p50_ms += f.p50_ms / static_cast<double>(figures.size());
+      sum.p99_ms += f.p99_ms / static_cast<double>(figures.size());
+    }
+    return sum;
   };
-  return {mean(f1, f2), mean(d1, d2)};
+  std::sort(ratios.begin(), ratios.end());
+  return {mean(floors), mean(libraries), (ratios[kPairs / 2 - 1] + ratios[kPairs / 2]) / 2};
 }
 
 class Bench {
@@ -133,12 +159,13 @@ class Bench {
       if (auto lock = locks.try_acquire(name)) lock->release();
       latencies.add(Clock::now() - started);
     };
-    auto [floor_figure, dblock_figure] = alternate(threads, request_.duration, floor, library);
-    Result result{"uncontended", request_.mode, threads, dblock_figure, floor_figure,
+    auto comparison = compare(threads, request_.duration, floor, library);
+    Result result{"uncontended", request_.mode, threads, comparison.library, comparison.floor,
                   mode_ == LockMode::advisory
                       ? fmt::format("raw {}, prepared", raw.front()->blocking_lock_functions())
                       : std::string("raw driver, same statements"),
-                  {}};
+                  comparison.ratio, {}};
+    result.extra["ratio_of"] = "median of 8 alternating pairs";
     result.extra["unit"] = "acquire+release cycles";
     return result;
   }
@@ -173,7 +200,7 @@ class Bench {
     auto [dblock_figure, dblock_fairness] = measure(
         [&](std::size_t t) { held[t].emplace(locks.acquire(name, std::chrono::seconds(30))); },
         [&](std::size_t t) { held[t].reset(); });
-    Result result{"handoff", request_.mode, threads, dblock_figure, std::nullopt, "", {}};
+    Result result{"handoff", request_.mode, threads, dblock_figure, std::nullopt, "", std::nullopt, {}};
     result.extra["grants_per_thread"] = dblock_fairness;
     std::vector<std::unique_ptr<detail::RawLockClient>> raw;
     for (std::size_t t = 0; t < threads; ++t) raw.push_back(backend_.raw_client());
@@ -183,6 +210,7 @@ class Bench {
       auto [floor_figure, floor_fairness] = measure([&](std::size_t t) { raw[t]->blocking_lock(kKey); },
                                                     [&](std::size_t t) { raw[t]->blocking_unlock(kKey); });
       result.floor = floor_figure;
+      result.ratio = dblock_figure.ops_per_sec / std::max(1e-9, floor_figure.ops_per_sec);
       result.floor_name = fmt::format("{} blocking hand-off", raw.front()->blocking_lock_functions());
       result.extra["floor_grants_per_thread"] = floor_fairness;
       result.extra["p50_latency_ratio"] = fmt::format("{:.2f}", dblock_figure.p50_ms / std::max(1e-9, floor_figure.p50_ms));
@@ -214,7 +242,7 @@ class Bench {
     auto p50 = cycles.percentile(0.5);
     Result result{"renew", request_.mode, 1, {p50 > 0 ? static_cast<double>(count) / (p50 / 1000) : 0, p50,
                                               cycles.percentile(0.99)},
-                  std::nullopt, "", {}};
+                  std::nullopt, "", std::nullopt, {}};
     result.extra["locks"] = std::to_string(count);
     result.extra["renewed_per_cycle"] = std::to_string(renewed);
     result.extra["round_trips_per_cycle"] = "1";
@@ -251,7 +279,7 @@ class Bench {
     Result result{"reap", request_.mode, 1,
                   {seconds > 0 ? static_cast<double>(cycle.rows) / seconds : 0, during.percentile(0.5),
                    during.percentile(0.99)},
-                  std::nullopt, "", {}};
+                  std::nullopt, "", std::nullopt, {}};
     result.extra["rows"] = std::to_string(cycle.rows);
     result.extra["batch"] = std::to_string(request_.reap_batch);
     result.extra["live_p99_without_reaper_ms"] = fmt::format("{:.3f}", baseline.percentile(0.99));
@@ -276,7 +304,7 @@ void print_table(const std::vector<Result>& results, std::string_view dialect) {
     if (r.floor)
       fmt::print("{:<12} {:>7} {:>14.0f} {:>9.3f} {:>9.3f} {:>14.0f} {:>9.3f} {:>9.3f} {:>7.3f}\n", r.scenario, r.threads,
                  r.dblock.ops_per_sec, r.dblock.p50_ms, r.dblock.p99_ms, r.floor->ops_per_sec, r.floor->p50_ms,
-                 r.floor->p99_ms, r.dblock.ops_per_sec / r.floor->ops_per_sec);
+                 r.floor->p99_ms, r.ratio.value_or(0));
     else
       fmt::print("{:<12} {:>7} {:>14.0f} {:>9.3f} {:>9.3f} {:>14} {:>9} {:>9} {:>7}\n", r.scenario, r.threads,
                  r.dblock.ops_per_sec, r.dblock.p50_ms, r.dblock.p99_ms, "-", "-", "-", "-");
@@ -296,7 +324,7 @@ void print_json(const std::vector<Result>& results, std::string_view dialect) {
     if (r.floor)
       fmt::print(",\"floor_ops_per_sec\":{:.1f},\"floor_p50_ms\":{:.4f},\"floor_p99_ms\":{:.4f},\"ratio\":{:.4f},"
                  "\"floor\":\"{}\"",
-                 r.floor->ops_per_sec, r.floor->p50_ms, r.floor->p99_ms, r.dblock.ops_per_sec / r.floor->ops_per_sec,
+                 r.floor->ops_per_sec, r.floor->p50_ms, r.floor->p99_ms, r.ratio.value_or(0),
                  r.floor_name);
     else
       fmt::print(",\"floor_ops_per_sec\":null,\"ratio\":null");

@@ -295,6 +295,9 @@ class MyBackend final : public Backend {
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
     return make_my_named_lock_session(pool_.lease(), named_lock_sql_);
   }
+  void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
+    pool_.add_reclaimer(std::move(give_back));
+  }
 
   std::unique_ptr<RawLockClient> raw_client() override { return std::make_unique<MyRawClient>(connect(), sql_); }
 

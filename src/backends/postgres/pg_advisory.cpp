@@ -46,7 +46,7 @@ class PgAdvisorySession final : public AdvisorySession {
   PgAdvisorySession& operator=(const PgAdvisorySession&) = delete;
 
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
-    auto result = wait.count() == 0 ? run(sql_.try_lock(target, false), PgAdvisorySql::key_params(target.key))
+    auto result = wait.count() == 0 ? run(sql_.try_lock(target, false), PgKeyParams(target.key).values())
                                     : run(sql_.wait(), PgAdvisorySql::wait_params(target, false, wait), wait);
     // Counted before the pid check: a grant through a pooler must still be cleaned up if it can be.
     auto token = token_at(result.get());
@@ -56,18 +56,18 @@ class PgAdvisorySession final : public AdvisorySession {
   }
 
   bool unlock(const AdvisoryTarget& target) override {
-    auto result = run(sql_.unlock(target), PgAdvisorySql::key_params(target.key));
+    auto result = run(sql_.unlock(target), PgKeyParams(target.key).values());
     require_same_server_process(result.get());
     bool was_held = PQgetvalue(result.get(), 0, 0)[0] == 't';
     if (was_held) --grants_;
     return was_held;
   }
 
-  void check_alive() override { require_same_server_process(run(sql_.pid(), {}).get()); }
+  void check_alive() override { require_same_server_process(run(sql_.pid(), std::span<const char* const>()).get()); }
 
  private:
-  PgResult run(const PgStatement& statement, const std::vector<std::string>& params,
-               milliseconds longer = milliseconds(0)) {
+  template <class Params>
+  PgResult run(const PgStatement& statement, const Params& params, milliseconds longer = milliseconds(0)) {
     try {
       return lease_->exec_prepared(statement, params, longer);
     } catch (const TransientError& e) {
@@ -131,9 +131,19 @@ const PgStatement& PgAdvisorySql::try_lock(const AdvisoryTarget& target, bool xa
 
 const PgStatement& PgAdvisorySql::unlock(const AdvisoryTarget& target) const { return unlock_[variant(target)]; }
 
-std::vector<std::string> PgAdvisorySql::key_params(const AdvisoryKey& key) {
-  if (key.two_part()) return {std::to_string(key.first()), std::to_string(key.second())};
-  return {std::to_string(key.key())};
+PgKeyParams::PgKeyParams(const AdvisoryKey& key) noexcept {
+  if (key.two_part()) {
+    put(key.first());
+    put(key.second());
+  } else {
+    put(key.key());
+  }
+}
+
+void PgKeyParams::put(std::int64_t value) noexcept {
+  auto& text = text_[count_];
+  *std::to_chars(text.data(), text.data() + text.size() - 1, value).ptr = '\0';  // 20 characters at most
+  values_[count_++] = text.data();
 }
 
 std::vector<std::string> PgAdvisorySql::wait_params(const AdvisoryTarget& target, bool xact,
@@ -163,12 +173,19 @@ std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql,
     default: throw InvalidArgument("xact lock: the connection is busy with another statement");
   }
   // Unnamed statements: nothing is left prepared on the application's connection.
-  auto params = wait.count() == 0 ? PgAdvisorySql::key_params(target.key) : PgAdvisorySql::wait_params(target, true, wait);
-  const auto& statement = wait.count() == 0 ? sql.try_lock(target, true) : sql.wait();
-  std::vector<const char*> values;
-  for (auto& param : params) values.push_back(param.c_str());
-  PgResult result(PQexecParams(conn, statement.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                               nullptr, nullptr, 0));
+  auto exec = [&](const PgStatement& statement, std::span<const char* const> values) {
+    return PgResult(PQexecParams(conn, statement.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                                 nullptr, nullptr, 0));
+  };
+  PgResult result;
+  if (wait.count() == 0) {
+    result = exec(sql.try_lock(target, true), PgKeyParams(target.key).values());
+  } else {
+    auto params = PgAdvisorySql::wait_params(target, true, wait);
+    std::vector<const char*> values;
+    for (auto& param : params) values.push_back(param.c_str());
+    result = exec(sql.wait(), values);
+  }
   if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
     if (!result || PQstatus(conn) == CONNECTION_BAD)
       throw ConnectionError(fmt::format("xact lock: the connection broke: {}", PQerrorMessage(conn)), "08006");

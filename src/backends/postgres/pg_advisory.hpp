@@ -2,10 +2,12 @@
 // Advisory mode on PostgreSQL: the statements, the pinned session that holds session locks, and
 // transaction-scoped locks on a connection the application owns.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,7 +31,6 @@ class PgAdvisorySql {
   [[nodiscard]] const PgStatement& wait() const { return wait_; }
   [[nodiscard]] const PgStatement& pid() const { return pid_; }
 
-  [[nodiscard]] static std::vector<std::string> key_params(const AdvisoryKey& key);
   [[nodiscard]] static std::vector<std::string> wait_params(const AdvisoryTarget& target, bool xact,
                                                             std::chrono::milliseconds wait);
 
@@ -37,6 +38,22 @@ class PgAdvisorySql {
   static std::size_t variant(const AdvisoryTarget& target) { return (target.key.two_part() ? 2 : 0) + (target.shared ? 1 : 0); }
   std::vector<PgStatement> try_session_, try_xact_, unlock_;
   PgStatement wait_, pid_;
+};
+
+/// A key's one or two integers as text parameters, formatted on the stack: the hot path of a
+/// lock cycle allocates nothing for them. Not copyable (the values point into the object).
+class PgKeyParams {
+ public:
+  explicit PgKeyParams(const AdvisoryKey& key) noexcept;
+  PgKeyParams(const PgKeyParams&) = delete;
+  PgKeyParams& operator=(const PgKeyParams&) = delete;
+  [[nodiscard]] std::span<const char* const> values() const noexcept { return std::span(values_).first(count_); }
+
+ private:
+  void put(std::int64_t value) noexcept;
+  std::array<std::array<char, 24>, 2> text_{};
+  std::array<const char*, 2> values_{};
+  std::size_t count_ = 0;
 };
 
 /// Pins `lease` for advisory locks until destroyed; it then releases whatever is left on it

@@ -380,6 +380,9 @@ class PgBackend final : public Backend {
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
     return make_pg_advisory_session(pool_.lease(), advisory_sql_);
   }
+  void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
+    pool_.add_reclaimer(std::move(give_back));
+  }
 
   std::unique_ptr<ReleaseListener> listen() override {
     return std::make_unique<PgListener>(pool_.connect_dedicated(), key_, channel_);
@@ -393,7 +396,7 @@ class PgBackend final : public Backend {
   }
 
   LockCensus census() override {
-    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.census, {}); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.census, std::span<const std::string>()); });
     return LockCensus{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1),
                       milliseconds(to_int64(result.get(), 0, 2))};
   }

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <string>
 
 #include <fmt/format.h>
@@ -129,15 +130,26 @@ PgResult PgConnection::exec_params(const std::string& sql, std::span<const std::
 
 PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<const std::string> params,
                                      std::chrono::milliseconds longer) {
-  auto name = fmt::format("dblock_{}", statement.id);
+  std::array<const char*, 8> on_stack{};  // every statement of ours has fewer parameters
+  std::vector<const char*> on_heap;
+  std::span<const char*> values = std::span(on_stack).first(std::min(params.size(), on_stack.size()));
+  if (params.size() > on_stack.size()) values = on_heap = std::vector<const char*>(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) values[i] = params[i].c_str();
+  return exec_prepared(statement, std::span<const char* const>(values), longer);
+}
+
+PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<const char* const> values,
+                                     std::chrono::milliseconds longer) {
+  // The name from the id without a formatting library: this runs twice per lock cycle.
+  std::array<char, 32> name{'d', 'b', 'l', 'o', 'c', 'k', '_'};
+  *std::to_chars(name.data() + 7, name.data() + name.size() - 1, statement.id).ptr = '\0';
   if (statement.id >= prepared_.size()) prepared_.resize(statement.id + 1, false);
   if (!prepared_[statement.id]) {
-    await(PQsendPrepare(conn_.get(), name.c_str(), statement.sql.c_str(), 0, nullptr) != 0, "prepare failed");
+    await(PQsendPrepare(conn_.get(), name.data(), statement.sql.c_str(), 0, nullptr) != 0, "prepare failed");
     prepared_[statement.id] = true;
   }
-  auto values = values_of(params);
   try {
-    return await(PQsendQueryPrepared(conn_.get(), name.c_str(), static_cast<int>(values.size()), values.data(),
+    return await(PQsendQueryPrepared(conn_.get(), name.data(), static_cast<int>(values.size()), values.data(),
                                      nullptr, nullptr, 0) != 0,
                  "statement failed", longer);
   } catch (const TransientError& e) {

@@ -44,6 +44,9 @@ class PgConnection {
   /// `longer`: how much longer than the statement timeout the reply may take (a server-side wait).
   PgResult exec_prepared(const PgStatement& statement, std::span<const std::string> params,
                          std::chrono::milliseconds longer = std::chrono::milliseconds(0));
+  /// The same with the parameters as C strings, for callers that format them without allocating.
+  PgResult exec_prepared(const PgStatement& statement, std::span<const char* const> values,
+                         std::chrono::milliseconds longer = std::chrono::milliseconds(0));
   /// Never hand this session back to a pool (its server-side state cannot be trusted).
   void abandon() noexcept { abandoned_ = true; }
   /// Remembers the first server process id reported on this session; false when `pid` is another
