@@ -144,8 +144,13 @@ class Backend {
   /// Decrements the count and deletes the row at zero. Returns the count left, or empty when the
   /// row does not carry this owner and token (nothing is changed then).
   virtual std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) = 0;
-  /// Renews every given lock in one statement; returns the names whose lease was extended.
-  virtual std::vector<std::string> renew(std::span<const HeldRef> held) = 0;
+  /// Renews every given lock in one statement, never shortening a lease, and returns the positions
+  /// in `held` of those renewed (the row still carried that name, owner and token and a live
+  /// lease). Waits for the reply until `reply_by` at most where the driver allows (PostgreSQL;
+  /// MySQL and SQLite are bounded by their statement timeout), then abandons the session and
+  /// throws OutcomeUnknown.
+  virtual std::vector<std::size_t> renew(std::span<const HeldRef> held,
+                                         std::chrono::steady_clock::time_point reply_by) = 0;
   /// Read-only: the lease left on `name`, empty when there is no row.
   virtual std::optional<milliseconds> lease_left(std::string_view name) = 0;
   /// Read-only: the row for `name`, if any.

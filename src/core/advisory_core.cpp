@@ -110,6 +110,18 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   throw_timeout(name, *timeout, started, last_error);
 }
 
+namespace {
+
+// PostgreSQL's lock_timeout takes at most 2^31-1 ms; longer waits are served in turns.
+constexpr std::chrono::milliseconds kLongestServerWait = std::chrono::hours(24);
+
+bool server_cancelled(const Error& e) {
+  std::string_view state = e.sqlstate();
+  return state == "57014" || state == "70100";  // PostgreSQL query_canceled; MySQL query interrupted
+}
+
+}  // namespace
+
 std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name, const AdvisoryTarget& target,
                                                            const std::shared_ptr<Pinned>& pinned,
                                                            std::chrono::milliseconds wait,
@@ -117,10 +129,12 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
   std::shared_ptr<AdvisoryHeld> reentered;
   std::int64_t depth = 0;
   std::optional<std::int64_t> token;
+  auto sent = SteadyClock::now();
   {
     // Every grant of this owner goes through `use`, so a re-entry is seen here, and the server is
     // asked once per lock however deep the re-entry goes.
     std::unique_lock use(pinned->use);
+    bool holds_others = false;
     {
       std::lock_guard lock(mutex_);
       auto it = pinned->held.find(key_of(target));
@@ -128,25 +142,22 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
         depth = ++it->second->depth;
         reentered = it->second;
       }
+      holds_others = !pinned->held.empty();
     }
-    if (!reentered) {
-      try {
-        if (!pinned->session) pinned->session = backend_.pin_advisory_session();
-        token = pinned->session->lock(target, wait);
-      } catch (const ConnectionError& e) {
-        auto gone = detach_session(pinned);
-        use.unlock();
-        report_all_lost(gone, fmt::format("the connection holding it broke: {}", e.what()));
-        throw;
-      }
-    }
+    // While the owner holds other locks on this session, a server-side wait ends every check
+    // interval: each return proves the session (so those locks) alive, as the watchdog's check,
+    // which skips a busy session, would.
+    if (holds_others) wait = std::min(wait, check_interval_);
+    wait = std::min(wait, kLongestServerWait);
+    sent = SteadyClock::now();
+    if (!reentered) token = lock_on_session(use, pinned, target, wait);
   }
   if (reentered) {  // user callbacks run outside the locks
     count_acquired(name, reentered->token, depth, std::chrono::milliseconds(0));
     return {make_guard(std::move(reentered), depth), false};
   }
   if (!token) return {std::nullopt, false};
-  auto held = std::make_shared<AdvisoryHeld>(std::string(name), *token, target, pinned);
+  auto held = std::make_shared<AdvisoryHeld>(std::string(name), *token, target, pinned, options_.default_ttl, sent);
   held->depth = 1;
   {
     std::lock_guard lock(mutex_);
@@ -154,6 +165,87 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
   }
   count_acquired(name, *token, 1, wait.count() > 0 ? count_wait(started) : std::chrono::milliseconds(0));
   return {make_guard(std::move(held), 1), true};
+}
+
+std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::mutex>& use,
+                                                          const std::shared_ptr<Pinned>& pinned,
+                                                          const AdvisoryTarget& target, std::chrono::milliseconds wait) {
+  drop_if_overdue(pinned);
+  if (!pinned->session) pinned->session = backend_.pin_advisory_session();
+  auto sent = SteadyClock::now();
+  std::vector<std::shared_ptr<AdvisoryHeld>> gone;
+  std::string why;
+  try {
+    auto token = pinned->session->lock(target, wait);
+    prove_alive(pinned, sent);
+    return token;
+  } catch (const ConnectionError& e) {
+    gone = detach_session(pinned);
+    use.unlock();
+    report_all_lost(gone, fmt::format("the connection holding it broke: {}", e.what()));
+    throw;
+  } catch (const Error& e) {
+    // The server may have granted the lock before the same statement failed (drawing the token,
+    // a cancel at the instant of the grant): give it back, or give up the whole session.
+    try {
+      pinned->session->unlock(target);
+    } catch (const std::exception& unlock_error) {
+      gone = detach_session(pinned);
+      why = fmt::format("a failed lock statement left its connection in doubt: {}", unlock_error.what());
+    }
+    if (!gone.empty()) {
+      use.unlock();
+      report_all_lost(gone, why);
+    }
+    if (server_cancelled(e))
+      throw Timeout(fmt::format("the server cancelled the wait for an advisory lock ({}): a server-side statement "
+                                "timeout is shorter than the wait",
+                                e.what()));
+    throw;
+  }
+}
+
+void AdvisoryCore::drop_if_overdue(const std::shared_ptr<Pinned>& pinned) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!pinned->overdue) return;
+    pinned->overdue = false;
+  }
+  // Its locks were reported lost and taken out when their deadline passed: the server must not
+  // keep holding them on a session this owner goes on using.
+  pinned->session.reset();
+}
+
+void AdvisoryCore::prove_alive(const std::shared_ptr<Pinned>& pinned, SteadyClock::time_point sent) {
+  auto now = SteadyClock::now();
+  std::lock_guard lock(mutex_);
+  for (auto& [key, held] : pinned->held) held->extend(lease_deadline(sent, held->ttl.load()), now);
+}
+
+std::vector<std::shared_ptr<HeldLock>> AdvisoryCore::held_snapshot() {
+  std::vector<std::shared_ptr<HeldLock>> snapshot;
+  std::lock_guard lock(mutex_);
+  for (auto& [owner, pinned] : pinned_)
+    for (auto& [key, held] : pinned->held) snapshot.push_back(held);
+  return snapshot;
+}
+
+void AdvisoryCore::deadline_passed(const std::shared_ptr<HeldLock>& held_base) {
+  auto held = std::static_pointer_cast<AdvisoryHeld>(held_base);
+  std::vector<std::shared_ptr<AdvisoryHeld>> gone;
+  {
+    std::lock_guard lock(mutex_);
+    auto& pinned = *held->pinned;
+    auto it = pinned.held.find(key_of(held->target));
+    if (it == pinned.held.end() || it->second != held) return;  // released meanwhile
+    // The session gave no sign of life for a whole TTL: none of its locks can be trusted, and
+    // the session is dropped by the next one to use it.
+    pinned.overdue = true;
+    for (auto& [key, on_session] : pinned.held) gone.push_back(on_session);
+    pinned.users -= gone.size();
+    pinned.held.clear();
+  }
+  report_all_lost(gone, "its connection gave no sign of life before the local deadline");
 }
 
 void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
@@ -174,23 +266,22 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
     emit(LockEventKind::released, held->name, held->token, depth);
     return;
   }
-  if (!registered) throw_lost_on_release(*held, "the connection holding it broke, so the server released it");
+  if (!registered) throw_lost_on_release(*held, "its connection broke or stalled, so the server may have released it");
   std::string why;
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
-  try {
+  {
     std::unique_lock use(held->pinned->use);
+    drop_if_overdue(held->pinned);
+    auto sent = SteadyClock::now();
     try {
       if (!held->pinned->session) why = "the connection holding it broke, so the server released it";
       else if (!held->pinned->session->unlock(held->target)) why = "the server no longer held it";
-    } catch (const ConnectionError& e) {
-      why = fmt::format("the connection holding it broke: {}", e.what());
+      else prove_alive(held->pinned, sent);
+    } catch (const std::exception& e) {
+      // Whatever failed, the server may still hold it: the session goes (and every lock on it).
+      why = fmt::format("unlocking failed, so its connection was given up: {}", e.what());
       gone = detach_session(held->pinned);
     }
-  } catch (...) {
-    // Another database error: the guard is released here regardless; whatever the server still
-    // holds goes when the session leaves its owner (pg_advisory_unlock_all).
-    unpin(held->pinned);
-    throw;
   }
   report_all_lost(gone, why);
   unpin(held->pinned);
@@ -258,11 +349,16 @@ bool AdvisoryCore::watchdog_cycle() {
     std::vector<std::shared_ptr<AdvisoryHeld>> gone;
     std::string why;
     {
-      // A session busy with a statement reports its own failure; only idle ones are checked.
+      // A session busy with a statement proves itself alive when that returns; only idle ones
+      // are checked.
       std::unique_lock use(pinned->use, std::try_to_lock);
-      if (!use.owns_lock() || !pinned->session) continue;
+      if (!use.owns_lock()) continue;
+      drop_if_overdue(pinned);
+      if (!pinned->session) continue;
+      auto sent = SteadyClock::now();
       try {
         pinned->session->check_alive();
+        prove_alive(pinned, sent);
         continue;
       } catch (const Error& e) {
         why = fmt::format("the connection holding it broke: {}", e.what());

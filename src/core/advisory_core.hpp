@@ -50,12 +50,14 @@ class AdvisoryCore final : public ManagerBase {
     std::unique_ptr<AdvisorySession> session;               // guarded by `use`; null when none or broken
     std::size_t users = 0;                                  // guarded by mutex_
     bool used_since_check = true;                           // guarded by mutex_
+    bool overdue = false;  // guarded by mutex_: a lock on it passed its deadline; drop the session
+
     std::map<HeldKey, std::shared_ptr<AdvisoryHeld>> held;  // guarded by mutex_
   };
   struct AdvisoryHeld final : HeldLock {
-    AdvisoryHeld(std::string name, std::int64_t token, const AdvisoryTarget& target_in, std::shared_ptr<Pinned> pinned_in)
-        : HeldLock(std::move(name), pinned_in->owner, token, std::chrono::milliseconds(0),
-                   SteadyClock::time_point::max()),
+    AdvisoryHeld(std::string name, std::int64_t token, const AdvisoryTarget& target_in, std::shared_ptr<Pinned> pinned_in,
+                 std::chrono::milliseconds check_ttl, SteadyClock::time_point sent)
+        : HeldLock(std::move(name), pinned_in->owner, token, check_ttl, lease_deadline(sent, check_ttl)),
           target{target_in.key, target_in.name.empty() ? std::string_view() : std::string_view(this->name),
                  target_in.shared},
           pinned(std::move(pinned_in)) {}
@@ -82,6 +84,18 @@ class AdvisoryCore final : public ManagerBase {
   /// Hands the sessions of owners without locks back to the pool (skipping any busy right now).
   void give_back_idle_sessions(const std::vector<std::shared_ptr<Pinned>>& owners);
   bool watchdog_cycle() override;
+  std::vector<std::shared_ptr<HeldLock>> held_snapshot() override;
+  void deadline_passed(const std::shared_ptr<HeldLock>& held) override;
+  /// A statement sent at `sent` came back on the session of `pinned`: every lock on it was still
+  /// held then, so each deadline moves to `sent` + TTL.
+  void prove_alive(const std::shared_ptr<Pinned>& pinned, SteadyClock::time_point sent);
+  /// Takes the lock on the owner's session, drops the session when it broke or was found
+  /// overdue, and gives back a grant the same statement then failed on. REQUIRES: pinned->use held.
+  std::optional<std::int64_t> lock_on_session(std::unique_lock<std::mutex>& use, const std::shared_ptr<Pinned>& pinned,
+                                              const AdvisoryTarget& target, std::chrono::milliseconds wait);
+  /// Drops the session of `pinned` when a lock on it passed its deadline (its locks were reported
+  /// lost then). REQUIRES: pinned->use held.
+  void drop_if_overdue(const std::shared_ptr<Pinned>& pinned);
 
   std::map<std::uint64_t, std::shared_ptr<Pinned>> pinned_;  // by owner_key_for_this_thread(); guarded by mutex_
   std::shared_ptr<const std::function<void()>> on_pool_dry_;  // registered weakly with the pool

@@ -43,11 +43,10 @@ const detail::HeldLock& require(const std::shared_ptr<detail::HeldLock>& held) {
 
 const std::string& Lock::name() const { return require(held_).name; }
 std::int64_t Lock::token() const { return require(held_).token; }
-bool Lock::lost() const { return require(held_).lost.load(); }
+bool Lock::lost() const { return !require(held_).believed_held(std::chrono::steady_clock::now()); }
 
 std::chrono::steady_clock::time_point Lock::local_deadline() const {
-  return std::chrono::steady_clock::time_point(
-      std::chrono::steady_clock::duration(require(held_).local_deadline.load()));
+  return require(held_).deadline();
 }
 
 void Lock::release() {

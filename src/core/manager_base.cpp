@@ -38,13 +38,16 @@ ManagerBase::ManagerBase(std::shared_ptr<Store> store, ManagerOptions options)
       owner_id_(make_manager_owner_id(options_.owner_tag)) {}
 
 ManagerBase::~ManagerBase() {
-  watchdog_.request_stop();
-  // The last Lock can be dropped by the user's on_lost callback, i.e. on the watchdog thread.
-  if (watchdog_.joinable() && watchdog_.get_id() == std::this_thread::get_id()) watchdog_.detach();
+  // The last Lock can be dropped by the user's on_lost callback, i.e. on one of these threads.
+  for (auto* thread : {&watchdog_, &timer_}) {
+    thread->request_stop();
+    if (thread->joinable() && thread->get_id() == std::this_thread::get_id()) thread->detach();
+  }
 }
 
 void ManagerBase::start() {
   watchdog_ = std::jthread([this](std::stop_token stop) { watchdog(std::move(stop)); });
+  timer_ = std::jthread([this](std::stop_token stop) { deadline_timer(std::move(stop)); });
 }
 
 namespace {
@@ -136,6 +139,30 @@ void ManagerBase::throw_lost_on_release(HeldLock& held, std::string_view why) {
 void ManagerBase::count_renewal(std::int64_t renewed) {
   renewals_.fetch_add(1, std::memory_order_relaxed);
   emit(LockEventKind::renewed, {}, 0, renewed);
+}
+
+void ManagerBase::deadline_timer(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    auto self = weak_from_this().lock();  // keeps this alive through user callbacks
+    if (!self) return;
+    auto now = SteadyClock::now();
+    // Waking at least every check interval sees every new lock long before its deadline
+    // (a TTL is at least three check intervals).
+    auto next = now + check_interval_;
+    std::vector<std::shared_ptr<HeldLock>> overdue;
+    for (auto& held : held_snapshot()) {
+      if (held->lost.load()) continue;
+      auto deadline = held->deadline();
+      if (now >= deadline) overdue.push_back(std::move(held));
+      else next = std::min(next, deadline);
+    }
+    for (auto& held : overdue) deadline_passed(held);
+    overdue.clear();
+    self.reset();  // may destroy *this on this thread; the destructor then requested stop
+    if (stop.stop_requested()) return;
+    std::unique_lock lock(timer_mutex_);
+    wake_timer_.wait_until(lock, stop, next, [] { return false; });
+  }
 }
 
 void ManagerBase::watchdog(std::stop_token stop) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include <dblock/advisory_key.hpp>
 #include <dblock/lock.hpp>
@@ -27,7 +28,20 @@ namespace dblock::detail {
 
 using SteadyClock = std::chrono::steady_clock;
 
+/// Clock-rate allowance: a local deadline falls this much before `sent + ttl`, so that a client
+/// clock running slightly slower than the database's still stops its holder first.
+[[nodiscard]] constexpr std::chrono::milliseconds clock_allowance(std::chrono::milliseconds ttl) {
+  return ttl / 100 + std::chrono::milliseconds(1);
+}
+
+/// The local deadline of a lease whose statement was sent at `sent`.
+[[nodiscard]] inline SteadyClock::time_point lease_deadline(SteadyClock::time_point sent, std::chrono::milliseconds ttl) {
+  return sent + ttl - clock_allowance(ttl);
+}
+
 /// One acquisition a manager holds; every re-entrant guard of it shares this record.
+/// The belief "held" (lost() false) ends at the latest at the local deadline: `lost` is sticky,
+/// and the deadline only moves forward while the lock is still believed held.
 struct HeldLock {
   HeldLock(std::string name_in, std::string owner_in, std::int64_t token_in, std::chrono::milliseconds ttl_in,
            SteadyClock::time_point deadline)
@@ -37,10 +51,32 @@ struct HeldLock {
   HeldLock(const HeldLock&) = delete;
   HeldLock& operator=(const HeldLock&) = delete;
 
+  [[nodiscard]] SteadyClock::time_point deadline() const {
+    return SteadyClock::time_point(SteadyClock::duration(local_deadline.load()));
+  }
+  /// Not reported lost and before the deadline at `now`.
+  [[nodiscard]] bool believed_held(SteadyClock::time_point now) const { return !lost.load() && now < deadline(); }
+  /// Moves the deadline to `later` (never back), unless the lock was lost or its deadline had
+  /// passed at `now`: a lease that lapsed, even for an instant, may have been granted to another.
+  bool extend(SteadyClock::time_point later, SteadyClock::time_point now) {
+    auto current = local_deadline.load();
+    auto wanted = later.time_since_epoch().count();
+    while (true) {
+      if (lost.load() || now.time_since_epoch().count() >= current) return false;
+      if (wanted <= current) return true;
+      if (local_deadline.compare_exchange_weak(current, wanted)) return true;
+    }
+  }
+  /// Raises the TTL renewals ask for to `at_least` (a re-entry with a longer TTL).
+  void raise_ttl(std::chrono::milliseconds at_least) {
+    auto current = ttl.load();
+    while (current < at_least && !ttl.compare_exchange_weak(current, at_least)) {}
+  }
+
   const std::string name;
   const std::string owner;
   const std::int64_t token;
-  const std::chrono::milliseconds ttl;
+  std::atomic<std::chrono::milliseconds> ttl;  // the longest any re-entry asked for: what the database holds
   std::atomic<bool> lost{false};
   std::atomic<SteadyClock::rep> local_deadline;
   std::int64_t depth = 0;  // guarded by the manager's mutex_
@@ -74,6 +110,10 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
  protected:
   /// One watchdog round (renewal, connection check). False: run again soon.
   virtual bool watchdog_cycle() = 0;
+  /// Every record held now (for the deadline timer). Takes mutex_.
+  virtual std::vector<std::shared_ptr<HeldLock>> held_snapshot() = 0;
+  /// The deadline timer found `held` past its local deadline: take it out and report it lost.
+  virtual void deadline_passed(const std::shared_ptr<HeldLock>& held) = 0;
 
   Lock make_guard(std::shared_ptr<HeldLock> held, std::int64_t count) {
     return Lock(shared_from_this(), std::move(held), count);
@@ -106,12 +146,17 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
 
  private:
   void watchdog(std::stop_token stop);
+  /// Reports each lock lost when its local deadline passes, whatever the watchdog's I/O is doing.
+  void deadline_timer(std::stop_token stop);
 
   std::string owner_id_;
   std::condition_variable_any wake_watchdog_;
   std::atomic<std::uint64_t> acquired_{0}, contended_{0}, timeouts_{0}, renewals_{0}, lost_{0}, retried_{0};
   std::atomic<std::int64_t> waited_ms_{0};
-  std::jthread watchdog_;  // last: joined before the members above go
+  std::mutex timer_mutex_;
+  std::condition_variable_any wake_timer_;
+  std::jthread watchdog_;  // last two: joined before the members above go
+  std::jthread timer_;
 };
 
 }  // namespace dblock::detail

@@ -1,7 +1,6 @@
 #include "core/table_core.hpp"
 
 #include <algorithm>
-#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -18,10 +17,6 @@ namespace dblock::detail {
 namespace {
 
 constexpr std::chrono::milliseconds kNotifiedSafetyPoll{1000};
-
-SteadyClock::time_point as_time_point(SteadyClock::rep ticks) {
-  return SteadyClock::time_point(SteadyClock::duration(ticks));
-}
 
 }  // namespace
 
@@ -43,10 +38,12 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
   try {
     return with_retries([&] { return backend_.try_acquire(name, owner, ttl); });
   } catch (const OutcomeUnknown& e) {
-    // The upsert is not idempotent (a re-run would re-enter): read what happened instead.
+    // The upsert is not idempotent, and the abandoned statement may still run after anything we
+    // send now: read what happened, and never run it again here. When the read cannot tell, the
+    // caller sees the error; at worst a row of ours lapses with its lease, unrenewed.
     logger_->warn("acquire of '{}' lost its reply ({}); reading the row to resolve it", name, e.what());
     if (auto grant = resolve_unknown_acquire(name, owner)) return grant;
-    return with_retries([&] { return backend_.try_acquire(name, owner, ttl); });
+    throw;
   }
 }
 
@@ -57,7 +54,7 @@ std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, c
   auto it = held_.find(Key{owner, std::string(name)});
   std::int64_t depth_before = (it != held_.end() && it->second->token == row->token) ? it->second->depth : 0;
   if (row->count == depth_before + 1) return Grant{row->count, row->token};
-  return std::nullopt;  // the statement did not run: the caller may run it once more
+  return std::nullopt;
 }
 
 std::optional<Lock> TableCore::try_acquire(std::string_view name, const LockOptions& options) {
@@ -127,17 +124,29 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
 
 Lock TableCore::register_grant(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl,
                                  SteadyClock::time_point sent, Grant grant, std::chrono::milliseconds waited) {
-  auto deadline = (sent + ttl).time_since_epoch().count();
+  auto now = SteadyClock::now();
+  if (now >= lease_deadline(sent, ttl)) {
+    // The reply came so late that the lease it granted may already have run out (and been
+    // granted again): never hand it to the caller. Give the row back if it is still ours.
+    try {
+      backend_.release(name, owner, grant.token);
+    } catch (const std::exception& e) {
+      logger_->warn("giving back the late grant of '{}' failed (its lease lapses): {}", name, e.what());
+    }
+    throw ConnectionError(fmt::format("lock '{}' was granted, but the reply took longer than its TTL {}",
+                                      name, format_duration(ttl)));
+  }
   std::shared_ptr<HeldLock> held;
   std::shared_ptr<HeldLock> replaced;
   {
     std::lock_guard lock(mutex_);
     auto& slot = held_[Key{owner, std::string(name)}];
-    if (slot && slot->token == grant.token) {
-      slot->local_deadline.store(std::max(slot->local_deadline.load(), deadline));
+    // A re-entry: the database kept the later of the two expiries, so does the record.
+    if (slot && slot->token == grant.token && slot->extend(lease_deadline(sent, ttl), now)) {
+      slot->raise_ttl(ttl);
     } else {
       replaced = std::exchange(slot, std::make_shared<HeldLock>(std::string(name), owner, grant.token, ttl,
-                                                                sent + ttl));
+                                                                lease_deadline(sent, ttl)));
     }
     slot->depth += 1;
     held = slot;
@@ -157,12 +166,13 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
   try {
     return with_retries([&] { return backend_.release(held.name, held.owner, held.token); });
   } catch (const OutcomeUnknown& e) {
+    // Never release again: the abandoned statement may still run, and two decrements would
+    // delete the row under an outer guard. If it never runs, the row keeps one level more than
+    // we hold and lapses with its lease once we stop renewing it.
     logger_->warn("release of '{}' lost its reply ({}); reading the row to resolve it", held.name, e.what());
     auto row = with_retries([&] { return backend_.read(held.name); });
     bool still_ours = row && row->owner == held.owner && row->token == held.token;
-    if (still_ours && row->count == depth_before)  // not applied: releasing once more is safe
-      return with_retries([&] { return backend_.release(held.name, held.owner, held.token); });
-    if (still_ours) return row->count;
+    if (still_ours) return std::min(row->count, depth_before - 1);
     return depth_before <= 1 ? std::optional<std::int64_t>(0) : std::nullopt;
   }
 }
@@ -189,34 +199,49 @@ void TableCore::mark_lost(const std::shared_ptr<HeldLock>& held, std::string_vie
   report_lost(*held, why);
 }
 
-bool TableCore::watchdog_cycle() {
+std::vector<std::shared_ptr<HeldLock>> TableCore::held_snapshot() {
   std::vector<std::shared_ptr<HeldLock>> snapshot;
-  {
-    std::lock_guard lock(mutex_);
-    snapshot.reserve(held_.size());
-    for (auto& [key, held] : held_) snapshot.push_back(held);
-  }
+  std::lock_guard lock(mutex_);
+  snapshot.reserve(held_.size());
+  for (auto& [key, held] : held_) snapshot.push_back(held);
+  return snapshot;
+}
+
+void TableCore::deadline_passed(const std::shared_ptr<HeldLock>& held) {
+  mark_lost(held, "its local deadline passed before a renewal succeeded");
+}
+
+bool TableCore::watchdog_cycle() {
+  auto now = SteadyClock::now();
+  auto snapshot = held_snapshot();
+  std::erase_if(snapshot, [&](const auto& held) { return !held->believed_held(now); });
   if (snapshot.empty()) return true;
   std::vector<HeldRef> refs;
   refs.reserve(snapshot.size());
-  for (auto& held : snapshot) refs.push_back(HeldRef{held->name, held->owner, held->token, held->ttl});
+  auto reply_by = SteadyClock::time_point::max();
+  for (auto& held : snapshot) {
+    refs.push_back(HeldRef{held->name, held->owner, held->token, held->ttl.load()});
+    reply_by = std::min(reply_by, held->deadline());
+  }
+  // A renewal that cannot answer before the first deadline is useless: the timer reports that
+  // lock lost, and the next round renews the others on a fresh session.
   auto sent = SteadyClock::now();
-  std::vector<std::string> renewed_names;
+  std::vector<std::size_t> renewed;
   try {
-    renewed_names = with_retries([&] { return backend_.renew(refs); });
+    renewed = with_retries([&] { return backend_.renew(refs, reply_by); });
   } catch (const std::exception& e) {
     logger_->warn("renewing {} lock(s) failed, will retry: {}", snapshot.size(), e.what());
-    auto now = SteadyClock::now();
-    for (auto& held : snapshot)
-      if (now >= as_time_point(held->local_deadline.load()))
-        mark_lost(held, "renewal kept failing until the local deadline passed");
     return false;
   }
-  count_renewal(static_cast<std::int64_t>(renewed_names.size()));
-  std::set<std::string_view> renewed(renewed_names.begin(), renewed_names.end());
-  for (auto& held : snapshot) {
-    if (renewed.contains(held->name)) {
-      held->local_deadline.store((sent + held->ttl).time_since_epoch().count());
+  count_renewal(static_cast<std::int64_t>(renewed.size()));
+  std::vector<bool> was_renewed(snapshot.size(), false);
+  for (auto index : renewed)
+    if (index < was_renewed.size()) was_renewed[index] = true;
+  now = SteadyClock::now();
+  for (std::size_t i = 0; i < snapshot.size(); ++i) {
+    auto& held = snapshot[i];
+    if (was_renewed[i]) {
+      held->extend(lease_deadline(sent, refs[i].ttl), now);
       continue;
     }
     bool still_held;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/manager_base.hpp"
 
@@ -28,6 +29,8 @@ class TableCore final : public ManagerBase {
   using Key = std::pair<std::string, std::string>;  // owner, name
 
   bool watchdog_cycle() override;
+  std::vector<std::shared_ptr<HeldLock>> held_snapshot() override;
+  void deadline_passed(const std::shared_ptr<HeldLock>& held) override;
   std::chrono::milliseconds effective_ttl(const LockOptions& options) const;
   std::optional<Grant> acquire_once(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl);
   std::optional<Grant> resolve_unknown_acquire(std::string_view name, const std::string& owner);

@@ -32,10 +32,10 @@ struct MySql {
     // ... RETURNING on MariaDB), and only when some were not does renewed_of ask which.
     renew = make("renew", R"(
 UPDATE `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
-SET l.expires_at = UTC_TIMESTAMP(6) + INTERVAL h.ttl_us MICROSECOND
+SET l.expires_at = GREATEST(l.expires_at, UTC_TIMESTAMP(6) + INTERVAL h.ttl_us MICROSECOND)
 WHERE l.expires_at > UTC_TIMESTAMP(6))");
     renewed_of = make("renewed", R"(
-SELECT l.name FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
+SELECT h.position - 1 FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
 WHERE l.expires_at > UTC_TIMESTAMP(6))");
     lease_left = make("lease_left", R"(
 SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) FROM `{prefix}locks` WHERE name = ?)");
@@ -87,7 +87,8 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[0]',
   owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[1]',
   token BIGINT PATH '$[2]',
-  ttl_us BIGINT PATH '$[3]')) h)";
+  ttl_us BIGINT PATH '$[3]',
+  position FOR ORDINALITY)) h)";
 
   MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, census, seed_expired,
       schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock;
@@ -252,20 +253,20 @@ class MyBackend final : public Backend {
     return first_int64(session->query(sql_.release, params));
   }
 
-  std::vector<std::string> renew(std::span<const HeldRef> held) override {
+  std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     auto json = held_json(held);
     std::array<MyParam, 1> params{json};
     // Extending a lease is idempotent: a session that turns out broken is replaced and the
     // statement run once more.
     auto renewed = pool_.idempotent([&](MyConnection& session) { return session.update(sql_.renew, params); });
-    std::vector<std::string> names;
+    std::vector<std::size_t> positions;
     if (renewed == held.size()) {
-      for (auto& ref : held) names.emplace_back(ref.name);
-      return names;
+      for (std::size_t i = 0; i < held.size(); ++i) positions.push_back(i);
+      return positions;
     }
     for (auto& row : pool_.idempotent([&](MyConnection& session) { return session.query(sql_.renewed_of, params); }))
-      names.push_back(row.str(0));
-    return names;
+      positions.push_back(static_cast<std::size_t>(row.num(0)));
+    return positions;
   }
 
   std::optional<milliseconds> lease_left(std::string_view name) override {

@@ -62,7 +62,7 @@ WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2
 SELECT 0::bigint, CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
                        ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END FROM d
 UNION ALL SELECT count::bigint, 0 FROM u)")};
-    renew = {2, fill(R"(SELECT "{schema}"."{prefix}renew"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
+    renew = {2, fill(R"(SELECT "{schema}"."{prefix}renew_held"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
     lease_left = {3, fill(R"(
 SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
@@ -342,7 +342,7 @@ class PgBackend final : public Backend {
     return to_int64(result.get(), 0, 0);
   }
 
-  std::vector<std::string> renew(std::span<const HeldRef> held) override {
+  std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point reply_by) override {
     std::vector<std::string_view> names, owners;
     std::string tokens = "{", ttls = "{";
     for (std::size_t i = 0; i < held.size(); ++i) {
@@ -354,10 +354,14 @@ class PgBackend final : public Backend {
     std::array<std::string, 4> params{pg_text_array(names), pg_text_array(owners), tokens + "}", ttls + "}"};
     // Extending a lease is idempotent, so a session that turns out broken is replaced and the
     // statement run once more.
-    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.renew, params); });
-    std::vector<std::string> renewed;
+    auto result = pool_.idempotent([&](PgConnection& session) {
+      auto limit = session.limit_replies(reply_by);
+      return session.exec_prepared(sql_.renew, params);
+    });
+    std::vector<std::size_t> renewed;
     renewed.reserve(static_cast<std::size_t>(PQntuples(result.get())));
-    for (int row = 0; row < PQntuples(result.get()); ++row) renewed.push_back(text_of(result.get(), row, 0));
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      renewed.push_back(static_cast<std::size_t>(to_int64(result.get(), row, 0)));
     return renewed;
   }
 

@@ -62,7 +62,12 @@ bool PgConnection::usable() const noexcept {
 PgResult PgConnection::await(bool sent, std::string_view what, std::chrono::milliseconds longer) {
   if (!sent) fail(nullptr, what);
   // Wait for the reply with a deadline: a stalled server or network must not hang the caller.
-  auto deadline = std::chrono::steady_clock::now() + statement_timeout_ + longer;
+  auto allowed = statement_timeout_ + longer;
+  auto deadline = std::chrono::steady_clock::now() + allowed;
+  if (reply_by_ < deadline) {
+    deadline = reply_by_;
+    allowed = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  }
   PgResult last;
   PgResult first_error;
   while (true) {
@@ -70,8 +75,7 @@ PgResult PgConnection::await(bool sent, std::string_view what, std::chrono::mill
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         abandoned_ = true;  // the reply may still come: this session is never reused
-        throw OutcomeUnknown(fmt::format("{}: no reply from {} within {}ms", what, redacted_uri_,
-                                         (statement_timeout_ + longer).count()),
+        throw OutcomeUnknown(fmt::format("{}: no reply from {} within {}ms", what, redacted_uri_, allowed.count()),
                              "57014");
       }
       pollfd fd{PQsocket(conn_.get()), POLLIN, 0};

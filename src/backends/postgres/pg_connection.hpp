@@ -47,6 +47,22 @@ class PgConnection {
   /// The same with the parameters as C strings, for callers that format them without allocating.
   PgResult exec_prepared(const PgStatement& statement, std::span<const char* const> values,
                          std::chrono::milliseconds longer = std::chrono::milliseconds(0));
+  /// Until the returned guard goes, every reply is awaited until `by` at most (or the statement
+  /// timeout, whichever comes first).
+  class ReplyLimit {
+   public:
+    ReplyLimit(PgConnection& connection, std::chrono::steady_clock::time_point by) : connection_(connection) {
+      connection_.reply_by_ = by;
+    }
+    ~ReplyLimit() { connection_.reply_by_ = std::chrono::steady_clock::time_point::max(); }
+    ReplyLimit(const ReplyLimit&) = delete;
+    ReplyLimit& operator=(const ReplyLimit&) = delete;
+
+   private:
+    PgConnection& connection_;
+  };
+  [[nodiscard]] ReplyLimit limit_replies(std::chrono::steady_clock::time_point by) { return ReplyLimit(*this, by); }
+
   /// Never hand this session back to a pool (its server-side state cannot be trusted).
   void abandon() noexcept { abandoned_ = true; }
   /// Remembers the first server process id reported on this session; false when `pid` is another
@@ -73,6 +89,7 @@ class PgConnection {
   std::chrono::milliseconds statement_timeout_;
   std::vector<bool> prepared_;
   bool abandoned_ = false;
+  std::chrono::steady_clock::time_point reply_by_ = std::chrono::steady_clock::time_point::max();
   std::int64_t server_pid_ = 0;
 };
 

@@ -5,6 +5,7 @@
 
 #include "backends/sqlite/sqlite_backend.hpp"
 
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -37,7 +38,8 @@ ON CONFLICT (name) DO UPDATE SET
   acquired_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.acquired_at
                      ELSE excluded.acquired_at END,
   owner       = excluded.owner,
-  expires_at  = excluded.expires_at
+  expires_at  = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN max(l.expires_at, excluded.expires_at)
+                     ELSE excluded.expires_at END
 WHERE l.owner = excluded.owner OR l.expires_at <= {now}
 RETURNING count, token)");
     release_last = fill(R"(
@@ -46,12 +48,12 @@ DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :t
 UPDATE "{prefix}locks" SET count = count - 1
 WHERE name = :name AND owner = :owner AND token = :token AND count > 1 RETURNING count)");
     renew = fill(R"(
-UPDATE "{prefix}locks" SET expires_at = {now} + h.ttl
+UPDATE "{prefix}locks" SET expires_at = max(expires_at, {now} + h.ttl)
 FROM (SELECT value ->> 0 AS name, value ->> 1 AS owner, value ->> 2 AS token, value ->> 3 AS ttl
       FROM json_each(:held)) AS h
 WHERE "{prefix}locks".name = h.name AND "{prefix}locks".owner = h.owner AND "{prefix}locks".token = h.token
   AND "{prefix}locks".expires_at > {now}
-RETURNING name)");
+RETURNING name, owner, token)");
     lease_left = fill(R"(SELECT expires_at - {now} FROM "{prefix}locks" WHERE name = :name)");
     list = fill(R"(
 SELECT name, owner, count, token, expires_at - {now} FROM "{prefix}locks"
@@ -188,7 +190,8 @@ class SqliteSession {
   }
   soci::statement& renew() {
     return prepared(renew_, [&] {
-      return soci::statement((session_.prepare << sql_.renew, soci::use(text_, "held"), soci::into(out_name_)));
+      return soci::statement((session_.prepare << sql_.renew, soci::use(text_, "held"), soci::into(out_name_),
+                             soci::into(out_owner_), soci::into(result_a_)));
     });
   }
   soci::statement& lease_left() {
@@ -491,7 +494,7 @@ class SqliteBackend final : public Backend {
     });
   }
 
-  std::vector<std::string> renew(std::span<const HeldRef> held) override {
+  std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     std::string json = "[";
     for (std::size_t i = 0; i < held.size(); ++i)
       json += fmt::format("{}[{},{},{},{}]", i == 0 ? "" : ",", json_string(held[i].name), json_string(held[i].owner),
@@ -500,9 +503,19 @@ class SqliteBackend final : public Backend {
     auto session = pool_.lease();
     return session->guarded("renew", [&] {
       session->text_ = json;
-      std::vector<std::string> renewed;
+      // SQLite's RETURNING cannot name the joined list: the row's owner and token say which it was.
+      std::vector<std::size_t> renewed;
+      std::multimap<std::string_view, std::size_t> by_name;
+      for (std::size_t i = 0; i < held.size(); ++i) by_name.emplace(held[i].name, i);
+      auto position_of_row = [&] {
+        auto [first, last] = by_name.equal_range(session->out_name_);
+        for (auto it = first; it != last; ++it)
+          if (held[it->second].owner == session->out_owner_ && held[it->second].token == session->result_a_)
+            return it->second;
+        return held.size();
+      };
       if (session->renew().execute(true)) {
-        do renewed.push_back(session->out_name_);
+        do renewed.push_back(position_of_row());
         while (session->renew().fetch());
       }
       return renewed;

@@ -1,0 +1,53 @@
+-- dblock schema version 3: leases that a re-entry never shortens, one clock reading per call,
+-- and renewals that say which of the given locks they renewed (by position, not by name: two
+-- owners of one manager may list the same name, only one of them holding it).
+
+-- As 0001, with two changes. v_now is read once: a re-entry at the very instant of expiry was
+-- decided "live" for the count and "expired" for the token by two readings. A re-entry keeps
+-- the later of the two expiries, so a shorter TTL never cuts the lease a holder relies on.
+CREATE OR REPLACE FUNCTION "{schema}"."{prefix}acquire"(p_name text, p_owner text, p_ttl_ms bigint)
+RETURNS TABLE (lock_count integer, lock_token bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_now timestamptz := clock_timestamp();
+  v_expires timestamptz := v_now + p_ttl_ms * interval '1 millisecond';
+BEGIN
+  INSERT INTO "{schema}"."{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at)
+  VALUES (p_name, p_owner, 1, 0, v_now, v_expires)
+  ON CONFLICT (name) DO UPDATE SET
+    count       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > v_now THEN l.count + 1 ELSE 1 END,
+    token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > v_now
+                       THEN l.token ELSE nextval('"{schema}"."{prefix}token_seq"') END,
+    acquired_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > v_now
+                       THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+    owner       = EXCLUDED.owner,
+    expires_at  = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > v_now
+                       THEN greatest(l.expires_at, EXCLUDED.expires_at) ELSE EXCLUDED.expires_at END
+  WHERE l.owner = EXCLUDED.owner OR l.expires_at <= v_now
+  RETURNING l.count, l.token INTO lock_count, lock_token;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF lock_token = 0 THEN
+    UPDATE "{schema}"."{prefix}locks" SET token = nextval('"{schema}"."{prefix}token_seq"')
+    WHERE name = p_name RETURNING token INTO lock_token;
+  END IF;
+  RETURN NEXT;
+END
+$fn$;
+
+-- Renews the locks still carrying the given owner and token and a live lease, never shortening
+-- one; returns the 0-based positions of those renewed. One clock reading for the whole call.
+-- enable_seqscan is off for the reason given at renew in 0001.
+CREATE FUNCTION "{schema}"."{prefix}renew_held"(p_names text[], p_owners text[], p_tokens bigint[], p_ttls_ms bigint[])
+RETURNS SETOF bigint
+LANGUAGE sql
+SET enable_seqscan = off
+AS $fn$
+  UPDATE "{schema}"."{prefix}locks" AS l
+  SET expires_at = greatest(l.expires_at, c.now + h.ttl_ms * interval '1 millisecond')
+  FROM unnest(p_names, p_owners, p_tokens, p_ttls_ms) WITH ORDINALITY AS h(name, owner, token, ttl_ms, position),
+       (SELECT clock_timestamp() AS now) AS c
+  WHERE l.name = h.name AND l.owner = h.owner AND l.token = h.token AND l.expires_at > c.now
+  RETURNING h.position - 1;
+$fn$;
