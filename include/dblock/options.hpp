@@ -97,13 +97,16 @@ struct ManagerOptions {
   milliseconds backoff_initial{5};
   double backoff_factor = 2.0;
   milliseconds backoff_max{500};
-  /// Called from the watchdog thread when a held lock is found lost (row gone, taken over, or
-  /// renewal failing past the local deadline). Must not block for long and must not throw.
+  /// Called when a held lock is found lost: from the watchdog thread (row gone, taken over,
+  /// session broken) or from the deadline timer thread, at the local deadline, when no renewal
+  /// succeeded in time, whatever the renewal statement in flight is doing. Must not block for
+  /// long and must not throw.
   std::function<void(std::string_view name, std::int64_t token)> on_lost;
   /// Called on every lock event, from the thread that caused it (renewed/lost: the watchdog).
   /// Must be cheap and must not throw. Default: none.
   std::function<void(const LockEvent&)> on_event;
-  /// Extra text mixed into the owner id, e.g. a pod name. Default: none.
+  /// Extra text mixed into the owner id, e.g. a pod name: up to 64 bytes of UTF-8 without control
+  /// characters (InvalidArgument otherwise). Default: none.
   std::string owner_tag;
 };
 

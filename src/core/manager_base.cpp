@@ -24,6 +24,7 @@ std::chrono::milliseconds validated_check_interval(const ManagerOptions& options
   if (options.backoff_initial.count() <= 0 || options.backoff_max < options.backoff_initial ||
       options.backoff_factor < 1.0)
     throw InvalidArgument("ManagerOptions backoff: need 0 < backoff_initial <= backoff_max and backoff_factor >= 1");
+  validate_owner_tag(options.owner_tag);
   return interval;
 }
 

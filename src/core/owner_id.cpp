@@ -22,7 +22,7 @@ std::string make_manager_owner_id(std::string_view tag) {
   std::array<char, 256> host{};
   if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
   std::string id = fmt::format("{}:{}:{:016x}", host.data(), getpid(), random_u64());
-  if (!tag.empty()) id += fmt::format(":{}", tag.substr(0, 64));
+  if (!tag.empty()) id += fmt::format(":{}", tag);
   return id;
 }
 

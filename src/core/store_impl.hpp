@@ -31,6 +31,15 @@ struct Store::Impl {
 namespace detail {
 struct StoreAccess {
   static Store::Impl& impl(Store& store) { return *store.impl_; }
+  /// A store over a backend built by hand (unit tests of the core over a scripted backend).
+  static std::shared_ptr<Store> over(std::unique_ptr<Backend> backend, std::shared_ptr<spdlog::logger> logger) {
+    auto impl = std::make_unique<Store::Impl>();
+    impl->logger = std::move(logger);
+    impl->backend = std::move(backend);
+    impl->connect_timeout = std::chrono::milliseconds(1000);
+    impl->schema_checked = true;
+    return std::shared_ptr<Store>(new Store(std::move(impl)));
+  }
 };
 }  // namespace detail
 

@@ -188,6 +188,8 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
   }
   auto remaining = release_once(*held, depth_before);
   if (!remaining) throw_lost_on_release(*held, "its lease ended or another owner took it over");
+  // The row was still ours and is released now, but the holder was already told it lost it.
+  if (held->lost.load()) throw_lost_on_release(*held, "it had been reported lost (its local deadline passed)");
   emit(LockEventKind::released, held->name, held->token, *remaining);
 }
 

@@ -54,6 +54,16 @@ void validate_lock_name(std::string_view name) {
     throw InvalidArgument(fmt::format("lock name '{}' is not valid UTF-8", printable(name)));
 }
 
+void validate_owner_tag(std::string_view tag) {
+  constexpr std::size_t kMaxTagBytes = 64;
+  if (tag.size() > kMaxTagBytes)
+    throw InvalidArgument(fmt::format("ManagerOptions.owner_tag is {} bytes; at most {} are allowed", tag.size(), kMaxTagBytes));
+  for (unsigned char c : tag)
+    if (c < 0x20 || c == 0x7f)
+      throw InvalidArgument(fmt::format("ManagerOptions.owner_tag '{}' contains a control character", printable(tag)));
+  if (!is_valid_utf8(tag)) throw InvalidArgument(fmt::format("ManagerOptions.owner_tag '{}' is not valid UTF-8", printable(tag)));
+}
+
 void validate_ttl(std::chrono::milliseconds ttl, std::chrono::milliseconds renew_interval) {
   if (ttl < kMinTtl || ttl > kMaxTtl)
     throw InvalidArgument(fmt::format("ttl {}ms is out of range: it must be between {}ms and {}ms", ttl.count(),

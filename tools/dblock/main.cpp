@@ -116,9 +116,13 @@ int main(int argc, char** argv) {
   cli::RunRequest request;
   std::string ttl_text = "30s";
   std::string wait_text = "0s";
+  std::string grace_text;
   run->add_option("--name", request.name, "Lock name")->required();
   run->add_option("--ttl", ttl_text, "Lease length, renewed every third of it (500ms, 30s, 5m)");
   run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once)");
+  run->add_option("--grace", grace_text,
+                  "When renewals keep failing, SIGTERM the command this long before the lease's local deadline, "
+                  "and SIGKILL its process group at the deadline (default: a third of --ttl)");
   std::string mode_text = "table";
   run->add_option("--mode", mode_text,
                   "table (a row with a lease) or advisory (PostgreSQL advisory lock or MySQL GET_LOCK, held by "
@@ -185,6 +189,9 @@ int main(int argc, char** argv) {
       request.wait = detail::parse_duration(wait_text);
       detail::validate_lock_name(request.name);
       detail::validate_ttl(request.ttl, {});
+      request.grace = grace_text.empty() ? request.ttl / 3 : detail::parse_duration(grace_text);
+      if (request.grace >= request.ttl)
+        throw InvalidArgument(fmt::format("--grace {} must be shorter than --ttl {}", grace_text, ttl_text));
       request.mode = mode_text == "advisory" ? LockMode::advisory : LockMode::table;
       if (request.shared && request.mode != LockMode::advisory)
         throw InvalidArgument("--shared needs --mode advisory");

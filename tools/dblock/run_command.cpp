@@ -1,6 +1,10 @@
 #include "dblock/run_command.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,12 +24,15 @@ namespace dblock::cli {
 
 namespace {
 
-sigset_t forwarded_signals() {
+using Clock = std::chrono::steady_clock;
+
+// Signals the wrapper receives with sigtimedwait: those forwarded to the command, and SIGCHLD.
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP};
+
+sigset_t wrapper_signals() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
+  for (int signal_number : kForwarded) sigaddset(&set, signal_number);
   sigaddset(&set, SIGCHLD);
   return set;
 }
@@ -36,10 +43,100 @@ int exit_status_of(int status) {
   return kSoftware;
 }
 
+/// Both ends close on exec: the command never holds them.
+struct Pipe {
+  int read = -1, write = -1;
+  Pipe() {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) throw Error(ErrorCategory::database, fmt::format("pipe failed: {}", std::strerror(errno)));
+    read = fds[0];
+    write = fds[1];
+  }
+  ~Pipe() {
+    close_read();
+    close_write();
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void close_read() noexcept {
+    if (read >= 0) ::close(read);
+    read = -1;
+  }
+  void close_write() noexcept {
+    if (write >= 0) ::close(write);
+    write = -1;
+  }
+};
+
+/// What exec needs, prepared before fork: after it, only async-signal-safe calls.
+struct Exec {
+  std::vector<std::string> env_storage, args_storage;
+  std::vector<char*> envp, argv;
+};
+
+Exec prepare_exec(const RunRequest& request, std::int64_t token) {
+  Exec exec;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    if (text.starts_with("DBLOCK_FENCING_TOKEN=") || text.starts_with("DBLOCK_LOCK_NAME=")) continue;
+    exec.env_storage.emplace_back(text);
+  }
+  exec.env_storage.push_back(fmt::format("DBLOCK_FENCING_TOKEN={}", token));
+  exec.env_storage.push_back(fmt::format("DBLOCK_LOCK_NAME={}", request.name));
+  for (auto& entry : exec.env_storage) exec.envp.push_back(entry.data());
+  exec.envp.push_back(nullptr);
+  exec.args_storage = request.command;
+  for (auto& arg : exec.args_storage) exec.argv.push_back(arg.data());
+  exec.argv.push_back(nullptr);
+  return exec;
+}
+
+/// The guard: leader of the command's process group, child of the wrapper. It ignores the
+/// signals the wrapper forwards to the group, reports the command's wait status on `status`,
+/// and kills the whole group (itself included) when `life` reaches end of file: the wrapper
+/// died, perhaps by SIGKILL, and nobody renews the lease any more. The command gets
+/// PR_SET_PDEATHSIG, so it also dies if the guard is killed alone.
+/// Async-signal-safe calls only (the wrapper has threads).
+[[noreturn]] void guard(Exec& exec, Pipe& life, Pipe& status, pid_t wrapper) {
+  setpgid(0, 0);
+  life.close_write();
+  status.close_read();
+  for (int signal_number : kForwarded) signal(signal_number, SIG_IGN);
+  if (getppid() != wrapper) kill(0, SIGKILL);  // the wrapper is already gone
+  pid_t guard_pid = getpid();
+  pid_t command = fork();
+  if (command < 0) _exit(kOsError);
+  if (command == 0) {
+    for (int signal_number : kForwarded) signal(signal_number, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != guard_pid) _exit(kSoftware);
+    execvpe(exec.argv[0], exec.argv.data(), exec.envp.data());
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  int command_fd = static_cast<int>(syscall(SYS_pidfd_open, command, 0));
+  while (true) {
+    pollfd fds[2] = {{life.read, POLLIN, 0}, {command_fd, POLLIN, 0}};
+    // Without a pidfd (old kernel), look at the command every 50 ms.
+    int ready = poll(fds, command_fd >= 0 ? 2 : 1, command_fd >= 0 ? -1 : 50);
+    if (ready < 0 && errno != EINTR) break;
+    if (fds[0].revents != 0) break;  // end of file: the wrapper is gone
+    int wait_status = 0;
+    if (waitpid(command, &wait_status, WNOHANG) == command) {
+      (void)!write(status.write, &wait_status, sizeof wait_status);
+      _exit(0);
+    }
+  }
+  kill(0, SIGKILL);
+  _exit(kSoftware);
+}
+
 }  // namespace
 
 void block_forwarded_signals() {
-  auto set = forwarded_signals();
+  auto set = wrapper_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
@@ -54,57 +151,59 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   else lock = manager.try_acquire(request.name, options);
   if (!lock) throw Timeout(fmt::format("lock '{}' is held by another owner", request.name));
 
-  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
-  std::vector<std::string> env_storage;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string_view text(*entry);
-    if (text.starts_with("DBLOCK_FENCING_TOKEN=") || text.starts_with("DBLOCK_LOCK_NAME=")) continue;
-    env_storage.emplace_back(text);
-  }
-  env_storage.push_back(fmt::format("DBLOCK_FENCING_TOKEN={}", lock->token()));
-  env_storage.push_back(fmt::format("DBLOCK_LOCK_NAME={}", request.name));
-  std::vector<char*> envp;
-  for (auto& entry : env_storage) envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args_storage(request.command);
-  std::vector<char*> argv;
-  for (auto& arg : args_storage) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  sigset_t unblocked;
-  sigemptyset(&unblocked);
+  auto exec = prepare_exec(request, lock->token());
+  Pipe life, status;
+  pid_t wrapper = getpid();
+  pid_t group = fork();
+  if (group < 0) throw Error(ErrorCategory::database, fmt::format("fork failed: {}", std::strerror(errno)));
+  if (group == 0) guard(exec, life, status, wrapper);
+  setpgid(group, group);  // also here: no signal may reach the group before it exists
+  life.close_read();
+  status.close_write();
 
-  pid_t child = fork();
-  if (child < 0) throw Error(ErrorCategory::database, fmt::format("fork failed: {}", std::strerror(errno)));
-  if (child == 0) {
-    pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
-    execvpe(argv[0], argv.data(), envp.data());
-    _exit(errno == ENOENT ? 127 : 126);
-  }
-
-  auto signals = forwarded_signals();
-  bool terminated_for_loss = false;
-  int status = 0;
+  // SIGTERM when the lease is lost or its local deadline is `grace` away; SIGKILL of the whole
+  // group at the deadline (or `grace` after a certain loss, if that is sooner). Nothing here
+  // waits on the database: the manager's timer marks the lock lost at the deadline whatever
+  // its renewal is doing, and the deadline is read afresh on every turn.
+  auto signals = wrapper_signals();
+  std::optional<Clock::time_point> terminated_at;
+  std::string why;
+  bool killed = false;
+  int guard_status = 0;
   while (true) {
-    timespec slice{0, 100'000'000};
-    siginfo_t info{};
-    int signal_number = sigtimedwait(&signals, &info, &slice);
-    if (signal_number == SIGTERM || signal_number == SIGINT || signal_number == SIGHUP) kill(child, signal_number);
-    pid_t done = waitpid(child, &status, WNOHANG);
-    if (done == child) break;
-    if (lost && !terminated_for_loss) {
-      fmt::print(stderr, "dblock: lease on '{}' was lost while the command ran; sending it SIGTERM\n", request.name);
-      kill(child, SIGTERM);
-      terminated_for_loss = true;
+    auto now = Clock::now();
+    auto deadline = lock->local_deadline();
+    if (!terminated_at && (lost || lock->lost() || now >= deadline - request.grace)) {
+      why = lost || lock->lost() ? "was lost" : "could not be renewed and its deadline is near";
+      fmt::print(stderr, "dblock: the lease on '{}' {} while the command ran; sending it SIGTERM\n", request.name, why);
+      kill(-group, SIGTERM);
+      terminated_at = now;
     }
+    auto kill_at = terminated_at ? std::min(deadline, *terminated_at + request.grace) : Clock::time_point::max();
+    if (terminated_at && !killed && now >= kill_at) {
+      fmt::print(stderr, "dblock: the command did not stop before the lease on '{}' ran out; killing its process group\n",
+                 request.name);
+      kill(-group, SIGKILL);
+      killed = true;
+    }
+    auto next = std::min({now + std::chrono::milliseconds(100), deadline - request.grace, killed ? now + std::chrono::milliseconds(100) : kill_at});
+    auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(next - now, Clock::duration(1'000'000)));
+    timespec timeout{static_cast<time_t>(slice.count() / 1'000'000'000), static_cast<long>(slice.count() % 1'000'000'000)};
+    siginfo_t info{};
+    int signal_number = sigtimedwait(&signals, &info, &timeout);
+    if (signal_number > 0 && signal_number != SIGCHLD) kill(-group, signal_number);
+    if (waitpid(group, &guard_status, WNOHANG) == group) break;
   }
-  int child_status = exit_status_of(status);
+  int command_status = 0;
+  bool reported = read(status.read, &command_status, sizeof command_status) == sizeof command_status;
+  int result = reported ? exit_status_of(command_status) : 128 + SIGKILL;
   try {
     lock->release();
   } catch (const LockLost& e) {
     fmt::print(stderr, "dblock: {}\n", e.what());
     return kSoftware;
   }
-  return terminated_for_loss ? kSoftware : child_status;
+  return terminated_at ? kSoftware : result;
 }
 
 }  // namespace dblock::cli

@@ -13,6 +13,7 @@ struct RunRequest {
   std::string name;
   std::chrono::milliseconds ttl{30'000};
   std::chrono::milliseconds wait{0};
+  std::chrono::milliseconds grace{10'000};  // SIGTERM this long before the local deadline; SIGKILL at it
   LockMode mode = LockMode::table;
   bool shared = false;
   std::vector<std::string> command;
@@ -22,7 +23,9 @@ struct RunRequest {
 /// run_guarded can receive them with sigtimedwait. Call before any dblock thread exists.
 void block_forwarded_signals();
 
-/// Holds the lock (renewed) while `command` runs; returns the command's exit status.
+/// Holds the lock (renewed) while `command` runs; returns the command's exit status, or 70 when
+/// the command was stopped because the lease was lost or about to run out. The command runs in its
+/// own process group under a guard process that kills the group when this process dies.
 int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request);
 
 }  // namespace dblock::cli

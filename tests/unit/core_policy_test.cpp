@@ -1,0 +1,408 @@
+// The core's safety rules over a scripted backend, without a server: the belief "held" ends at the
+// local deadline whatever the I/O does; renewals count only for the (name, owner, token) renewed;
+// a re-entry never shortens a lease; statements whose outcome is unknown are never run twice;
+// advisory grants a failed statement may have made are given back.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include <dblock/dblock.hpp>
+#include <spdlog/sinks/null_sink.h>
+
+#include "backends/backend.hpp"
+#include "core/store_impl.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dblock::detail::AdvisorySession;
+using dblock::detail::AdvisoryTarget;
+using dblock::detail::Grant;
+using dblock::detail::HeldRef;
+
+/// What a statement does when it is scripted to lose its reply.
+enum class Unknown { no, after_applying, before_applying };
+
+/// Blocks its callers until opened (or a bound passes: a test never hangs).
+class Gate {
+ public:
+  void close() {
+    std::lock_guard lock(mutex_);
+    open_ = false;
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  void pass() {
+    std::unique_lock lock(mutex_);
+    opened_.wait_for(lock, 10s, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = true;
+};
+
+/// The lock table's rules, in memory, by the steady clock; and an advisory lock server.
+struct Script {
+  struct Row {
+    std::string owner;
+    std::int64_t count = 0, token = 0;
+    Clock::time_point expires;
+  };
+  std::mutex mutex;
+  std::map<std::string, Row> rows;
+  std::int64_t next_token = 0;
+  std::atomic<int> acquires{0}, releases{0}, renewals{0}, unlocks{0};
+  std::vector<std::chrono::milliseconds> renewed_ttls;  // of the last renewal
+  Unknown acquire_unknown = Unknown::no, release_unknown = Unknown::no;
+  std::chrono::milliseconds acquire_delay{0};
+  Gate renewals_gate, checks_gate;
+  // Advisory: which session holds each key, and what the next lock statement does after granting.
+  std::map<std::string, int> server_locks;
+  int next_session = 0;
+  std::optional<dblock::DatabaseError> fail_after_grant;
+
+  std::optional<Grant> apply_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl) {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    auto [it, inserted] = rows.try_emplace(std::string(name));
+    auto& row = it->second;
+    if (!inserted && row.owner == owner && row.expires > now) {
+      row.count += 1;
+      row.expires = std::max(row.expires, now + ttl);
+    } else if (inserted || row.expires <= now) {
+      row = Row{std::string(owner), 1, ++next_token, now + ttl};
+    } else {
+      return std::nullopt;
+    }
+    return Grant{row.count, row.token};
+  }
+
+  std::optional<std::int64_t> apply_release(std::string_view name, std::string_view owner, std::int64_t token) {
+    std::lock_guard lock(mutex);
+    auto it = rows.find(std::string(name));
+    if (it == rows.end() || it->second.owner != owner || it->second.token != token) return std::nullopt;
+    if (--it->second.count > 0) return it->second.count;
+    rows.erase(it);
+    return 0;
+  }
+
+  std::optional<Row> row(const std::string& name) {
+    std::lock_guard lock(mutex);
+    auto it = rows.find(name);
+    if (it == rows.end()) return std::nullopt;
+    return it->second;
+  }
+};
+
+class ScriptedSession final : public AdvisorySession {
+ public:
+  explicit ScriptedSession(Script& script) : script_(script) {
+    std::lock_guard lock(script_.mutex);
+    id_ = ++script_.next_session;
+  }
+  ~ScriptedSession() override {  // the server lets go of a closed session's locks
+    std::lock_guard lock(script_.mutex);
+    std::erase_if(script_.server_locks, [&](const auto& entry) { return entry.second == id_; });
+  }
+  std::optional<std::int64_t> lock(const AdvisoryTarget& target, std::chrono::milliseconds) override {
+    std::lock_guard lock(script_.mutex);
+    auto [it, inserted] = script_.server_locks.try_emplace(std::string(target.name), id_);
+    if (!inserted && it->second != id_) return std::nullopt;
+    if (script_.fail_after_grant) throw *std::exchange(script_.fail_after_grant, std::nullopt);
+    return ++script_.next_token;
+  }
+  bool unlock(const AdvisoryTarget& target) override {
+    ++script_.unlocks;
+    std::lock_guard lock(script_.mutex);
+    auto it = script_.server_locks.find(std::string(target.name));
+    if (it == script_.server_locks.end() || it->second != id_) return false;
+    script_.server_locks.erase(it);
+    return true;
+  }
+  void check_alive() override { script_.checks_gate.pass(); }
+
+ private:
+  Script& script_;
+  int id_ = 0;
+};
+
+class ScriptedBackend final : public dblock::detail::Backend {
+ public:
+  explicit ScriptedBackend(Script& script) : script_(script) {}
+  std::string_view dialect() const noexcept override { return "scripted"; }
+
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner,
+                                   std::chrono::milliseconds ttl) override {
+    ++script_.acquires;
+    if (script_.acquire_delay.count() > 0) std::this_thread::sleep_for(script_.acquire_delay);  // a slow reply
+    auto mode = std::exchange(script_.acquire_unknown, Unknown::no);
+    if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    auto grant = script_.apply_acquire(name, owner, ttl);
+    if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    return grant;
+  }
+  std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
+    ++script_.releases;
+    auto mode = std::exchange(script_.release_unknown, Unknown::no);
+    if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    auto left = script_.apply_release(name, owner, token);
+    if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    return left;
+  }
+  std::vector<std::size_t> renew(std::span<const HeldRef> held, Clock::time_point) override {
+    ++script_.renewals;
+    script_.renewals_gate.pass();  // a stall that ignores the reply bound, as MySQL's would
+    std::lock_guard lock(script_.mutex);
+    auto now = Clock::now();
+    std::vector<std::size_t> renewed;
+    script_.renewed_ttls.clear();
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      script_.renewed_ttls.push_back(held[i].ttl);
+      auto it = script_.rows.find(std::string(held[i].name));
+      if (it == script_.rows.end()) continue;
+      auto& row = it->second;
+      if (row.owner != held[i].owner || row.token != held[i].token || row.expires <= now) continue;
+      row.expires = std::max(row.expires, now + held[i].ttl);
+      renewed.push_back(i);
+    }
+    return renewed;
+  }
+  std::optional<std::chrono::milliseconds> lease_left(std::string_view name) override {
+    auto row = script_.row(std::string(name));
+    if (!row) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(row->expires - Clock::now());
+  }
+  bool force_release(std::string_view name) override {
+    std::lock_guard lock(script_.mutex);
+    return script_.rows.erase(std::string(name)) > 0;
+  }
+  std::size_t reap(std::size_t) override { return 0; }
+  dblock::LockCensus census() override { return {}; }
+  bool has_advisory_locks() const noexcept override { return true; }
+  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    return std::make_unique<ScriptedSession>(script_);
+  }
+  int schema_version() override { return dblock::latest_schema_version(); }
+  std::optional<std::vector<dblock::detail::AppliedMigration>> read_history() override { return std::nullopt; }
+  std::unique_ptr<dblock::detail::RawLockClient> raw_client() override { return nullptr; }
+  void seed_expired(std::string_view, std::size_t) override {}
+  std::unique_ptr<dblock::detail::MigrationSession> begin_migration(std::chrono::milliseconds) override {
+    throw dblock::InvalidArgument("no migrations here");
+  }
+
+ protected:
+  std::vector<dblock::LockInfo> list_rows(std::string_view only_name) override {
+    std::lock_guard lock(script_.mutex);
+    std::vector<dblock::LockInfo> rows;
+    for (auto& [name, row] : script_.rows)
+      if (only_name.empty() || only_name == name)
+        rows.push_back({name, row.owner, row.count, row.token,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(row.expires - Clock::now())});
+    return rows;
+  }
+
+ private:
+  Script& script_;
+};
+
+class CorePolicy : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    script_.renewals_gate.open();
+    script_.checks_gate.open();
+  }
+  std::shared_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
+    if (!store_)
+      store_ = dblock::detail::StoreAccess::over(std::make_unique<ScriptedBackend>(script_),
+                                                 std::make_shared<spdlog::logger>("scripted", std::make_shared<spdlog::sinks::null_sink_mt>()));
+    return std::make_shared<dblock::LockManager>(store_, std::move(options));
+  }
+  /// Polls `condition` until it holds or `limit` passes.
+  static bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 5s) {
+    auto until = Clock::now() + limit;
+    while (!condition()) {
+      if (Clock::now() > until) return false;
+      std::this_thread::sleep_for(1ms);
+    }
+    return true;
+  }
+
+  Script script_;
+  std::shared_ptr<dblock::Store> store_;
+};
+
+TEST_F(CorePolicy, AStalledRenewalIsReportedLostAtTheLocalDeadlineNotWhenItReturns) {
+  std::promise<Clock::time_point> reported;
+  auto locks = manager({.default_ttl = 150ms, .on_lost = [&](std::string_view, std::int64_t) {
+                          reported.set_value(Clock::now());
+                        }});
+  script_.renewals_gate.close();  // every renewal hangs, past any deadline
+  auto sent = Clock::now();
+  auto held = locks->try_acquire("stalled");
+  ASSERT_TRUE(held);
+  auto deadline = held->local_deadline();
+  EXPECT_LE(deadline, sent + 150ms + 20ms) << "deadline = send time + TTL at most";
+  EXPECT_FALSE(held->lost());
+  auto future = reported.get_future();
+  ASSERT_EQ(future.wait_for(2s), std::future_status::ready) << "on_lost must fire while the renewal still hangs";
+  auto at = future.get();
+  EXPECT_GE(at, deadline);
+  EXPECT_LT(at, deadline + 100ms) << "reported at the deadline, not whenever I/O returns";
+  EXPECT_TRUE(held->lost());
+  EXPECT_LE(held->local_deadline(), deadline) << "a lost lock's deadline never moves again";
+  script_.renewals_gate.open();
+  auto other = locks->try_acquire("after-the-stall");
+  ASSERT_TRUE(other);
+  auto renewals = script_.renewals.load();
+  EXPECT_TRUE(eventually([&] { return script_.renewals.load() > renewals; })) << "the watchdog goes on after the stall";
+  EXPECT_TRUE(held->lost()) << "lost is for good: a renewal that returns late revives nothing";
+  EXPECT_THROW(held->release(), dblock::LockLost);
+}
+
+TEST_F(CorePolicy, LostTurnsTrueAtTheDeadlineEvenBeforeAnyThreadNoticed) {
+  auto locks = manager({.default_ttl = 60ms});
+  script_.renewals_gate.close();
+  auto held = locks->try_acquire("deadline");
+  ASSERT_TRUE(held);
+  auto deadline = held->local_deadline();
+  ASSERT_TRUE(eventually([&] { return Clock::now() >= deadline; }));
+  EXPECT_TRUE(held->lost());
+}
+
+TEST_F(CorePolicy, AnotherOwnersRowOfTheSameNameDoesNotKeepAStaleHolderAlive) {
+  auto locks = manager({.default_ttl = 150ms});
+  auto stale = locks->try_acquire("shared-name");
+  ASSERT_TRUE(stale);
+  std::optional<dblock::Lock> fresh;
+  {
+    std::lock_guard lock(script_.mutex);
+    script_.rows["shared-name"].expires = Clock::now();  // the first lease lapses...
+  }
+  std::thread([&] { fresh = locks->try_acquire("shared-name"); }).join();  // ...another thread takes it
+  ASSERT_TRUE(fresh);
+  ASSERT_NE(fresh->token(), stale->token());
+  auto renewals = script_.renewals.load();
+  ASSERT_TRUE(eventually([&] { return script_.renewals.load() >= renewals + 2; }));
+  EXPECT_TRUE(stale->lost()) << "renewing the other thread's row must not count for this one";
+  EXPECT_FALSE(fresh->lost());
+}
+
+TEST_F(CorePolicy, AReentryWithAShorterTtlNeverShortensTheLeaseOrItsRenewals) {
+  auto locks = manager({.default_ttl = 300ms});
+  auto outer = locks->try_acquire("nested", {.ttl = 900ms});
+  ASSERT_TRUE(outer);
+  auto first_deadline = outer->local_deadline();
+  auto inner = locks->try_acquire("nested", {.ttl = 300ms});
+  ASSERT_TRUE(inner);
+  EXPECT_GE(inner->local_deadline(), first_deadline);
+  auto row = script_.row("nested");
+  ASSERT_TRUE(row);
+  EXPECT_GE(row->expires, first_deadline) << "the database keeps the longer lease";
+  auto renewals = script_.renewals.load();
+  ASSERT_TRUE(eventually([&] { return script_.renewals.load() > renewals; }));
+  std::lock_guard lock(script_.mutex);
+  ASSERT_EQ(script_.renewed_ttls.size(), 1u);
+  EXPECT_EQ(script_.renewed_ttls[0], 900ms) << "renewals ask for the longest TTL held";
+}
+
+TEST_F(CorePolicy, AReleaseWhoseReplyWasLostIsNeverRunTwice) {
+  auto locks = manager({.default_ttl = 3s});
+  auto outer = locks->try_acquire("twice");
+  auto inner = locks->try_acquire("twice");
+  ASSERT_TRUE(outer && inner);
+  script_.release_unknown = Unknown::before_applying;  // still in flight when the core looks
+  auto releases = script_.releases.load();
+  EXPECT_NO_THROW(inner->release());
+  EXPECT_EQ(script_.releases.load(), releases + 1) << "an unknown release must not be sent again";
+  script_.apply_release("twice", script_.row("twice")->owner, outer->token());  // the abandoned one lands late
+  auto row = script_.row("twice");
+  ASSERT_TRUE(row) << "the outer guard's row must survive";
+  EXPECT_EQ(row->count, 1);
+  EXPECT_FALSE(outer->lost());
+}
+
+TEST_F(CorePolicy, AnAcquireWhoseReplyWasLostIsResolvedByReadingNotByRunningItAgain) {
+  auto locks = manager({.default_ttl = 3s});
+  script_.acquire_unknown = Unknown::after_applying;
+  auto held = locks->try_acquire("landed");
+  ASSERT_TRUE(held) << "the read finds the grant that landed";
+  EXPECT_EQ(held->count(), 1);
+  EXPECT_EQ(script_.acquires.load(), 1);
+  EXPECT_EQ(script_.row("landed")->count, 1);
+
+  script_.acquire_unknown = Unknown::before_applying;
+  EXPECT_THROW((void)locks->try_acquire("in-flight"), dblock::ConnectionError);
+  EXPECT_EQ(script_.acquires.load(), 2) << "not run again while the first may still land";
+}
+
+TEST_F(CorePolicy, AGrantWhoseReplyCameAfterItsTtlIsGivenBackNotHandedOut) {
+  auto locks = manager({.default_ttl = 30ms});
+  script_.acquire_delay = 45ms;
+  EXPECT_THROW((void)locks->try_acquire("late"), dblock::ConnectionError);
+  EXPECT_FALSE(script_.row("late")) << "the late grant was released";
+}
+
+TEST_F(CorePolicy, AdvisoryGrantThatItsStatementThenFailedOnIsGivenBack) {
+  auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 3s});
+  script_.fail_after_grant = dblock::DatabaseError("permission denied for sequence token_seq", "42501");
+  EXPECT_THROW((void)locks->try_acquire("half"), dblock::DatabaseError);
+  EXPECT_EQ(script_.unlocks.load(), 1);
+  {
+    std::lock_guard lock(script_.mutex);
+    EXPECT_TRUE(script_.server_locks.empty()) << "the server must not keep a lock nobody holds";
+  }
+  auto other = manager({.mode = dblock::LockMode::advisory});
+  std::optional<dblock::Lock> taken;
+  std::thread([&] { taken = other->try_acquire("half"); }).join();
+  EXPECT_TRUE(taken);
+}
+
+TEST_F(CorePolicy, AdvisoryWaitCancelledByTheServerIsATimeout) {
+  auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 3s});
+  script_.fail_after_grant = dblock::DatabaseError("canceling statement due to statement timeout", "57014");
+  EXPECT_THROW((void)locks->acquire("cancelled", 1h), dblock::Timeout);
+  std::lock_guard lock(script_.mutex);
+  EXPECT_TRUE(script_.server_locks.empty());
+}
+
+TEST_F(CorePolicy, AdvisoryLockWhoseSessionCheckStallsIsLostAtItsDeadline) {
+  std::promise<void> reported;
+  auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 150ms,
+                        .on_lost = [&](std::string_view, std::int64_t) { reported.set_value(); }});
+  script_.checks_gate.close();
+  auto held = locks->try_acquire("quiet");
+  ASSERT_TRUE(held);
+  auto deadline = held->local_deadline();
+  EXPECT_LT(deadline, Clock::now() + 150ms);
+  ASSERT_EQ(reported.get_future().wait_for(2s), std::future_status::ready);
+  EXPECT_GE(Clock::now(), deadline);
+  EXPECT_TRUE(held->lost());
+  script_.checks_gate.open();
+  EXPECT_THROW(held->release(), dblock::LockLost);
+  // The stalled session is dropped by the next use, and the server lock with it.
+  auto again = locks->try_acquire("quiet");
+  EXPECT_TRUE(again);
+}
+
+TEST_F(CorePolicy, OwnerTagsWithControlCharactersOrTooLongAreRefused) {
+  EXPECT_THROW(manager({.owner_tag = std::string("pod\0a", 5)}), dblock::InvalidArgument);
+  EXPECT_THROW(manager({.owner_tag = "pod\nforged"}), dblock::InvalidArgument);
+  EXPECT_THROW(manager({.owner_tag = std::string(65, 'x')}), dblock::InvalidArgument);
+  EXPECT_THROW(manager({.owner_tag = "\xff"}), dblock::InvalidArgument);
+  EXPECT_NO_THROW(manager({.owner_tag = "pod-7/zone-b"}));
+}
+
+}  // namespace
