@@ -36,6 +36,42 @@ BEGIN
 END
 $fn$;
 
+-- What the library calls: acquire with the token of the grant the caller already holds (0 for
+-- none). A re-entry needs that token: a live row of the caller's with another token is a leftover
+-- (a release whose reply was lost, say) that the caller no longer counts, so it is taken over
+-- afresh, with a new token, instead of being re-entered with a count the caller does not know.
+CREATE FUNCTION "{schema}"."{prefix}acquire_held"(p_name text, p_owner text, p_ttl_ms bigint, p_held_token bigint)
+RETURNS TABLE (lock_count integer, lock_token bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_now timestamptz := clock_timestamp();
+  v_expires timestamptz := v_now + p_ttl_ms * interval '1 millisecond';
+BEGIN
+  INSERT INTO "{schema}"."{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at)
+  VALUES (p_name, p_owner, 1, 0, v_now, v_expires)
+  ON CONFLICT (name) DO UPDATE SET
+    count       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > v_now AND l.token = p_held_token
+                       THEN l.count + 1 ELSE 1 END,
+    token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > v_now AND l.token = p_held_token
+                       THEN l.token ELSE nextval('"{schema}"."{prefix}token_seq"') END,
+    acquired_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > v_now AND l.token = p_held_token
+                       THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+    owner       = EXCLUDED.owner,
+    expires_at  = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > v_now AND l.token = p_held_token
+                       THEN greatest(l.expires_at, EXCLUDED.expires_at) ELSE EXCLUDED.expires_at END
+  WHERE l.owner = EXCLUDED.owner OR l.expires_at <= v_now
+  RETURNING l.count, l.token INTO lock_count, lock_token;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF lock_token = 0 THEN
+    UPDATE "{schema}"."{prefix}locks" SET token = nextval('"{schema}"."{prefix}token_seq"')
+    WHERE name = p_name RETURNING token INTO lock_token;
+  END IF;
+  RETURN NEXT;
+END
+$fn$;
+
 -- Renews the locks still carrying the given owner and token and a live lease, never shortening
 -- one; returns the 0-based positions of those renewed. One clock reading for the whole call.
 -- enable_seqscan is off for the reason given at renew in 0001.

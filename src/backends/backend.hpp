@@ -138,9 +138,13 @@ class Backend {
 
   [[nodiscard]] virtual std::string_view dialect() const noexcept = 0;
 
-  /// Insert, re-enter (same owner, live: count+1, same token) or take over an expired row (count 1,
-  /// new token) in one round trip; empty when another owner holds a live lease.
-  virtual std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) = 0;
+  /// Insert, re-enter (same owner, live, token `held_token`: count+1, same token, the later of the
+  /// two expiries) or take over (count 1, new token) an expired row or a live one of `owner` with
+  /// another token (a leftover the caller no longer counts), in one round trip, with one clock
+  /// reading; empty when another owner holds a live lease. `held_token`: the token of the grant
+  /// the caller holds on `name`, 0 for none.
+  virtual std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
+                                           std::int64_t held_token) = 0;
   /// Decrements the count and deletes the row at zero. Returns the count left, or empty when the
   /// row does not carry this owner and token (nothing is changed then).
   virtual std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) = 0;

@@ -35,8 +35,14 @@ std::chrono::milliseconds TableCore::effective_ttl(const LockOptions& options) c
 
 std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::string& owner,
                                                std::chrono::milliseconds ttl) {
+  std::int64_t held_token = 0;  // a re-entry must name the grant it re-enters
+  {
+    std::lock_guard lock(mutex_);
+    auto it = held_.find(Key{owner, std::string(name)});
+    if (it != held_.end()) held_token = it->second->token;
+  }
   try {
-    return with_retries([&] { return backend_.try_acquire(name, owner, ttl); });
+    return with_retries([&] { return backend_.try_acquire(name, owner, ttl, held_token); });
   } catch (const OutcomeUnknown& e) {
     // The upsert is not idempotent, and the abandoned statement may still run after anything we
     // send now: read what happened, and never run it again here. When the read cannot tell, the

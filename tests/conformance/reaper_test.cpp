@@ -117,7 +117,7 @@ TEST_P(Reaping, TwoReapersNeverDeleteALiveLockWhileAcquirersTakeOver) {
           auto name = "race/" + std::to_string(random() % kNames);
           try {
             auto sent = std::chrono::steady_clock::now();
-            auto grant = backend().try_acquire(name, owner, kTtl);
+            auto grant = backend().try_acquire(name, owner, kTtl, 0);
             if (!grant) continue;
             ++grants;
             auto row = backend().read(name);

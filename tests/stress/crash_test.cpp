@@ -40,8 +40,10 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
 
   constexpr int kWorkers = 3;
   constexpr int kRunsPerWorker = 8;
-  // $PPID inside the command is the `dblock run` process, whose pid is its process group.
-  auto script = fmt::format("echo \"enter $DBLOCK_FENCING_TOKEN $PPID\" >> {0}; sleep 0.15; echo \"exit $PPID\" >> {0}",
+  // The `dblock run` process leads its own session (setsid below), and its command runs in that
+  // session under a guard process: the command's session id is the wrapper's pid.
+  auto script = fmt::format("run=$(ps -o sid= -p $$ | tr -d ' '); echo \"enter $DBLOCK_FENCING_TOKEN $run\" >> {0}; "
+                            "sleep 0.15; echo \"exit $run\" >> {0}",
                             journal);
   std::mutex mutex;
   std::set<int> killed;
@@ -63,7 +65,7 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
           switch (run % 4) {  // every worker kills twice inside, twice at random, runs four to completion
             case 0:  // at a random moment: waiting, acquiring, inside or releasing
               std::this_thread::sleep_for(std::chrono::milliseconds(random() % 400));
-              kill(-pid, SIGKILL);  // the holder and its command, like a crash of the whole box
+              kill(-pid, SIGKILL);  // the holder (its guard then kills the command), like a crash
               break;
             case 1: {  // certainly inside the critical section: once its "enter" is in the journal
               auto entered = fmt::format(" {}\n", pid);

@@ -61,7 +61,7 @@ TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
     std::mt19937 random(99);
     while (!done) {
       try {
-        if (backend.try_acquire(names[random() % names.size()], "abandoner", 5ms)) ++abandoned;
+        if (backend.try_acquire(names[random() % names.size()], "abandoner", 5ms, 0)) ++abandoned;
       } catch (const dblock::detail::TransientError&) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(random() % 5));

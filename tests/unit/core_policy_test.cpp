@@ -74,15 +74,16 @@ struct Script {
   int next_session = 0;
   std::optional<dblock::DatabaseError> fail_after_grant;
 
-  std::optional<Grant> apply_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl) {
+  std::optional<Grant> apply_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
+                                     std::int64_t held_token) {
     std::lock_guard lock(mutex);
     auto now = Clock::now();
     auto [it, inserted] = rows.try_emplace(std::string(name));
     auto& row = it->second;
-    if (!inserted && row.owner == owner && row.expires > now) {
+    if (!inserted && row.owner == owner && row.expires > now && row.token == held_token) {
       row.count += 1;
       row.expires = std::max(row.expires, now + ttl);
-    } else if (inserted || row.expires <= now) {
+    } else if (inserted || row.expires <= now || row.owner == owner) {
       row = Row{std::string(owner), 1, ++next_token, now + ttl};
     } else {
       return std::nullopt;
@@ -144,13 +145,13 @@ class ScriptedBackend final : public dblock::detail::Backend {
   explicit ScriptedBackend(Script& script) : script_(script) {}
   std::string_view dialect() const noexcept override { return "scripted"; }
 
-  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner,
-                                   std::chrono::milliseconds ttl) override {
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
+                                   std::int64_t held_token) override {
     ++script_.acquires;
     if (script_.acquire_delay.count() > 0) std::this_thread::sleep_for(script_.acquire_delay);  // a slow reply
     auto mode = std::exchange(script_.acquire_unknown, Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
-    auto grant = script_.apply_acquire(name, owner, ttl);
+    auto grant = script_.apply_acquire(name, owner, ttl, held_token);
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     return grant;
   }

@@ -121,8 +121,9 @@ int main(int argc, char** argv) {
   run->add_option("--ttl", ttl_text, "Lease length, renewed every third of it (500ms, 30s, 5m)");
   run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once)");
   run->add_option("--grace", grace_text,
-                  "When renewals keep failing, SIGTERM the command this long before the lease's local deadline, "
-                  "and SIGKILL its process group at the deadline (default: a third of --ttl)");
+                  "When renewals keep failing, SIGTERM the command this long before the lease's local deadline; "
+                  "its process group gets SIGKILL half of it (at most 1s) before the deadline (default: a third of "
+                  "--ttl)");
   std::string mode_text = "table";
   run->add_option("--mode", mode_text,
                   "table (a row with a lease) or advisory (PostgreSQL advisory lock or MySQL GET_LOCK, held by "

@@ -91,16 +91,36 @@ Exec prepare_exec(const RunRequest& request, std::int64_t token) {
   return exec;
 }
 
+/// SIGKILL comes this long before the local deadline, so that a late wake-up of this process
+/// (a loaded host) does not carry the command past it.
+std::chrono::milliseconds kill_margin(const RunRequest& request) {
+  return std::min<std::chrono::milliseconds>(request.grace / 2, std::chrono::seconds(1));
+}
+
+std::int64_t steady_nanoseconds(Clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+}
+
+/// CLOCK_MONOTONIC, which std::chrono::steady_clock reads on Linux; async-signal-safe.
+std::int64_t monotonic_now() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
 /// The guard: leader of the command's process group, child of the wrapper. It ignores the
-/// signals the wrapper forwards to the group, reports the command's wait status on `status`,
-/// and kills the whole group (itself included) when `life` reaches end of file: the wrapper
-/// died, perhaps by SIGKILL, and nobody renews the lease any more. The command gets
-/// PR_SET_PDEATHSIG, so it also dies if the guard is killed alone.
-/// Async-signal-safe calls only (the wrapper has threads).
-[[noreturn]] void guard(Exec& exec, Pipe& life, Pipe& status, pid_t wrapper) {
+/// signals the wrapper forwards to the group and reports the command's wait status on `status`.
+/// The wrapper writes the lease's local deadline to `life` whenever it moves; the guard kills
+/// the whole group (itself included) when that deadline passes, or when `life` reaches end of
+/// file: the wrapper died, perhaps by SIGKILL, or it was stopped (SIGSTOP, a frozen host
+/// process) and nobody renews the lease. The command gets PR_SET_PDEATHSIG, so it also dies if
+/// the guard is killed alone. Async-signal-safe calls only (the wrapper has threads).
+[[noreturn]] void guard(Exec& exec, Pipe& life, Pipe& status, pid_t wrapper, std::int64_t deadline,
+                        std::int64_t kill_margin) {
   setpgid(0, 0);
   life.close_write();
   status.close_read();
+  fcntl(life.read, F_SETFL, fcntl(life.read, F_GETFL) | O_NONBLOCK);
   for (int signal_number : kForwarded) signal(signal_number, SIG_IGN);
   if (getppid() != wrapper) kill(0, SIGKILL);  // the wrapper is already gone
   pid_t guard_pid = getpid();
@@ -118,11 +138,19 @@ Exec prepare_exec(const RunRequest& request, std::int64_t token) {
   }
   int command_fd = static_cast<int>(syscall(SYS_pidfd_open, command, 0));
   while (true) {
-    pollfd fds[2] = {{life.read, POLLIN, 0}, {command_fd, POLLIN, 0}};
+    auto left_ms = (deadline - kill_margin - monotonic_now()) / 1'000'000;
+    if (left_ms <= 0) break;  // the lease may be over: nothing of the group may go on
     // Without a pidfd (old kernel), look at the command every 50 ms.
-    int ready = poll(fds, command_fd >= 0 ? 2 : 1, command_fd >= 0 ? -1 : 50);
+    int timeout = static_cast<int>(std::min<std::int64_t>(left_ms, command_fd >= 0 ? 60'000 : 50));
+    pollfd fds[2] = {{life.read, POLLIN, 0}, {command_fd, POLLIN, 0}};
+    int ready = poll(fds, command_fd >= 0 ? 2 : 1, timeout);
     if (ready < 0 && errno != EINTR) break;
-    if (fds[0].revents != 0) break;  // end of file: the wrapper is gone
+    if (fds[0].revents != 0) {
+      std::int64_t moved = 0;
+      ssize_t got = 0;
+      while ((got = read(life.read, &moved, sizeof moved)) == sizeof moved) deadline = moved;
+      if (got == 0) break;  // end of file: the wrapper is gone
+    }
     int wait_status = 0;
     if (waitpid(command, &wait_status, WNOHANG) == command) {
       (void)!write(status.write, &wait_status, sizeof wait_status);
@@ -156,7 +184,10 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   pid_t wrapper = getpid();
   pid_t group = fork();
   if (group < 0) throw Error(ErrorCategory::database, fmt::format("fork failed: {}", std::strerror(errno)));
-  if (group == 0) guard(exec, life, status, wrapper);
+  auto told_deadline = lock->local_deadline();
+  if (group == 0)
+    guard(exec, life, status, wrapper, steady_nanoseconds(told_deadline),
+          std::chrono::duration_cast<std::chrono::nanoseconds>(kill_margin(request)).count());
   setpgid(group, group);  // also here: no signal may reach the group before it exists
   life.close_read();
   status.close_write();
@@ -173,13 +204,19 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   while (true) {
     auto now = Clock::now();
     auto deadline = lock->local_deadline();
+    if (deadline != told_deadline && !lock->lost()) {  // a renewal moved it: tell the guard
+      auto nanoseconds = steady_nanoseconds(deadline);
+      (void)!write(life.write, &nanoseconds, sizeof nanoseconds);
+      told_deadline = deadline;
+    }
     if (!terminated_at && (lost || lock->lost() || now >= deadline - request.grace)) {
       why = lost || lock->lost() ? "was lost" : "could not be renewed and its deadline is near";
       fmt::print(stderr, "dblock: the lease on '{}' {} while the command ran; sending it SIGTERM\n", request.name, why);
       kill(-group, SIGTERM);
       terminated_at = now;
     }
-    auto kill_at = terminated_at ? std::min(deadline, *terminated_at + request.grace) : Clock::time_point::max();
+    auto kill_at = terminated_at ? std::min(deadline - kill_margin(request), *terminated_at + request.grace)
+                                 : Clock::time_point::max();
     if (terminated_at && !killed && now >= kill_at) {
       fmt::print(stderr, "dblock: the command did not stop before the lease on '{}' ran out; killing its process group\n",
                  request.name);
@@ -196,6 +233,12 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   }
   int command_status = 0;
   bool reported = read(status.read, &command_status, sizeof command_status) == sizeof command_status;
+  if (!reported && !killed) {
+    fmt::print(stderr, "dblock: the command was killed at the lease's local deadline on '{}' (dblock was stopped or "
+                       "too slow to renew it)\n",
+               request.name);
+    terminated_at = Clock::now();
+  }
   int result = reported ? exit_status_of(command_status) : 128 + SIGKILL;
   try {
     lock->release();

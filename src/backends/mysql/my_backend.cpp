@@ -26,7 +26,7 @@ struct MySql {
     auto make = [&](const char* name, std::string_view sql) {
       return MyStatement{id++, name, fill(sql, {{"{prefix}", prefix}, {"{held}", kHeldTable}})};
     };
-    acquire = make("acquire", "SELECT `{prefix}acquire`(?, ?, ?)");
+    acquire = make("acquire", "SELECT `{prefix}acquire_held`(?, ?, ?, ?)");
     release = make("release", "SELECT `{prefix}release`(?, ?, ?)");
     // One statement renews every lock; affected rows says whether all were renewed (no UPDATE
     // ... RETURNING on MariaDB), and only when some were not does renewed_of ask which.
@@ -185,7 +185,7 @@ class MyRawClient final : public RawLockClient {
 
   std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
                                       std::int64_t ttl_ms) override {
-    std::array<MyParam, 3> params{name, owner, ttl_ms * 1000};
+    std::array<MyParam, 4> params{name, owner, ttl_ms * 1000, std::int64_t{0}};
     auto grant = parse_grant(connection_->query(sql_.acquire, params));
     if (!grant) return std::nullopt;
     return grant->token;
@@ -241,8 +241,9 @@ class MyBackend final : public Backend {
   std::string_view dialect() const noexcept override { return "mysql"; }
 
 
-  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) override {
-    std::array<MyParam, 3> params{name, owner, micros(ttl)};
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
+                                   std::int64_t held_token) override {
+    std::array<MyParam, 4> params{name, owner, micros(ttl), held_token};
     auto session = pool_.lease();
     return parse_grant(session->query(sql_.acquire, params));
   }

@@ -51,7 +51,7 @@ struct PgSql {
       return detail::fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}, {"{key}", key_text}, {"{channel}", channel}});
     };
     // The server-side function draws fencing tokens while holding the row lock (STACK-NOTES §4.1).
-    acquire = {0, fill(R"(SELECT lock_count, lock_token FROM "{schema}"."{prefix}acquire"($1, $2, $3::bigint))")};
+    acquire = {0, fill(R"(SELECT lock_count, lock_token FROM "{schema}"."{prefix}acquire_held"($1, $2, $3::bigint, $4::bigint))")};
     // At zero the row is deleted; NOTIFY only when a waiter holds the shared advisory key
     // (then our exclusive try fails), so uncontended releases pay no notify cost.
     release = {1, fill(R"(
@@ -264,8 +264,8 @@ class PgRawClient final : public RawLockClient {
                                       std::int64_t ttl_ms) override {
     char ttl[24];
     *std::to_chars(ttl, ttl + sizeof ttl - 1, ttl_ms).ptr = '\0';
-    const char* values[] = {name.c_str(), owner.c_str(), ttl};
-    PgResult result(PQexecPrepared(conn_.get(), "a", 3, values, nullptr, nullptr, 0));
+    const char* values[] = {name.c_str(), owner.c_str(), ttl, "0"};
+    PgResult result(PQexecPrepared(conn_.get(), "a", 4, values, nullptr, nullptr, 0));
     if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return to_int64(result.get(), 0, 1);
@@ -326,8 +326,10 @@ class PgBackend final : public Backend {
 
   std::string_view dialect() const noexcept override { return "postgresql"; }
 
-  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) override {
-    std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(ttl.count())};
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
+                                   std::int64_t held_token) override {
+    std::array<std::string, 4> params{std::string(name), std::string(owner), std::to_string(ttl.count()),
+                                      std::to_string(held_token)};
     auto session = pool_.lease();
     auto result = session->exec_prepared(sql_.acquire, params);
     if (PQntuples(result.get()) == 0) return std::nullopt;

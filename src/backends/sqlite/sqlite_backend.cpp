@@ -29,19 +29,20 @@ constexpr int kSqliteLocked = 6;
 struct SqliteSql {
   explicit SqliteSql(std::string_view prefix) {
     auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
-    acquire = fill(R"(
+    // A re-entry needs the token of the grant the caller holds (:held, 0 for none): a live row of
+    // the caller's with another token is a leftover it no longer counts, taken over afresh.
+    acquire = detail::fill(fill(R"(
 INSERT INTO "{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at)
 VALUES (:name, :owner, 1, (SELECT value + 1 FROM "{prefix}token_counter" WHERE id = 1), {now}, {now} + :ttl)
 ON CONFLICT (name) DO UPDATE SET
-  count       = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.count + 1 ELSE 1 END,
-  token       = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.token ELSE excluded.token END,
-  acquired_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.acquired_at
-                     ELSE excluded.acquired_at END,
+  count       = CASE WHEN {reenter} THEN l.count + 1 ELSE 1 END,
+  token       = CASE WHEN {reenter} THEN l.token ELSE excluded.token END,
+  acquired_at = CASE WHEN {reenter} THEN l.acquired_at ELSE excluded.acquired_at END,
   owner       = excluded.owner,
-  expires_at  = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN max(l.expires_at, excluded.expires_at)
-                     ELSE excluded.expires_at END
+  expires_at  = CASE WHEN {reenter} THEN max(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END
 WHERE l.owner = excluded.owner OR l.expires_at <= {now}
-RETURNING count, token)");
+RETURNING count, token)"), {{"{reenter}", "l.owner = excluded.owner AND l.expires_at > " + std::string(kNow) +
+                                             " AND l.token = :held"}});
     release_last = fill(R"(
 DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token AND count = 1 RETURNING 0)");
     release_inner = fill(R"(
@@ -173,7 +174,8 @@ class SqliteSession {
   soci::statement& acquire() {
     return prepared(acquire_, [&] {
       return soci::statement((session_.prepare << sql_.acquire, soci::use(name_, "name"), soci::use(owner_, "owner"),
-                              soci::use(number_, "ttl"), soci::into(result_a_), soci::into(result_b_)));
+                              soci::use(number_, "ttl"), soci::use(held_token_, "held"), soci::into(result_a_),
+                              soci::into(result_b_)));
     });
   }
   soci::statement& release_last() {
@@ -274,7 +276,7 @@ class SqliteSession {
  public:
   // Bound parameters and results of the prepared statements (bound by address at prepare time).
   std::string name_, owner_, text_, out_name_, out_owner_;
-  std::int64_t number_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
+  std::int64_t number_ = 0, held_token_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
 
  private:
   std::optional<soci::statement> acquire_, release_last_, release_inner_, renew_, lease_left_, list_, force_release_,
@@ -386,6 +388,7 @@ class SqliteRawClient final : public RawLockClient {
                                       std::int64_t ttl_ms) override {
     auto* st = acquire_.get();
     bind(st, name, owner, ttl_ms);
+    sqlite_api::sqlite3_bind_int64(st, 4, 0);  // :held, no grant held
     std::optional<std::int64_t> token;
     if (step(st) == SQLITE_ROW) token = sqlite_api::sqlite3_column_int64(st, 1);
     while (step(st) == SQLITE_ROW) {
@@ -467,12 +470,14 @@ class SqliteBackend final : public Backend {
 
   std::string_view dialect() const noexcept override { return "sqlite"; }
 
-  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl) override {
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
+                                   std::int64_t held_token) override {
     auto session = pool_.lease();
     return session->guarded("acquire", [&]() -> std::optional<Grant> {
       session->name_ = name;
       session->owner_ = owner;
       session->number_ = ttl.count();
+      session->held_token_ = held_token;
       if (!execute_single(session->acquire())) return std::nullopt;
       return Grant{session->result_a_, session->result_b_};
     });

@@ -1,0 +1,321 @@
+// The nemesis suite, the way Jepsen checks lock services. Holders in this process (threads, two of
+// them sharing one manager) and in child processes (`dblock run` wrappers whose command records
+// its work) contend for two hot names, while a nemesis stalls their connections (packets held, no
+// reset) for longer than the TTL, cuts them, SIGKILLs wrappers and pauses them (SIGSTOP) past
+// their deadline. Every holder records its belief interval (first to last instant it worked
+// believing it held the lock, on this machine's monotonic clock) and its fencing token. The
+// checker fails on any overlap of two intervals for one name, and on any token that does not
+// rise in grant order.
+//
+// DBLOCK_NEMESIS_SECONDS sets the length of each run (default 6).
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dblock/dblock.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "support/servers.hpp"
+#include "support/tcp_proxy.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dblock::test::BackendCase;
+
+constexpr auto kTtl = 600ms;
+const std::vector<std::string> kNames{"hot-a", "hot-b"};
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::chrono::seconds run_length() {
+  const char* text = std::getenv("DBLOCK_NEMESIS_SECONDS");
+  return std::chrono::seconds(text != nullptr && std::atoi(text) > 0 ? std::atoi(text) : 6);
+}
+
+struct Belief {
+  std::string name;
+  std::int64_t token = 0;
+  std::int64_t first_ns = 0, last_ns = 0;
+  std::string holder;
+};
+
+class History {
+ public:
+  void add(Belief belief) {
+    std::lock_guard lock(mutex_);
+    beliefs_.push_back(std::move(belief));
+  }
+  std::vector<Belief> take() {
+    std::lock_guard lock(mutex_);
+    return std::move(beliefs_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<Belief> beliefs_;
+};
+
+/// Overlapping belief intervals and tokens out of grant order, one line each.
+std::vector<std::string> violations(std::vector<Belief> beliefs) {
+  std::vector<std::string> found;
+  std::sort(beliefs.begin(), beliefs.end(), [](const Belief& a, const Belief& b) {
+    return std::tie(a.name, a.first_ns) < std::tie(b.name, b.first_ns);
+  });
+  const Belief* latest_end = nullptr;  // of the same name, the belief that ends last so far
+  const Belief* previous = nullptr;
+  for (auto& belief : beliefs) {
+    if (previous && previous->name != belief.name) latest_end = previous = nullptr;
+    if (latest_end && belief.first_ns <= latest_end->last_ns)
+      found.push_back(fmt::format("'{}': {} (token {}) began {:.3f} ms before {} (token {}) stopped", belief.name,
+                                  belief.holder, belief.token, (latest_end->last_ns - belief.first_ns) / 1e6,
+                                  latest_end->holder, latest_end->token));
+    if (previous && belief.token <= previous->token)
+      found.push_back(fmt::format("'{}': token {} of {} was granted after token {} of {}", belief.name, belief.token,
+                                  belief.holder, previous->token, previous->holder));
+    if (!latest_end || belief.last_ns > latest_end->last_ns) latest_end = &belief;
+    previous = &belief;
+  }
+  return found;
+}
+
+/// One `dblock run` holder at a time, spawned over and over until told to stop.
+class RunLoop {
+ public:
+  RunLoop(std::string dsn, dblock::LockMode mode, std::filesystem::path dir, std::string label)
+      : dsn_(std::move(dsn)), mode_(mode), dir_(std::move(dir)), label_(std::move(label)) {}
+
+  void run(const std::atomic<bool>& stop, History& history, std::uint32_t seed) {
+    std::mt19937 random(seed);
+    for (int round = 0; !stop; ++round) {
+      auto record = dir_ / fmt::format("{}-{}.rec", label_, round);
+      const auto& name = kNames[random() % kNames.size()];
+      std::vector<std::string> args{DBLOCK_CLI_PATH, "--dsn", dsn_, "run", "--name", name,
+                                    "--ttl", fmt::format("{}ms", kTtl.count()), "--wait", "1s"};
+      if (mode_ == dblock::LockMode::advisory) args.insert(args.end(), {"--mode", "advisory"});
+      args.insert(args.end(), {"--", NEMESIS_WORKER_PATH, record.string(), std::to_string(20 + random() % 200)});
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      posix_spawn_file_actions_t actions;
+      posix_spawn_file_actions_init(&actions);
+      auto log = (dir_ / (label_ + ".log")).string();
+      posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      pid_t pid = 0;
+      int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+      posix_spawn_file_actions_destroy(&actions);
+      if (spawned != 0) {
+        ADD_FAILURE() << "posix_spawn failed: " << spawned;
+        return;
+      }
+      {
+        std::lock_guard lock(mutex_);
+        running_ = pid;
+      }
+      int status = 0;
+      auto give_up = Clock::now() + 60s;
+      while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (Clock::now() > give_up) {
+          ADD_FAILURE() << label_ << ": a dblock run did not finish within 60 s";
+          kill(pid, SIGCONT);
+          kill(pid, SIGKILL);
+        }
+        std::this_thread::sleep_for(2ms);  // polling a child process's exit
+      }
+      {
+        std::lock_guard lock(mutex_);
+        running_ = 0;
+      }
+      std::ifstream in(record, std::ios::binary);
+      std::int64_t fields[3] = {};
+      if (in.read(reinterpret_cast<char*>(fields), sizeof fields))
+        history.add({name, fields[0], fields[1], fields[2], fmt::format("{} round {}", label_, round)});
+    }
+  }
+
+  /// Sends `signal_number` to the wrapper running now, if any; true when one was there.
+  bool signal(int signal_number) {
+    std::lock_guard lock(mutex_);
+    return running_ != 0 && kill(running_, signal_number) == 0;
+  }
+
+ private:
+  std::string dsn_;
+  dblock::LockMode mode_;
+  std::filesystem::path dir_;
+  std::string label_;
+  std::mutex mutex_;
+  pid_t running_ = 0;
+};
+
+/// A holder thread: takes a name, works while lost() is false, records what it believed.
+void hold_in_thread(dblock::LockManager& manager, const std::atomic<bool>& stop, History& history, std::string label,
+                    std::uint32_t seed) {
+  std::mt19937 random(seed);
+  while (!stop) {
+    const auto& name = kNames[random() % kNames.size()];
+    std::optional<dblock::Lock> lock;
+    try {
+      lock.emplace(manager.acquire(name, 1s));
+    } catch (const dblock::Error&) {
+      continue;
+    }
+    Belief belief{name, lock->token(), 0, 0, label};
+    auto until = Clock::now() + std::chrono::milliseconds(20 + random() % 200);
+    while (Clock::now() < until) {
+      auto at = now_ns();
+      if (lock->lost()) break;  // checked after `at`: the lock was believed held at `at`
+      if (belief.first_ns == 0) belief.first_ns = at;
+      belief.last_ns = at;
+      std::this_thread::sleep_for(1ms);  // the work's own pace
+    }
+    if (belief.first_ns != 0) history.add(belief);
+    try {
+      lock->release();
+    } catch (const dblock::Error&) {
+    }
+  }
+}
+
+class Nemesis : public ::testing::TestWithParam<BackendCase> {};
+
+TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
+  bool networked = GetParam().dsn_env != nullptr;
+  bool advisory = GetParam().mode == dblock::LockMode::advisory;
+  auto base = server_dsn + (server_dsn.find('?') == std::string::npos ? "?" : "&") +
+              "prefix=" + dblock::test::unique_prefix();
+  {
+    auto store = dblock::Store::open(base);
+    dblock::migrate(*store);
+  }
+  auto dir = std::filesystem::temp_directory_path() / fmt::format("dblock-nemesis-{}-{}", getpid(), GetParam().label);
+  std::filesystem::create_directories(dir);
+
+  // Holders 0 and 1 are in-process managers (0 with two threads), 2 and 3 are `dblock run` loops;
+  // each reaches the server through a proxy of its own.
+  constexpr std::size_t kHolders = 4;
+  std::vector<std::unique_ptr<dblock::test::TcpProxy>> proxies;
+  auto dsn_for = [&](std::size_t holder) {
+    return networked ? dblock::test::with_port(base, proxies[holder]->port()) : base;
+  };
+  if (networked)
+    for (std::size_t i = 0; i < kHolders; ++i)
+      proxies.push_back(std::make_unique<dblock::test::TcpProxy>(dblock::test::dsn_port(server_dsn)));
+
+  dblock::StoreOptions store_options{.connect_timeout = 2s, .statement_timeout = 2s};
+  dblock::ManagerOptions manager_options{.mode = GetParam().mode, .default_ttl = kTtl};
+  auto shared_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(0), store_options),
+                                                              manager_options);
+  auto own_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(1), store_options),
+                                                           manager_options);
+  std::vector<std::unique_ptr<RunLoop>> loops;
+  for (std::size_t holder : {2, 3})
+    loops.push_back(std::make_unique<RunLoop>(dsn_for(holder), GetParam().mode, dir, fmt::format("run{}", holder)));
+
+  History history;
+  std::atomic<bool> stop{false};
+  std::vector<std::jthread> holders;
+  holders.emplace_back([&] { hold_in_thread(*shared_manager, stop, history, "manager0/thread0", 1); });
+  holders.emplace_back([&] { hold_in_thread(*shared_manager, stop, history, "manager0/thread1", 2); });
+  holders.emplace_back([&] { hold_in_thread(*own_manager, stop, history, "manager1/thread0", 3); });
+  for (std::size_t i = 0; i < loops.size(); ++i)
+    holders.emplace_back([&, i] { loops[i]->run(stop, history, static_cast<std::uint32_t>(10 + i)); });
+
+  // The nemesis. Its pauses are the fault schedule, not synchronisation.
+  std::map<std::string, int> faults;
+  std::mt19937 random(42);
+  auto between = [&](int low_ms, int high_ms) { return std::chrono::milliseconds(low_ms + random() % (high_ms - low_ms)); };
+  auto end = Clock::now() + run_length();
+  for (int round = 0; Clock::now() < end; ++round) {
+    std::this_thread::sleep_for(between(100, 400));
+    switch (round % 4) {  // each fault in turn, on a random victim
+      case 0:  // stall one holder's connections past the TTL: packets held, no reset
+        if (!networked) break;
+        {
+          auto& proxy = *proxies[random() % proxies.size()];
+          proxy.set_stalled(true);
+          std::this_thread::sleep_for(between(400, 1500));
+          proxy.set_stalled(false);
+          ++faults["stall"];
+        }
+        break;
+      case 1:  // cut one holder's connections (table mode: the lease outlives the connection)
+        if (!networked || advisory) break;
+        {
+          auto& proxy = *proxies[random() % proxies.size()];
+          proxy.set_down(true);
+          std::this_thread::sleep_for(between(50, 300));
+          proxy.set_down(false);
+          ++faults["cut"];
+        }
+        break;
+      case 2:  // SIGKILL a wrapper: its command must not work on unlocked
+        if (loops[random() % loops.size()]->signal(SIGKILL)) ++faults["kill wrapper"];
+        break;
+      case 3:  // pause a wrapper past its deadline: nobody renews, its command must stop in time
+        {
+          auto& loop = *loops[random() % loops.size()];
+          if (!loop.signal(SIGSTOP)) break;
+          std::this_thread::sleep_for(between(400, 1500));
+          loop.signal(SIGCONT);
+          ++faults["pause wrapper"];
+        }
+        break;
+    }
+  }
+  stop = true;
+  for (auto& loop : loops) loop->signal(SIGCONT);
+  holders.clear();  // joins
+
+  auto beliefs = history.take();
+  std::string summary;
+  for (auto& [fault, count] : faults) summary += fmt::format(" {}={}", fault, count);
+  RecordProperty("faults", summary);
+  std::cout << "[ nemesis  ] " << beliefs.size() << " belief intervals; faults:" << summary << "\n";
+  EXPECT_GE(beliefs.size(), 10u) << "too few grants to say anything";
+  EXPECT_GE(faults.size(), 2u) << "the nemesis did too little";
+  auto found = violations(beliefs);
+  for (auto& violation : found) ADD_FAILURE() << violation;
+  if (found.empty()) std::filesystem::remove_all(dir);
+  else std::cout << "[ nemesis  ] wrapper logs kept in " << dir << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Nemesis,
+                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                           dblock::test::kSqlite, dblock::test::kPostgresAdvisory,
+                                           dblock::test::kMysqlAdvisory),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {
+  EXPECT_TRUE(violations({{"a", 1, 0, 10, "x"}, {"a", 2, 11, 20, "y"}, {"b", 1, 5, 15, "z"}}).empty());
+  EXPECT_EQ(violations({{"a", 1, 0, 10, "x"}, {"a", 2, 10, 20, "y"}}).size(), 1u) << "touching is overlapping";
+  EXPECT_EQ(violations({{"a", 1, 0, 100, "x"}, {"a", 2, 20, 30, "y"}, {"a", 3, 40, 50, "z"}}).size(), 2u);
+  EXPECT_EQ(violations({{"a", 5, 0, 10, "x"}, {"a", 4, 20, 30, "y"}}).size(), 1u);
+}
+
+}  // namespace
