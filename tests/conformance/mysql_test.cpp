@@ -3,6 +3,7 @@
 // what GET_LOCK cannot do, the left-to-right ON DUPLICATE KEY UPDATE pitfall, and lock-wait
 // timeouts retried and counted.
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <string>
@@ -157,6 +158,33 @@ TEST_F(MySql, AFailedTryLeavesTheHoldersRowUntouched) {
   EXPECT_EQ(after.count, 2);
   EXPECT_EQ(after.token, before.token);
   EXPECT_GE(after.remaining, before.remaining - 1s) << "the lease was not touched either";
+}
+
+TEST_F(MySql, TheSqlApiExcludesOtherOwnersUnderClientFoundRows) {
+  // 0001's acquire decided by ROW_COUNT(), which CLIENT_FOUND_ROWS turns into "1" for an upsert
+  // that changed nothing: the second owner was granted the lock and overwrote the token.
+  auto a = dblock::test::make_admin("mysql", server_dsn_, "dblock", prefix_, true);
+  auto b = dblock::test::make_admin("mysql", server_dsn_, "dblock", prefix_, true);
+  a->exec("CREATE TEMPORARY TABLE found_rows_probe (x INT)");
+  a->exec("INSERT INTO found_rows_probe VALUES (1)");
+  a->exec("UPDATE found_rows_probe SET x = 1");
+  ASSERT_EQ(a->query("SELECT ROW_COUNT()").at(0), "1") << "the session must really count found rows";
+  for (std::string function : {"acquire", "acquire_held"}) {
+    auto name = "api-" + function;
+    auto extra = function == "acquire_held" ? ", 0" : "";
+    auto call = [&](dblock::test::Admin& session, const std::string& owner) {
+      return session.query(fmt::format("SELECT \"{}{}\"('{}', '{}', 5000000{})", prefix_, function, name, owner, extra))
+          .at(0);
+    };
+    auto granted = call(*a, "owner-a");
+    ASSERT_FALSE(granted.empty()) << function;
+    EXPECT_EQ(call(*b, "owner-b"), "") << function << ": another owner's live lock must not be granted";
+    auto rows = store_->locks();
+    auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& info) { return info.name == name; });
+    ASSERT_NE(row, rows.end());
+    EXPECT_EQ(row->owner, "owner-a");
+    EXPECT_EQ(fmt::format("1 {}", row->token), granted) << function << ": the holder's token must stay";
+  }
 }
 
 TEST_F(MySql, LockWaitTimeoutsAreRetriedAndCounted) {

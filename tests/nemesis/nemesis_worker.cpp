@@ -19,7 +19,7 @@ std::int64_t monotonic_ns() {
 }
 
 struct Record {
-  std::int64_t token, first_work_ns, last_work_ns;
+  std::int64_t token, first_work_ns, last_work_ns, pid;
 };
 
 }  // namespace
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   if (argc != 3 || token == nullptr) return 64;
   int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return 73;
-  Record record{std::atoll(token), monotonic_ns(), 0};
+  Record record{std::atoll(token), monotonic_ns(), 0, getpid()};
   auto until = record.first_work_ns + std::atoll(argv[2]) * 1'000'000;
   while (true) {
     record.last_work_ns = monotonic_ns();  // one step of work, done now

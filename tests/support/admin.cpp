@@ -179,7 +179,7 @@ class SqliteAdmin final : public Admin {
 /// tests' portable SQL ("quoted" identifiers, ||) means the same as on the other servers.
 class MyAdmin final : public Admin {
  public:
-  MyAdmin(const std::string& dsn, std::string prefix) : prefix_(std::move(prefix)) {
+  MyAdmin(const std::string& dsn, std::string prefix, bool client_found_rows) : prefix_(std::move(prefix)) {
     // mysql://user:pw@127.0.0.1:PORT/db, as tools/testdb.sh prints it
     auto rest = dsn.substr(dsn.find("://") + 3);
     auto at = rest.rfind('@', rest.find('/'));
@@ -188,8 +188,12 @@ class MyAdmin final : public Admin {
     database_ = rest.substr(rest.find('/') + 1);
     database_ = database_.substr(0, database_.find('?'));
     auto colon = credentials.find(':');
-    conn_.reset(sql::mysql::get_mysql_driver_instance()->connect("tcp://" + host, credentials.substr(0, colon),
-                                                                 credentials.substr(colon + 1)));
+    sql::ConnectOptionsMap options;
+    options["hostName"] = sql::SQLString("tcp://" + host);
+    options["userName"] = sql::SQLString(credentials.substr(0, colon));
+    options["password"] = sql::SQLString(credentials.substr(colon + 1));
+    options["CLIENT_FOUND_ROWS"] = client_found_rows;  // Connector/J's default: matched rows, not changed ones
+    conn_.reset(sql::mysql::get_mysql_driver_instance()->connect(options));
     conn_->setSchema(database_);
     run("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'), time_zone = '+00:00', "
         "max_recursive_iterations = 10000000");
@@ -286,9 +290,9 @@ class MyAdmin final : public Admin {
 }  // namespace
 
 std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
-                                  const std::string& prefix) {
+                                  const std::string& prefix, bool client_found_rows) {
   if (dialect == "postgresql") return std::make_unique<PgAdmin>(dsn, schema, prefix);
-  if (dialect == "mysql") return std::make_unique<MyAdmin>(dsn, prefix);
+  if (dialect == "mysql") return std::make_unique<MyAdmin>(dsn, prefix, client_found_rows);
   if (dialect == "sqlite") return std::make_unique<SqliteAdmin>(dsn.substr(std::string("sqlite://").size()), prefix);
   throw std::runtime_error("no test admin for dialect " + dialect);
 }

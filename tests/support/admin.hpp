@@ -32,8 +32,9 @@ class Admin {
   virtual int kill_advisory_holder(const std::string& name) = 0;
 };
 
-/// `dsn` is the server DSN without dblock's query parameters.
+/// `dsn` is the server DSN without dblock's query parameters. `client_found_rows`: MySQL only,
+/// connect with CLIENT_FOUND_ROWS (affected rows count matched rows, as Connector/J's default).
 std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
-                                  const std::string& prefix);
+                                  const std::string& prefix, bool client_found_rows = false);
 
 }  // namespace dblock::test
