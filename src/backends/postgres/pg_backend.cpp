@@ -357,6 +357,9 @@ class PgBackend final : public Backend {
     // Extending a lease is idempotent, so a session that turns out broken is replaced and the
     // statement run once more.
     auto result = pool_.idempotent([&](PgConnection& session) {
+      // A second try after a lost reply is pointless once the first deadline has passed.
+      if (std::chrono::steady_clock::now() >= reply_by)
+        throw OutcomeUnknown("renewal: no time left before the first local deadline", "57014");
       auto limit = session.limit_replies(reply_by);
       return session.exec_prepared(sql_.renew, params);
     });
