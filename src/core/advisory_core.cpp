@@ -129,7 +129,7 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
   std::shared_ptr<AdvisoryHeld> reentered;
   std::int64_t depth = 0;
   std::optional<std::int64_t> token;
-  auto sent = SteadyClock::now();
+  SteadyClock::time_point alive_at;  // when the new lock's session was last seen alive
   {
     // Every grant of this owner goes through `use`, so a re-entry is seen here, and the server is
     // asked once per lock however deep the re-entry goes.
@@ -149,15 +149,18 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
     // which skips a busy session, would.
     if (holds_others) wait = std::min(wait, check_interval_);
     wait = std::min(wait, kLongestServerWait);
-    sent = SteadyClock::now();
+    auto sent = SteadyClock::now();
     if (!reentered) token = lock_on_session(use, pinned, target, wait);
+    // A grant after a server-side wait came at the end of it: the reply, not the request, is the
+    // sign of life its deadline counts from.
+    alive_at = wait.count() > 0 ? SteadyClock::now() : sent;
   }
   if (reentered) {  // user callbacks run outside the locks
     count_acquired(name, reentered->token, depth, std::chrono::milliseconds(0));
     return {make_guard(std::move(reentered), depth), false};
   }
   if (!token) return {std::nullopt, false};
-  auto held = std::make_shared<AdvisoryHeld>(std::string(name), *token, target, pinned, options_.default_ttl, sent);
+  auto held = std::make_shared<AdvisoryHeld>(std::string(name), *token, target, pinned, options_.default_ttl, alive_at);
   held->depth = 1;
   {
     std::lock_guard lock(mutex_);

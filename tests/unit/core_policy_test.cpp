@@ -73,6 +73,7 @@ struct Script {
   std::map<std::string, int> server_locks;
   int next_session = 0;
   std::optional<dblock::DatabaseError> fail_after_grant;
+  std::chrono::milliseconds server_wait{0};  // how long a waiting lock statement takes to be granted
 
   std::optional<Grant> apply_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
                                      std::int64_t held_token) {
@@ -110,70 +111,73 @@ struct Script {
 
 class ScriptedSession final : public AdvisorySession {
  public:
-  explicit ScriptedSession(Script& script) : script_(script) {
-    std::lock_guard lock(script_.mutex);
-    id_ = ++script_.next_session;
+  explicit ScriptedSession(std::shared_ptr<Script> script) : script_(std::move(script)) {
+    std::lock_guard lock(script_->mutex);
+    id_ = ++script_->next_session;
   }
   ~ScriptedSession() override {  // the server lets go of a closed session's locks
-    std::lock_guard lock(script_.mutex);
-    std::erase_if(script_.server_locks, [&](const auto& entry) { return entry.second == id_; });
+    std::lock_guard lock(script_->mutex);
+    std::erase_if(script_->server_locks, [&](const auto& entry) { return entry.second == id_; });
   }
-  std::optional<std::int64_t> lock(const AdvisoryTarget& target, std::chrono::milliseconds) override {
-    std::lock_guard lock(script_.mutex);
-    auto [it, inserted] = script_.server_locks.try_emplace(std::string(target.name), id_);
+  std::optional<std::int64_t> lock(const AdvisoryTarget& target, std::chrono::milliseconds wait) override {
+    if (wait.count() > 0) std::this_thread::sleep_for(script_->server_wait);  // the server's queue
+    std::lock_guard lock(script_->mutex);
+    auto [it, inserted] = script_->server_locks.try_emplace(std::string(target.name), id_);
     if (!inserted && it->second != id_) return std::nullopt;
-    if (script_.fail_after_grant) throw *std::exchange(script_.fail_after_grant, std::nullopt);
-    return ++script_.next_token;
+    if (script_->fail_after_grant) throw *std::exchange(script_->fail_after_grant, std::nullopt);
+    return ++script_->next_token;
   }
   bool unlock(const AdvisoryTarget& target) override {
-    ++script_.unlocks;
-    std::lock_guard lock(script_.mutex);
-    auto it = script_.server_locks.find(std::string(target.name));
-    if (it == script_.server_locks.end() || it->second != id_) return false;
-    script_.server_locks.erase(it);
+    ++script_->unlocks;
+    std::lock_guard lock(script_->mutex);
+    auto it = script_->server_locks.find(std::string(target.name));
+    if (it == script_->server_locks.end() || it->second != id_) return false;
+    script_->server_locks.erase(it);
     return true;
   }
-  void check_alive() override { script_.checks_gate.pass(); }
+  void check_alive() override { script_->checks_gate.pass(); }
 
  private:
-  Script& script_;
+  std::shared_ptr<Script> script_;
   int id_ = 0;
 };
 
 class ScriptedBackend final : public dblock::detail::Backend {
  public:
-  explicit ScriptedBackend(Script& script) : script_(script) {}
+  // Shared: a renewal stalled in it may outlive the test's manager (its watchdog keeps the core
+  // alive until the statement returns), as the Store keeps a real backend alive.
+  explicit ScriptedBackend(std::shared_ptr<Script> script) : script_(std::move(script)) {}
   std::string_view dialect() const noexcept override { return "scripted"; }
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
                                    std::int64_t held_token) override {
-    ++script_.acquires;
-    if (script_.acquire_delay.count() > 0) std::this_thread::sleep_for(script_.acquire_delay);  // a slow reply
-    auto mode = std::exchange(script_.acquire_unknown, Unknown::no);
+    ++script_->acquires;
+    if (script_->acquire_delay.count() > 0) std::this_thread::sleep_for(script_->acquire_delay);  // a slow reply
+    auto mode = std::exchange(script_->acquire_unknown, Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
-    auto grant = script_.apply_acquire(name, owner, ttl, held_token);
+    auto grant = script_->apply_acquire(name, owner, ttl, held_token);
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     return grant;
   }
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
-    ++script_.releases;
-    auto mode = std::exchange(script_.release_unknown, Unknown::no);
+    ++script_->releases;
+    auto mode = std::exchange(script_->release_unknown, Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
-    auto left = script_.apply_release(name, owner, token);
+    auto left = script_->apply_release(name, owner, token);
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     return left;
   }
   std::vector<std::size_t> renew(std::span<const HeldRef> held, Clock::time_point) override {
-    ++script_.renewals;
-    script_.renewals_gate.pass();  // a stall that ignores the reply bound, as MySQL's would
-    std::lock_guard lock(script_.mutex);
+    ++script_->renewals;
+    script_->renewals_gate.pass();  // a stall that ignores the reply bound, as MySQL's would
+    std::lock_guard lock(script_->mutex);
     auto now = Clock::now();
     std::vector<std::size_t> renewed;
-    script_.renewed_ttls.clear();
+    script_->renewed_ttls.clear();
     for (std::size_t i = 0; i < held.size(); ++i) {
-      script_.renewed_ttls.push_back(held[i].ttl);
-      auto it = script_.rows.find(std::string(held[i].name));
-      if (it == script_.rows.end()) continue;
+      script_->renewed_ttls.push_back(held[i].ttl);
+      auto it = script_->rows.find(std::string(held[i].name));
+      if (it == script_->rows.end()) continue;
       auto& row = it->second;
       if (row.owner != held[i].owner || row.token != held[i].token || row.expires <= now) continue;
       row.expires = std::max(row.expires, now + held[i].ttl);
@@ -182,13 +186,13 @@ class ScriptedBackend final : public dblock::detail::Backend {
     return renewed;
   }
   std::optional<std::chrono::milliseconds> lease_left(std::string_view name) override {
-    auto row = script_.row(std::string(name));
+    auto row = script_->row(std::string(name));
     if (!row) return std::nullopt;
     return std::chrono::duration_cast<std::chrono::milliseconds>(row->expires - Clock::now());
   }
   bool force_release(std::string_view name) override {
-    std::lock_guard lock(script_.mutex);
-    return script_.rows.erase(std::string(name)) > 0;
+    std::lock_guard lock(script_->mutex);
+    return script_->rows.erase(std::string(name)) > 0;
   }
   std::size_t reap(std::size_t) override { return 0; }
   dblock::LockCensus census() override { return {}; }
@@ -206,9 +210,9 @@ class ScriptedBackend final : public dblock::detail::Backend {
 
  protected:
   std::vector<dblock::LockInfo> list_rows(std::string_view only_name) override {
-    std::lock_guard lock(script_.mutex);
+    std::lock_guard lock(script_->mutex);
     std::vector<dblock::LockInfo> rows;
-    for (auto& [name, row] : script_.rows)
+    for (auto& [name, row] : script_->rows)
       if (only_name.empty() || only_name == name)
         rows.push_back({name, row.owner, row.count, row.token,
                         std::chrono::duration_cast<std::chrono::milliseconds>(row.expires - Clock::now())});
@@ -216,14 +220,14 @@ class ScriptedBackend final : public dblock::detail::Backend {
   }
 
  private:
-  Script& script_;
+  std::shared_ptr<Script> script_;
 };
 
 class CorePolicy : public ::testing::Test {
  protected:
   void TearDown() override {
-    script_.renewals_gate.open();
-    script_.checks_gate.open();
+    script_->renewals_gate.open();
+    script_->checks_gate.open();
   }
   std::shared_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
     if (!store_)
@@ -241,7 +245,7 @@ class CorePolicy : public ::testing::Test {
     return true;
   }
 
-  Script script_;
+  std::shared_ptr<Script> script_ = std::make_shared<Script>();
   std::shared_ptr<dblock::Store> store_;
 };
 
@@ -250,7 +254,7 @@ TEST_F(CorePolicy, AStalledRenewalIsReportedLostAtTheLocalDeadlineNotWhenItRetur
   auto locks = manager({.default_ttl = 150ms, .on_lost = [&](std::string_view, std::int64_t) {
                           reported.set_value(Clock::now());
                         }});
-  script_.renewals_gate.close();  // every renewal hangs, past any deadline
+  script_->renewals_gate.close();  // every renewal hangs, past any deadline
   auto sent = Clock::now();
   auto held = locks->try_acquire("stalled");
   ASSERT_TRUE(held);
@@ -264,18 +268,18 @@ TEST_F(CorePolicy, AStalledRenewalIsReportedLostAtTheLocalDeadlineNotWhenItRetur
   EXPECT_LT(at, deadline + 100ms) << "reported at the deadline, not whenever I/O returns";
   EXPECT_TRUE(held->lost());
   EXPECT_LE(held->local_deadline(), deadline) << "a lost lock's deadline never moves again";
-  script_.renewals_gate.open();
+  script_->renewals_gate.open();
   auto other = locks->try_acquire("after-the-stall");
   ASSERT_TRUE(other);
-  auto renewals = script_.renewals.load();
-  EXPECT_TRUE(eventually([&] { return script_.renewals.load() > renewals; })) << "the watchdog goes on after the stall";
+  auto renewals = script_->renewals.load();
+  EXPECT_TRUE(eventually([&] { return script_->renewals.load() > renewals; })) << "the watchdog goes on after the stall";
   EXPECT_TRUE(held->lost()) << "lost is for good: a renewal that returns late revives nothing";
   EXPECT_THROW(held->release(), dblock::LockLost);
 }
 
 TEST_F(CorePolicy, LostTurnsTrueAtTheDeadlineEvenBeforeAnyThreadNoticed) {
   auto locks = manager({.default_ttl = 60ms});
-  script_.renewals_gate.close();
+  script_->renewals_gate.close();
   auto held = locks->try_acquire("deadline");
   ASSERT_TRUE(held);
   auto deadline = held->local_deadline();
@@ -289,14 +293,14 @@ TEST_F(CorePolicy, AnotherOwnersRowOfTheSameNameDoesNotKeepAStaleHolderAlive) {
   ASSERT_TRUE(stale);
   std::optional<dblock::Lock> fresh;
   {
-    std::lock_guard lock(script_.mutex);
-    script_.rows["shared-name"].expires = Clock::now();  // the first lease lapses...
+    std::lock_guard lock(script_->mutex);
+    script_->rows["shared-name"].expires = Clock::now();  // the first lease lapses...
   }
   std::thread([&] { fresh = locks->try_acquire("shared-name"); }).join();  // ...another thread takes it
   ASSERT_TRUE(fresh);
   ASSERT_NE(fresh->token(), stale->token());
-  auto renewals = script_.renewals.load();
-  ASSERT_TRUE(eventually([&] { return script_.renewals.load() >= renewals + 2; }));
+  auto renewals = script_->renewals.load();
+  ASSERT_TRUE(eventually([&] { return script_->renewals.load() >= renewals + 2; }));
   EXPECT_TRUE(stale->lost()) << "renewing the other thread's row must not count for this one";
   EXPECT_FALSE(fresh->lost());
 }
@@ -309,14 +313,14 @@ TEST_F(CorePolicy, AReentryWithAShorterTtlNeverShortensTheLeaseOrItsRenewals) {
   auto inner = locks->try_acquire("nested", {.ttl = 300ms});
   ASSERT_TRUE(inner);
   EXPECT_GE(inner->local_deadline(), first_deadline);
-  auto row = script_.row("nested");
+  auto row = script_->row("nested");
   ASSERT_TRUE(row);
   EXPECT_GE(row->expires, first_deadline) << "the database keeps the longer lease";
-  auto renewals = script_.renewals.load();
-  ASSERT_TRUE(eventually([&] { return script_.renewals.load() > renewals; }));
-  std::lock_guard lock(script_.mutex);
-  ASSERT_EQ(script_.renewed_ttls.size(), 1u);
-  EXPECT_EQ(script_.renewed_ttls[0], 900ms) << "renewals ask for the longest TTL held";
+  auto renewals = script_->renewals.load();
+  ASSERT_TRUE(eventually([&] { return script_->renewals.load() > renewals; }));
+  std::lock_guard lock(script_->mutex);
+  ASSERT_EQ(script_->renewed_ttls.size(), 1u);
+  EXPECT_EQ(script_->renewed_ttls[0], 900ms) << "renewals ask for the longest TTL held";
 }
 
 TEST_F(CorePolicy, AReleaseWhoseReplyWasLostIsNeverRunTwice) {
@@ -324,12 +328,12 @@ TEST_F(CorePolicy, AReleaseWhoseReplyWasLostIsNeverRunTwice) {
   auto outer = locks->try_acquire("twice");
   auto inner = locks->try_acquire("twice");
   ASSERT_TRUE(outer && inner);
-  script_.release_unknown = Unknown::before_applying;  // still in flight when the core looks
-  auto releases = script_.releases.load();
+  script_->release_unknown = Unknown::before_applying;  // still in flight when the core looks
+  auto releases = script_->releases.load();
   EXPECT_NO_THROW(inner->release());
-  EXPECT_EQ(script_.releases.load(), releases + 1) << "an unknown release must not be sent again";
-  script_.apply_release("twice", script_.row("twice")->owner, outer->token());  // the abandoned one lands late
-  auto row = script_.row("twice");
+  EXPECT_EQ(script_->releases.load(), releases + 1) << "an unknown release must not be sent again";
+  script_->apply_release("twice", script_->row("twice")->owner, outer->token());  // the abandoned one lands late
+  auto row = script_->row("twice");
   ASSERT_TRUE(row) << "the outer guard's row must survive";
   EXPECT_EQ(row->count, 1);
   EXPECT_FALSE(outer->lost());
@@ -337,33 +341,33 @@ TEST_F(CorePolicy, AReleaseWhoseReplyWasLostIsNeverRunTwice) {
 
 TEST_F(CorePolicy, AnAcquireWhoseReplyWasLostIsResolvedByReadingNotByRunningItAgain) {
   auto locks = manager({.default_ttl = 3s});
-  script_.acquire_unknown = Unknown::after_applying;
+  script_->acquire_unknown = Unknown::after_applying;
   auto held = locks->try_acquire("landed");
   ASSERT_TRUE(held) << "the read finds the grant that landed";
   EXPECT_EQ(held->count(), 1);
-  EXPECT_EQ(script_.acquires.load(), 1);
-  EXPECT_EQ(script_.row("landed")->count, 1);
+  EXPECT_EQ(script_->acquires.load(), 1);
+  EXPECT_EQ(script_->row("landed")->count, 1);
 
-  script_.acquire_unknown = Unknown::before_applying;
+  script_->acquire_unknown = Unknown::before_applying;
   EXPECT_THROW((void)locks->try_acquire("in-flight"), dblock::ConnectionError);
-  EXPECT_EQ(script_.acquires.load(), 2) << "not run again while the first may still land";
+  EXPECT_EQ(script_->acquires.load(), 2) << "not run again while the first may still land";
 }
 
 TEST_F(CorePolicy, AGrantWhoseReplyCameAfterItsTtlIsGivenBackNotHandedOut) {
   auto locks = manager({.default_ttl = 30ms});
-  script_.acquire_delay = 45ms;
+  script_->acquire_delay = 45ms;
   EXPECT_THROW((void)locks->try_acquire("late"), dblock::ConnectionError);
-  EXPECT_FALSE(script_.row("late")) << "the late grant was released";
+  EXPECT_FALSE(script_->row("late")) << "the late grant was released";
 }
 
 TEST_F(CorePolicy, AdvisoryGrantThatItsStatementThenFailedOnIsGivenBack) {
   auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 3s});
-  script_.fail_after_grant = dblock::DatabaseError("permission denied for sequence token_seq", "42501");
+  script_->fail_after_grant = dblock::DatabaseError("permission denied for sequence token_seq", "42501");
   EXPECT_THROW((void)locks->try_acquire("half"), dblock::DatabaseError);
-  EXPECT_EQ(script_.unlocks.load(), 1);
+  EXPECT_EQ(script_->unlocks.load(), 1);
   {
-    std::lock_guard lock(script_.mutex);
-    EXPECT_TRUE(script_.server_locks.empty()) << "the server must not keep a lock nobody holds";
+    std::lock_guard lock(script_->mutex);
+    EXPECT_TRUE(script_->server_locks.empty()) << "the server must not keep a lock nobody holds";
   }
   auto other = manager({.mode = dblock::LockMode::advisory});
   std::optional<dblock::Lock> taken;
@@ -373,17 +377,17 @@ TEST_F(CorePolicy, AdvisoryGrantThatItsStatementThenFailedOnIsGivenBack) {
 
 TEST_F(CorePolicy, AdvisoryWaitCancelledByTheServerIsATimeout) {
   auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 3s});
-  script_.fail_after_grant = dblock::DatabaseError("canceling statement due to statement timeout", "57014");
+  script_->fail_after_grant = dblock::DatabaseError("canceling statement due to statement timeout", "57014");
   EXPECT_THROW((void)locks->acquire("cancelled", 1h), dblock::Timeout);
-  std::lock_guard lock(script_.mutex);
-  EXPECT_TRUE(script_.server_locks.empty());
+  std::lock_guard lock(script_->mutex);
+  EXPECT_TRUE(script_->server_locks.empty());
 }
 
 TEST_F(CorePolicy, AdvisoryLockWhoseSessionCheckStallsIsLostAtItsDeadline) {
   std::promise<void> reported;
   auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 150ms,
                         .on_lost = [&](std::string_view, std::int64_t) { reported.set_value(); }});
-  script_.checks_gate.close();
+  script_->checks_gate.close();
   auto held = locks->try_acquire("quiet");
   ASSERT_TRUE(held);
   auto deadline = held->local_deadline();
@@ -391,11 +395,28 @@ TEST_F(CorePolicy, AdvisoryLockWhoseSessionCheckStallsIsLostAtItsDeadline) {
   ASSERT_EQ(reported.get_future().wait_for(2s), std::future_status::ready);
   EXPECT_GE(Clock::now(), deadline);
   EXPECT_TRUE(held->lost());
-  script_.checks_gate.open();
+  script_->checks_gate.open();
   EXPECT_THROW(held->release(), dblock::LockLost);
   // The stalled session is dropped by the next use, and the server lock with it.
   auto again = locks->try_acquire("quiet");
   EXPECT_TRUE(again);
+}
+
+TEST_F(CorePolicy, AdvisoryLockGrantedAfterAWaitLongerThanItsTtlIsNotBornLost) {
+  auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 60ms});
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->server_locks["queued"] = -1;  // held by a session of another process...
+  }
+  script_->server_wait = 100ms;
+  std::jthread other_process([&] {
+    std::this_thread::sleep_for(50ms);  // ...which lets go while we wait (when does not matter)
+    std::lock_guard lock(script_->mutex);
+    script_->server_locks.erase("queued");
+  });
+  auto held = locks->acquire("queued", 5s);
+  EXPECT_FALSE(held.lost()) << "its deadline counts from the grant, not from the start of the wait";
+  EXPECT_GT(held.local_deadline(), Clock::now());
 }
 
 TEST_F(CorePolicy, OwnerTagsWithControlCharactersOrTooLongAreRefused) {
