@@ -8,6 +8,8 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +190,59 @@ TEST_F(Cli, LostLeaseStopsTheCommandAndExits70) {
   EXPECT_EQ(outcome.exit_code, 70) << outcome.output;
   EXPECT_NE(outcome.output.find("got-term"), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("lost"), std::string::npos) << outcome.output;
+}
+
+/// Whether `pid` still runs: neither gone nor a zombie (one nobody reaped yet is dead too).
+bool process_alive(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto state = text.rfind(") ");
+  return state != std::string::npos && state + 2 < text.size() && text[state + 2] != 'Z';
+}
+
+/// Starts `dblock run` with a command whose shell runs `sleep 30` as a child (in its process group)
+/// and waits until the command has started; returns the child's pid.
+pid_t start_with_grandchild(Started& holder, const std::function<std::string(const Started&)>& output) {
+  std::string text;
+  for (int i = 0; i < 500 && text.find("started ") == std::string::npos; ++i) {
+    text = output(holder);
+    if (text.find("started ") == std::string::npos) std::this_thread::sleep_for(10ms);
+  }
+  auto at = text.find("started ");
+  if (at == std::string::npos) return 0;
+  return static_cast<pid_t>(std::stoi(text.substr(at + 8)));
+}
+
+TEST_F(Cli, ACommandIgnoringSigtermIsKilledWithItsWholeGroupAfterALoss) {
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "stubborn", "--ttl", "300ms", "--", "sh", "-c",
+                       "trap '' TERM; sleep 30 & echo \"started $!\"; wait"});
+  auto child = start_with_grandchild(holder, [&](const Started& h) { return finish_if_done(h); });
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(run({"--dsn", sqlite_dsn_, "release", "--force", "stubborn"}).exit_code, 0);
+  auto outcome = finish(holder);  // SIGTERM is ignored: SIGKILL follows --grace (100 ms) later
+  EXPECT_EQ(outcome.exit_code, 70) << outcome.output;
+  EXPECT_NE(outcome.output.find("killing its process group"), std::string::npos) << outcome.output;
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {
+    gone = !process_alive(child);
+    if (!gone) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone) << "the command's own child must die with the group";
+}
+
+TEST_F(Cli, KillingTheWrapperKillsItsCommandAndTheCommandsChildren) {
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "orphan", "--ttl", "30s", "--", "sh", "-c",
+                       "sleep 30 & echo \"started $!\"; wait"});
+  auto child = start_with_grandchild(holder, [&](const Started& h) { return finish_if_done(h); });
+  ASSERT_GT(child, 0);
+  kill(holder.pid, SIGKILL);  // the wrapper alone, as an OOM killer or `kill -9` would
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {
+    gone = !process_alive(child);
+    if (!gone) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone) << "no orphan may work on without the lock";
+  finish(holder);
 }
 
 TEST_F(Cli, LocksJsonAndForceRelease) {
