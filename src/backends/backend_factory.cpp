@@ -17,6 +17,11 @@ namespace {
 
 }  // namespace
 
+std::vector<std::string> compiled_backends() {
+  return {fmt::format("postgresql ({})", postgres_driver_version()), fmt::format("mysql ({})", mysql_driver_version()),
+          fmt::format("sqlite ({})", sqlite_driver_version())};
+}
+
 std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings& settings) {
   if (uri.scheme == "postgresql") return make_postgres_backend(uri, settings);
   if (uri.scheme == "mysql") return make_mysql_backend(uri, settings);

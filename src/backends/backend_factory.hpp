@@ -3,6 +3,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <spdlog/fwd.h>
 
@@ -21,6 +22,9 @@ struct BackendSettings {
 /// The backend for the URI's scheme. @throws InvalidArgument for a scheme not built in,
 /// ConnectionError when the first session cannot be opened.
 [[nodiscard]] std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings& settings);
+
+/// The backends built in, each with its scheme and driver versions, e.g. "postgresql (libpq 15.18)".
+[[nodiscard]] std::vector<std::string> compiled_backends();
 
 /// What `dblock migrate sql` prints for the URI's dialect. Needs no connection.
 [[nodiscard]] std::string render_migration_script(const StoreUri& uri, std::span<const MigrationFile> migrations);

@@ -245,6 +245,23 @@ TEST_F(Cli, KillingTheWrapperKillsItsCommandAndTheCommandsChildren) {
   finish(holder);
 }
 
+TEST_F(Cli, AnEmptyDsnIsAnErrorNeverTheEmbeddedDefault) {
+  auto flag = run({"--dsn", "", "locks"});
+  EXPECT_EQ(flag.exit_code, 64) << flag.output;
+  EXPECT_NE(flag.output.find("--dsn is empty"), std::string::npos) << flag.output;
+  auto variable = run({"locks"}, {"DBLOCK_DSN="});
+  EXPECT_EQ(variable.exit_code, 64) << variable.output;
+  EXPECT_NE(variable.output.find("DBLOCK_DSN is set but empty"), std::string::npos) << variable.output;
+}
+
+TEST_F(Cli, VersionNamesTheReleaseTheCommitAndEveryBackendsDriver) {
+  auto version = run({"--version"});
+  EXPECT_EQ(version.exit_code, 0) << version.output;
+  for (const char* expected : {"dblock 0.", "commit ", "postgresql (libpq ", "mysql (MySQL Connector/C++ ",
+                               "sqlite (SOCI ", "SQLite 3."})
+    EXPECT_NE(version.output.find(expected), std::string::npos) << expected << "\n" << version.output;
+}
+
 TEST_F(Cli, LocksJsonAndForceRelease) {
   auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "json \"quoted\"", "--ttl", "60s", "--", "sleep", "30"});
   std::string listing;

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <functional>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -107,6 +109,27 @@ TEST(ReaperSidecar, ServesMetricsAndHealthReapsAndStopsOnSigterm) {
     EXPECT_NE(metrics.find(expected), std::string::npos) << expected << "\n" << metrics;
   EXPECT_EQ(store->locks().size(), 1u) << "the live lock stays";
   EXPECT_EQ(sidecar.terminate(), 0) << "SIGTERM must stop it cleanly and promptly";
+  dblock::test::remove_embedded_sqlite();
+}
+
+TEST(ReaperSidecar, ASecondSidecarOnABusyAddressExits71NamingIt) {
+  auto dsn = "sqlite://" + dblock::test::embedded_sqlite_path();
+  dblock::migrate(*dblock::Store::open(dsn));
+  auto port = dblock::test::free_port();
+  Sidecar first(dsn, port);
+  ASSERT_TRUE(eventually([&] { return first.status("/healthz") == 200; }));
+  auto address = fmt::format("127.0.0.1:{}", port);
+  auto output = fmt::format("/tmp/dblock-second-reaper-{}.log", getpid());
+  // Bounded: a second sidecar that shares the port (SO_REUSEPORT) would serve on and never exit.
+  int second = std::system(fmt::format("timeout 10 '{}' --dsn '{}' reaper --listen {} --interval 100ms > '{}' 2>&1",
+                                       DBLOCK_CLI_PATH, dsn, address, output)
+                               .c_str());
+  std::ifstream in(output);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(output.c_str());
+  EXPECT_EQ(WEXITSTATUS(second), 71) << text;
+  EXPECT_NE(text.find(address), std::string::npos) << text;
+  EXPECT_EQ(first.status("/healthz"), 200) << "the first one keeps serving";
   dblock::test::remove_embedded_sqlite();
 }
 

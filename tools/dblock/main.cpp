@@ -11,6 +11,7 @@
 #include "core/duration.hpp"
 #include "core/json.hpp"
 #include "core/validate.hpp"
+#include "backends/backend_factory.hpp"
 #include "dblock/bench_command.hpp"
 #include "dblock/exit_codes.hpp"
 #include "dblock/logging.hpp"
@@ -90,11 +91,17 @@ int run_migrate(const std::shared_ptr<Store>& store, const CLI::App* up, const C
 int main(int argc, char** argv) {
   CLI::App app{"dblock: distributed locks in the SQL database you already run"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] {
+    std::string text = fmt::format("dblock {} (commit {})\nbackends:", DBLOCK_VERSION, DBLOCK_GIT_COMMIT);
+    for (auto& backend : detail::compiled_backends()) text += "\n  " + backend;
+    return text;
+  }, "Print the version, the commit it was built from and the built-in backends with their drivers");
   // Global options are accepted after the subcommand too: `dblock migrate up --dsn URI`.
   app.fallthrough();
   std::string dsn;
   std::string log_level = "warn";
-  app.add_option("--dsn", dsn, "Database URI (default: $DBLOCK_DSN, else sqlite://dblock.db)");
+  std::optional<std::string> dsn_option;
+  app.add_option("--dsn", dsn_option, "Database URI (default: $DBLOCK_DSN, else sqlite://dblock.db)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
@@ -179,12 +186,15 @@ int main(int argc, char** argv) {
 
   if (reaper->parsed() && log_level == "warn") log_level = "info";  // a daemon says what it does
   auto logger = cli::make_logger(log_level, log_format);
-  if (dsn.empty()) {
-    const char* from_env = std::getenv("DBLOCK_DSN");
-    dsn = from_env != nullptr && *from_env != '\0' ? from_env : kDefaultDsn;
-  }
-
   try {
+    // Only an absent DSN means the embedded default: an empty one is a mistake (an unset variable
+    // in a deployment file), and falling back would make every host lock its own file.
+    const char* from_env = std::getenv("DBLOCK_DSN");
+    if (dsn_option && dsn_option->empty())
+      throw InvalidArgument("--dsn is empty: give a database URI, or leave --dsn out for the embedded default");
+    if (!dsn_option && from_env != nullptr && *from_env == '\0')
+      throw InvalidArgument("DBLOCK_DSN is set but empty: give a database URI, or unset it for the embedded default");
+    dsn = dsn_option ? *dsn_option : from_env != nullptr ? from_env : kDefaultDsn;
     if (run->parsed()) {
       request.ttl = detail::parse_duration(ttl_text);
       request.wait = detail::parse_duration(wait_text);

@@ -1,6 +1,10 @@
 #include "dblock/reaper_command.hpp"
 
 #include <signal.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <charconv>
@@ -84,8 +88,16 @@ int run_reaper(const ReaperRequest& request, const std::shared_ptr<spdlog::logge
         response.set_content("ok\n", "text/plain");
       }
     });
+    // SO_REUSEADDR only (a restart binds over connections in TIME_WAIT); httplib's default
+    // SO_REUSEPORT would let a second reaper share the port and split the scrapes.
+    server.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    errno = 0;
     if (!server.bind_to_port(address.host, address.port)) {
-      logger->error("cannot listen on {}", request.listen);
+      logger->error("cannot listen on {}: {}", request.listen,
+                    errno != 0 ? std::strerror(errno) : "the address is in use or not available");
       return kOsError;
     }
     http = std::jthread([&server] { server.listen_after_bind(); });

@@ -1,5 +1,7 @@
 #include "backends/mysql/my_backend.hpp"
 
+#include <mysql_driver.h>
+
 #include <array>
 
 #include <fmt/format.h>
@@ -378,6 +380,12 @@ std::string render_mysql_migrations(const StoreUri& uri, std::span<const Migrati
         migration.version, migration.name, migration.checksum);
   }
   return script + "DELIMITER ;\n";
+}
+
+std::string mysql_driver_version() {
+  auto* driver = sql::mysql::get_mysql_driver_instance();
+  return fmt::format("MySQL Connector/C++ {}.{}.{}", driver->getMajorVersion(), driver->getMinorVersion(),
+                     driver->getPatchVersion());
 }
 
 std::unique_ptr<Backend> make_mysql_backend(const StoreUri& uri, const BackendSettings& settings) {

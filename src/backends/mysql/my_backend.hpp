@@ -15,6 +15,9 @@ namespace dblock::detail {
 
 /// The SQL `up` runs for `migrations` on an empty database, history records included, as a
 /// script for the `mysql`/`mariadb` client.
+/// "MySQL Connector/C++ 1.1.12": the driver this process was built with.
+[[nodiscard]] std::string mysql_driver_version();
+
 [[nodiscard]] std::string render_mysql_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);
 
 }  // namespace dblock::detail

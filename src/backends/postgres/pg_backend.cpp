@@ -482,6 +482,11 @@ std::string render_postgres_migrations(const StoreUri& uri, std::span<const Migr
   return script + fmt::format("\n{};\n", sql.migration_unlock);
 }
 
+std::string postgres_driver_version() {
+  int version = PQlibVersion();  // e.g. 150018
+  return fmt::format("libpq {}.{}", version / 10000, version % 10000);
+}
+
 std::unique_ptr<Backend> make_postgres_backend(const StoreUri& uri, const BackendSettings& settings) {
   return std::make_unique<PgBackend>(uri, settings);
 }

@@ -2,6 +2,7 @@
 // <sqlite3.h> directly (STACK-NOTES §2.3).
 #include <soci/soci.h>
 #include <soci/sqlite3/soci-sqlite3.h>
+#include <soci/version.h>
 
 #include "backends/sqlite/sqlite_backend.hpp"
 
@@ -625,6 +626,11 @@ class SqliteBackend final : public Backend {
 };
 
 }  // namespace
+
+std::string sqlite_driver_version() {
+  return fmt::format("SOCI {}.{}.{}, SQLite {}", SOCI_VERSION / 100000, SOCI_VERSION / 100 % 1000, SOCI_VERSION % 100,
+                     sqlite_api::sqlite3_libversion());
+}
 
 std::string render_sqlite_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations) {
   SqliteSql sql(uri.prefix);
