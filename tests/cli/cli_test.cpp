@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "support/admin.hpp"
+#include "support/json_check.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -221,7 +223,10 @@ TEST_F(Cli, ACommandIgnoringSigtermIsKilledWithItsWholeGroupAfterALoss) {
   ASSERT_EQ(run({"--dsn", sqlite_dsn_, "release", "--force", "stubborn"}).exit_code, 0);
   auto outcome = finish(holder);  // SIGTERM is ignored: SIGKILL follows --grace (100 ms) later
   EXPECT_EQ(outcome.exit_code, 70) << outcome.output;
-  EXPECT_NE(outcome.output.find("killing its process group"), std::string::npos) << outcome.output;
+  // Killed by the wrapper (grace after the loss) or by its guard (at the deadline it was told), whichever came first.
+  EXPECT_TRUE(outcome.output.find("killing its process group") != std::string::npos ||
+              outcome.output.find("was killed at the lease's local deadline") != std::string::npos)
+      << outcome.output;
   bool gone = false;
   for (int i = 0; i < 500 && !gone; ++i) {
     gone = !process_alive(child);
@@ -260,6 +265,71 @@ TEST_F(Cli, VersionNamesTheReleaseTheCommitAndEveryBackendsDriver) {
   for (const char* expected : {"dblock 0.", "commit ", "postgresql (libpq ", "mysql (MySQL Connector/C++ ",
                                "sqlite (SOCI ", "SQLite 3."})
     EXPECT_NE(version.output.find(expected), std::string::npos) << expected << "\n" << version.output;
+}
+
+TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
+  const std::string hostile = "\x1b[31mred\x1b[0m\nforged   1   2   3s  someone\r\t\x7f\u202e\\end";
+  std::vector<std::pair<std::string, std::string>> backends{{"sqlite", sqlite_dsn_}};
+  for (const char* variable : {"DBLOCK_TEST_PG_DSN", "DBLOCK_TEST_MYSQL_DSN"}) {
+    std::string dsn;
+    DBLOCK_REQUIRE_DSN(dsn, variable);
+    backends.emplace_back(variable, dsn + "?prefix=" + dblock::test::unique_prefix());
+  }
+  for (auto& [label, dsn] : backends) {
+    ASSERT_EQ(run({"--dsn", dsn, "migrate", "up"}).exit_code, 0) << label;
+    auto holder = start({"--dsn", dsn, "run", "--name", hostile, "--ttl", "30s", "--", "sleep", "30"});
+    bool held = false;
+    for (int i = 0; i < 500 && !held; ++i) {
+      held = run({"--dsn", dsn, "locks", "--json"}).output.find("\"count\":1") != std::string::npos;
+      if (!held) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(held) << label << finish_if_done(holder);
+    auto text = run({"--dsn", dsn, "locks"});
+    ASSERT_EQ(text.exit_code, 0) << label << text.output;
+    EXPECT_EQ(std::count(text.output.begin(), text.output.end(), '\n'), 2) << label << ": header + one row\n" << text.output;
+    EXPECT_EQ(text.output.find('\x1b'), std::string::npos) << label << ": no escape sequence reaches the terminal";
+    EXPECT_EQ(text.output.find('\r'), std::string::npos) << label;
+    EXPECT_EQ(text.output.find("\u202e"), std::string::npos) << label << ": no bidirectional override";
+    EXPECT_NE(text.output.find("\\x1b[31mred\\x1b[0m\\x0aforged"), std::string::npos) << label << text.output;
+    EXPECT_NE(text.output.find("\\u{202e}\\\\end"), std::string::npos) << label << text.output;
+    auto json = run({"--dsn", dsn, "locks", "--json"});
+    EXPECT_TRUE(dblock::test::JsonCheck::is_json(json.output)) << label << json.output;
+    EXPECT_NE(json.output.find("\\u001b[31mred"), std::string::npos) << label << json.output;
+    auto released = run({"--dsn", dsn, "release", "--force", hostile});
+    EXPECT_EQ(released.exit_code, 0) << label << released.output;
+    EXPECT_EQ(released.output.find('\x1b'), std::string::npos) << label << released.output;
+    EXPECT_EQ(std::count(released.output.begin(), released.output.end(), '\n'), 2) << label << ": the log line + the answer\n"
+                                                                                     << released.output;
+    kill(holder.pid, SIGTERM);
+    finish(holder);
+  }
+}
+
+TEST_F(Cli, UnderJsonLogFormatEveryStderrLineIsOneJsonObject) {
+  const std::string hostile = "job\n\x1b[2Jnot-json";
+  auto holder = start({"--dsn", sqlite_dsn_, "--log-format", "json", "--log-level", "info", "run", "--name", hostile,
+                       "--ttl", "300ms", "--", "sh", "-c", "echo started >&2; exec 2>/dev/null; trap 'exit 0' TERM; while :; do sleep 0.05; done"});
+  bool running = false;
+  for (int i = 0; i < 500 && !running; ++i) {
+    running = finish_if_done(holder).find("started") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(running);
+  ASSERT_EQ(run({"--dsn", sqlite_dsn_, "release", "--force", hostile}).exit_code, 0);
+  auto outcome = finish(holder);
+  EXPECT_EQ(outcome.exit_code, 70) << outcome.output;
+  std::istringstream lines(outcome.output);
+  int dblock_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "started") continue;  // the command's own output is not dblock's
+    ++dblock_lines;
+    EXPECT_TRUE(dblock::test::JsonCheck::is_json(line)) << line;
+    EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+  }
+  EXPECT_GE(dblock_lines, 2) << "the loss warning and run's report\n" << outcome.output;
+  auto usage = run({"--log-format", "json", "run", "--no-such-option"});
+  EXPECT_EQ(usage.exit_code, 64);
+  EXPECT_TRUE(dblock::test::JsonCheck::is_json(usage.output.substr(0, usage.output.find('\n')))) << usage.output;
 }
 
 TEST_F(Cli, LocksJsonAndForceRelease) {

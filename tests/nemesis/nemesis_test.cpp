@@ -226,6 +226,7 @@ void hold_in_thread(dblock::LockManager& manager, const std::atomic<bool>& stop,
       lock->release();
     } catch (const dblock::Error&) {
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 150));  // other work: others get a turn
   }
 }
 
@@ -336,7 +337,9 @@ TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
   RecordProperty("faults", summary);
   std::cout << "[ nemesis  ] " << beliefs.size() << " belief intervals; faults:" << summary << "\n";
   EXPECT_GE(beliefs.size(), 8u) << "too few grants to say anything";
-  EXPECT_GE(faults.size(), 2u) << "the nemesis did too little";
+  int fault_count = 0;
+  for (auto& [fault, count] : faults) fault_count += count;
+  EXPECT_GE(fault_count, 4) << "the nemesis did too little";
   auto found = violations(beliefs);
   for (auto& violation : found) ADD_FAILURE() << violation;
   if (found.empty()) std::filesystem::remove_all(dir);

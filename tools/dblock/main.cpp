@@ -10,6 +10,7 @@
 
 #include "core/duration.hpp"
 #include "core/json.hpp"
+#include "core/terminal_text.hpp"
 #include "core/validate.hpp"
 #include "backends/backend_factory.hpp"
 #include "dblock/bench_command.hpp"
@@ -54,7 +55,9 @@ void print_locks(Store& store, bool json) {
   fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", "NAME", "COUNT", "TOKEN", "LEASE", "OWNER");
   for (auto& row : rows) {
     auto lease = row.remaining.count() > 0 ? detail::format_duration(row.remaining) : std::string("expired");
-    fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", row.name, row.count, row.token, lease, row.owner);
+    // Names and owners come from the database: escaped, so that each lock is exactly one row.
+    fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", detail::terminal_safe(row.name), row.count, row.token, lease,
+               detail::terminal_safe(row.owner));
   }
 }
 
@@ -180,12 +183,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : cli::kUsage;
+    if (e.get_exit_code() == 0 || log_format != "json") {
+      int code = app.exit(e);  // help and version on stdout; usage errors as CLI11 words them
+      return code == 0 ? 0 : cli::kUsage;
+    }
+    cli::Stderr(true).say("error", fmt::format("{} (run with --help for more information)", e.what()));
+    return cli::kUsage;
   }
 
   if (reaper->parsed() && log_level == "warn") log_level = "info";  // a daemon says what it does
   auto logger = cli::make_logger(log_level, log_format);
+  cli::Stderr out(log_format == "json");
+  request.out = &out;
   try {
     // Only an absent DSN means the embedded default: an empty one is a mistake (an unset variable
     // in a deployment file), and falling back would make every host lock its own file.
@@ -242,16 +251,15 @@ int main(int argc, char** argv) {
     }
     if (release->parsed()) {
       bool existed = store->force_release(release_name);
-      logger->warn("operator force-released lock '{}'", release_name);
-      fmt::print("{}\n", existed ? fmt::format("released '{}'", release_name)
-                                 : fmt::format("no lock named '{}'", release_name));
+      auto shown = detail::terminal_safe(release_name);
+      fmt::print("{}\n", existed ? fmt::format("released '{}'", shown) : fmt::format("no lock named '{}'", shown));
       return existed ? 0 : 1;
     }
   } catch (const Error& e) {
-    fmt::print(stderr, "dblock: {}\n", e.what());
+    out.say("error", e.what());
     return exit_code_for(e);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "dblock: {}\n", e.what());
+    out.say("error", e.what());
     return cli::kSoftware;
   }
   return 0;

@@ -169,6 +169,10 @@ void block_forwarded_signals() {
 }
 
 int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) {
+  Stderr plain(false);
+  auto say = [out = request.out != nullptr ? request.out : &plain](std::string_view level, std::string_view message) {
+    out->say(level, message);
+  };
   std::atomic<bool> lost{false};
   LockManager manager(store, ManagerOptions{.mode = request.mode,
                                             .default_ttl = request.ttl,
@@ -211,15 +215,15 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
     }
     if (!terminated_at && (lost || lock->lost() || now >= deadline - request.grace)) {
       why = lost || lock->lost() ? "was lost" : "could not be renewed and its deadline is near";
-      fmt::print(stderr, "dblock: the lease on '{}' {} while the command ran; sending it SIGTERM\n", request.name, why);
+      say("warning", fmt::format("the lease on '{}' {} while the command ran; sending it SIGTERM", request.name, why));
       kill(-group, SIGTERM);
       terminated_at = now;
     }
     auto kill_at = terminated_at ? std::min(deadline - kill_margin(request), *terminated_at + request.grace)
                                  : Clock::time_point::max();
     if (terminated_at && !killed && now >= kill_at) {
-      fmt::print(stderr, "dblock: the command did not stop before the lease on '{}' ran out; killing its process group\n",
-                 request.name);
+      say("error", fmt::format("the command did not stop before the lease on '{}' ran out; killing its process group",
+                               request.name));
       kill(-group, SIGKILL);
       killed = true;
     }
@@ -234,16 +238,16 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   int command_status = 0;
   bool reported = read(status.read, &command_status, sizeof command_status) == sizeof command_status;
   if (!reported && !killed) {
-    fmt::print(stderr, "dblock: the command was killed at the lease's local deadline on '{}' (dblock was stopped or "
-                       "too slow to renew it)\n",
-               request.name);
+    say("error", fmt::format("the command was killed at the lease's local deadline on '{}' (dblock was stopped or too "
+                             "slow to renew it)",
+                             request.name));
     terminated_at = Clock::now();
   }
   int result = reported ? exit_status_of(command_status) : 128 + SIGKILL;
   try {
     lock->release();
   } catch (const LockLost& e) {
-    fmt::print(stderr, "dblock: {}\n", e.what());
+    say("error", e.what());
     return kSoftware;
   }
   return terminated_at ? kSoftware : result;

@@ -7,6 +7,8 @@
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
+#include "dblock/logging.hpp"
+
 namespace dblock::cli {
 
 struct RunRequest {
@@ -17,6 +19,7 @@ struct RunRequest {
   LockMode mode = LockMode::table;
   bool shared = false;
   std::vector<std::string> command;
+  const Stderr* out = nullptr;  // where run's reports on its command go
 };
 
 /// Blocks SIGTERM/SIGINT/SIGCHLD for the calling thread and every thread started later, so that
