@@ -1,5 +1,6 @@
 #include "core/uri.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <vector>
 
@@ -30,29 +31,81 @@ std::string percent_decode(std::string_view text, std::string_view uri_for_error
 
 }  // namespace
 
-std::string redact_uri(std::string_view uri) {
-  std::string out(uri);
-  auto scheme_end = out.find("://");
-  if (scheme_end != std::string::npos) {
-    auto authority_start = scheme_end + 3;
-    auto authority_end = out.find_first_of("/?", authority_start);
-    if (authority_end == std::string::npos) authority_end = out.size();
-    auto at = out.rfind('@', authority_end);
-    if (at != std::string::npos && at >= authority_start) {
-      auto colon = out.find(':', authority_start);
-      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+namespace {
+
+/// %-decoding that never fails: a malformed escape stays as written.
+std::string lenient_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    unsigned value = 0;
+    if (text[i] == '%' && i + 2 < text.size()) {
+      auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
+      if (ec == std::errc() && end == text.data() + i + 3) {
+        out += static_cast<char>(value);
+        i += 2;
+        continue;
+      }
     }
-  }
-  for (std::size_t pos = 0; (pos = out.find("password=", pos)) != std::string::npos;) {
-    if (pos > 0 && out[pos - 1] != '?' && out[pos - 1] != '&' && out[pos - 1] != ' ') { pos += 9; continue; }
-    auto value_start = pos + 9;
-    auto value_end = out.find_first_of("& ", value_start);
-    if (value_end == std::string::npos) value_end = out.size();
-    out.replace(value_start, value_end - value_start, "***");
-    pos = value_start + 3;
+    out += text[i];
   }
   return out;
 }
+
+void add_secret(std::vector<std::string>& secrets, std::string_view written) {
+  if (written.empty()) return;
+  secrets.emplace_back(written);
+  auto decoded = lenient_decode(written);
+  if (decoded != written && !decoded.empty()) secrets.push_back(std::move(decoded));
+}
+
+}  // namespace
+
+std::vector<std::string> uri_secrets(std::string_view uri) {
+  std::vector<std::string> secrets;
+  auto scheme_end = uri.find("://");
+  std::size_t query_from = 0;
+  if (scheme_end != std::string_view::npos) {
+    auto authority_start = scheme_end + 3;
+    auto at = uri.rfind('@');
+    if (at != std::string_view::npos && at >= authority_start) {
+      auto colon = uri.find(':', authority_start);
+      if (colon != std::string_view::npos && colon < at) add_secret(secrets, uri.substr(colon + 1, at - colon - 1));
+    }
+    query_from = authority_start;
+  }
+  // Parameters: anywhere after the scheme (a value may hold '@', a password '?'), separated by
+  // '?', '&' or (libpq keyword strings) spaces. Over-redacting is the safe side.
+  for (std::size_t pos = query_from; pos < uri.size();) {
+    auto start = uri.find_first_not_of("?& ", pos);
+    if (start == std::string_view::npos) break;
+    auto end = uri.find_first_of("& ", start);
+    if (end == std::string_view::npos) end = uri.size();
+    auto pair = uri.substr(start, end - start);
+    auto question = pair.substr(0, pair.find('=')).rfind('?');  // the path before the query, not a '?' in a value
+    if (question != std::string_view::npos) pair = pair.substr(question + 1);
+    auto eq = pair.find('=');
+    if (eq != std::string_view::npos) {
+      auto key = lenient_decode(pair.substr(0, eq));
+      if (key == "password" || key == "sslpassword") add_secret(secrets, pair.substr(eq + 1));
+    }
+    pos = end;
+  }
+  // Longest first: a secret that contains another is replaced whole.
+  std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  return secrets;
+}
+
+std::string redact_secrets(std::string_view text, std::string_view uri) {
+  std::string out(text);
+  for (auto& secret : uri_secrets(uri))
+    for (std::size_t pos = 0; (pos = out.find(secret, pos)) != std::string::npos;) {
+      out.replace(pos, secret.size(), "***");
+      pos += 3;
+    }
+  return out;
+}
+
+std::string redact_uri(std::string_view uri) { return redact_secrets(uri, uri); }
 
 StoreUri parse_store_uri(std::string_view uri) {
   StoreUri parsed;

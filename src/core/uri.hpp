@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <dblock/options.hpp>
 
@@ -24,7 +25,15 @@ struct StoreUri {
 /// dblock_, pool 8), validated. @throws InvalidArgument.
 [[nodiscard]] StoreUri resolve_store_uri(std::string_view uri, const StoreOptions& options);
 
-/// Replaces the password in `user:password@` and in `password=` parameters with ***.
+/// The one redaction rule. The secrets of a URI are the password of its user-info (everything
+/// between the first ':' after "://" and the *last* '@', so a password may hold '/', '?', '@', '#'
+/// or a malformed %-escape) and the values of `password` and `sslpassword` query parameters (keys
+/// compared after %-decoding), each both as written and %-decoded.
+[[nodiscard]] std::vector<std::string> uri_secrets(std::string_view uri);
+/// `text` with every secret of `uri` replaced by ***: for any message that may echo the URI or
+/// a part of it (a driver's connection error does).
+[[nodiscard]] std::string redact_secrets(std::string_view text, std::string_view uri);
+/// The URI itself, redacted: safe to print.
 [[nodiscard]] std::string redact_uri(std::string_view uri);
 
 }  // namespace dblock::detail

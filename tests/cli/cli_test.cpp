@@ -250,6 +250,28 @@ TEST_F(Cli, KillingTheWrapperKillsItsCommandAndTheCommandsChildren) {
   finish(holder);
 }
 
+TEST_F(Cli, NoPasswordInAnyOutputForHostileDsns) {
+  std::string dsn;
+  DBLOCK_REQUIRE_DSN(dsn, "DBLOCK_TEST_PG_DSN");
+  auto authority_end = dsn.find('@');
+  auto user = dsn.substr(0, dsn.find(':', dsn.find("://") + 3));  // postgresql://dblock
+  auto rest = dsn.substr(authority_end);                           // @127.0.0.1:PORT/db
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {user + ":Sec%zzRet77" + rest, "Sec%zzRet77"},
+      {user + ":pa/ss?wo@rd" + rest, "pa/ss?wo@rd"},
+      {user + rest + "?password=Top%zzSecret", "Top%zzSecret"},
+      {user + rest + "?sslpassword=KeyPhrase99&sslmode=require", "KeyPhrase99"},
+      {user + rest + "?pass%77ord=Encoded77Key", "Encoded77Key"},
+  };
+  for (auto& [hostile, secret] : cases) {
+    for (const char* level : {"debug", "trace"}) {
+      auto outcome = run({"--dsn", hostile, "--log-level", level, "locks"});
+      EXPECT_NE(outcome.exit_code, 0) << hostile;
+      EXPECT_EQ(outcome.output.find(secret), std::string::npos) << outcome.output;
+    }
+  }
+}
+
 TEST_F(Cli, AnEmptyDsnIsAnErrorNeverTheEmbeddedDefault) {
   auto flag = run({"--dsn", "", "locks"});
   EXPECT_EQ(flag.exit_code, 64) << flag.output;

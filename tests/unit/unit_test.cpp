@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include <dblock/advisory_key.hpp>
 #include <dblock/errors.hpp>
 
@@ -153,4 +155,32 @@ TEST(Uri, MySqlTakesTheDatabaseAsItsSchemaAndRefusesAnother) {
   EXPECT_EQ(uri.prefix, "p_");
   EXPECT_THROW((void)dblock::detail::resolve_store_uri("mysql://u:pw@127.0.0.1:3306/app?schema=other", {}),
                dblock::InvalidArgument);
+}
+
+TEST(Uri, NoPasswordSurvivesInAnyMessageForHostileDsns) {
+  struct Case {
+    std::string uri, secret;
+  };
+  const std::vector<Case> cases{
+      {"postgresql://u:Sec%zzRet77@127.0.0.1:5432/db", "Sec%zzRet77"},
+      {"postgresql://u:pa/ss?wo@rd@127.0.0.1:5432/db", "pa/ss?wo@rd"},
+      {"postgresql://u:p#ss:w%40rd@127.0.0.1/db?sslmode=disable", "p#ss:w%40rd"},
+      {"postgresql://u@127.0.0.1/db?password=Top%zzSecret&prefix=x", "Top%zzSecret"},
+      {"postgresql://u@127.0.0.1/db?sslpassword=KeyPhrase99", "KeyPhrase99"},
+      {"postgresql://u@127.0.0.1/db?pass%77ord=Encoded77Key", "Encoded77Key"},
+      {"postgresql://u@127.0.0.1/db?password=Sp%20ace99", "Sp ace99"},
+      {"mysql://u:My%zzPw@127.0.0.1:3306/db", "My%zzPw"},
+      {"postgresql://u:BadPool99@127.0.0.1/db?pool=zero", "BadPool99"},
+      {"postgresql://u:Trunc99%4@127.0.0.1/db?prefix=%4", "Trunc99%4"},
+  };
+  for (auto& [uri, secret] : cases) {
+    EXPECT_EQ(dblock::detail::redact_uri(uri).find(secret), std::string::npos) << uri << " -> " << dblock::detail::redact_uri(uri);
+    std::string message = "driver said: \"" + uri + "\" and token \"" + secret + "\"";
+    EXPECT_EQ(dblock::detail::redact_secrets(message, uri).find(secret), std::string::npos) << uri;
+    try {
+      (void)dblock::detail::resolve_store_uri(uri, {});
+    } catch (const dblock::Error& e) {
+      EXPECT_EQ(std::string(e.what()).find(secret), std::string::npos) << e.what();
+    }
+  }
 }

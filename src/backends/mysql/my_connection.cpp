@@ -155,7 +155,10 @@ MyConnection::MyConnection(const MyEndpoint& endpoint, std::string redacted_uri,
     bool login = code == kAccessDenied || code == kDatabaseAccessDenied;
     std::string hint = login ? " (check the user name and password)"
                              : code == kNoSuchDatabase ? " (create the database first)" : "";
-    throw ConnectionError(fmt::format("cannot connect to {}: {}{}", redacted_uri_, e.what(), hint),
+    std::string message = e.what();
+    for (std::size_t pos = 0; !endpoint.password.empty() && (pos = message.find(endpoint.password, pos)) != std::string::npos;)
+      message.replace(pos, endpoint.password.size(), "***");  // never echo the password
+    throw ConnectionError(fmt::format("cannot connect to {}: {}{}", redacted_uri_, message, hint),
                           login ? "28000" : "08001");
   }
 }

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend.hpp"
+#include "core/uri.hpp"
 
 namespace dblock::detail {
 
@@ -43,7 +44,8 @@ PgConnection::PgConnection(const std::string& uri, const std::string& redacted_u
   conn_.reset(PQconnectdbParams(keys.data(), values.data(), 1));
   if (!conn_) throw ConnectionError(fmt::format("cannot connect to {}: out of memory", redacted_uri_));
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
-    auto message = trimmed(PQerrorMessage(conn_.get()));
+    // libpq echoes parts of the connection string (e.g. a malformed %-escape in the password).
+    auto message = redact_secrets(trimmed(PQerrorMessage(conn_.get())), uri);
     bool login = message.find("authentication failed") != std::string::npos ||
                  message.find("password") != std::string::npos;
     throw ConnectionError(fmt::format("cannot connect to {}: {}{}", redacted_uri_, message,
