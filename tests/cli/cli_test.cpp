@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <functional>
@@ -272,6 +273,41 @@ TEST_F(Cli, NoPasswordInAnyOutputForHostileDsns) {
   }
 }
 
+TEST_F(Cli, TheEmbeddedDefaultIsOneFilePerHostWhateverTheWorkingDirectory) {
+  char pattern[] = "/tmp/dblock-state.XXXXXX";
+  std::string state = mkdtemp(pattern);
+  auto dir = state + "/lib";  // missing: created on first use
+  std::string cwd_a = state + "/a", cwd_b = state + "/b";
+  std::filesystem::create_directories(cwd_a);
+  std::filesystem::create_directories(cwd_b);
+  auto in_dir = [&](const std::string& cwd, const std::string& args) {
+    return std::system(fmt::format("cd '{}' && env -u DBLOCK_DSN DBLOCK_STATE_DIR='{}' '{}' {} > '{}/out' 2>&1", cwd, dir,
+                                   DBLOCK_CLI_PATH, args, cwd)
+                           .c_str());
+  };
+  auto output_in = [](const std::string& cwd) {
+    std::ifstream in(cwd + "/out");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  auto holder = start({"run", "--name", "cron-job", "--", "sleep", "30"}, {"DBLOCK_STATE_DIR=" + dir});
+  bool held = false;
+  for (int i = 0; i < 500 && !held; ++i) {
+    held = in_dir(cwd_a, "locks") == 0 && output_in(cwd_a).find("cron-job") != std::string::npos;
+    if (!held) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(held) << finish_if_done(holder);
+  int second = in_dir(cwd_b, "run --name cron-job -- true");
+  EXPECT_EQ(WEXITSTATUS(second), 75) << "another working directory, the same host: the same lock";
+  EXPECT_NE(output_in(cwd_a).find("store: sqlite://" + dir + "/dblock.db"), std::string::npos) << output_in(cwd_a);
+  auto mode = std::filesystem::status(dir).permissions();
+  EXPECT_EQ(mode & std::filesystem::perms::sticky_bit, std::filesystem::perms::sticky_bit);
+  EXPECT_EQ(std::filesystem::status(dir + "/dblock.db").permissions() & std::filesystem::perms::others_write,
+            std::filesystem::perms::others_write) << "every user of the host shares the file";
+  kill(holder.pid, SIGTERM);
+  finish(holder);
+  std::filesystem::remove_all(state);
+}
+
 TEST_F(Cli, AnEmptyDsnIsAnErrorNeverTheEmbeddedDefault) {
   auto flag = run({"--dsn", "", "locks"});
   EXPECT_EQ(flag.exit_code, 64) << flag.output;
@@ -308,7 +344,8 @@ TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
     ASSERT_TRUE(held) << label << finish_if_done(holder);
     auto text = run({"--dsn", dsn, "locks"});
     ASSERT_EQ(text.exit_code, 0) << label << text.output;
-    EXPECT_EQ(std::count(text.output.begin(), text.output.end(), '\n'), 2) << label << ": header + one row\n" << text.output;
+    EXPECT_EQ(std::count(text.output.begin(), text.output.end(), '\n'), 3) << label << ": store, header, one row\n"
+                                                                          << text.output;
     EXPECT_EQ(text.output.find('\x1b'), std::string::npos) << label << ": no escape sequence reaches the terminal";
     EXPECT_EQ(text.output.find('\r'), std::string::npos) << label;
     EXPECT_EQ(text.output.find("\u202e"), std::string::npos) << label << ": no bidirectional override";

@@ -1,5 +1,10 @@
 // dblock: the command-line tool. Subcommands: migrate up, run, locks, release --force.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <iostream>
 
@@ -23,7 +28,37 @@ namespace {
 
 using namespace dblock;
 
-constexpr const char* kDefaultDsn = "sqlite://dblock.db";
+constexpr const char* kDefaultStateDir = "/var/lib/dblock";
+
+/// The embedded default store: one file per host, whatever the working directory, shared by
+/// every user of the host. $DBLOCK_STATE_DIR (absolute) or /var/lib/dblock, created when missing
+/// as a sticky world-writable directory (like /tmp), holding dblock.db created mode 0666 (SQLite
+/// gives its -wal and -shm files the database file's mode).
+std::string embedded_default_dsn() {
+  namespace fs = std::filesystem;
+  const char* from_env = std::getenv("DBLOCK_STATE_DIR");
+  fs::path dir = from_env != nullptr && *from_env != '\0' ? from_env : kDefaultStateDir;
+  if (!dir.is_absolute()) throw InvalidArgument(fmt::format("DBLOCK_STATE_DIR '{}' must be an absolute path", dir.string()));
+  std::error_code error;
+  if (!fs::exists(dir, error)) {
+    fs::create_directories(dir, error);
+    if (!error) fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit, error);
+  }
+  if (!fs::is_directory(dir, error))
+    throw ConnectionError(fmt::format("the embedded default store's directory {} does not exist and cannot be created "
+                                      "by this user ({}): create it once as root (any dblock command does), or set "
+                                      "DBLOCK_STATE_DIR or --dsn",
+                                      dir.string(), error ? error.message() : "not a directory"));
+  auto file = dir / "dblock.db";
+  if (!fs::exists(file, error)) {
+    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      ::fchmod(fd, 0666);  // whatever the umask: every user of the host shares the file
+      ::close(fd);
+    }
+  }
+  return "sqlite://" + file.string();
+}
 
 int exit_code_for(const Error& error) {
   switch (error.category()) {
@@ -48,6 +83,7 @@ void print_locks(Store& store, bool json) {
     fmt::print("]\n");
     return;
   }
+  fmt::print("store: {}\n", detail::terminal_safe(store.redacted_uri()));
   if (rows.empty()) {
     fmt::print("no locks\n");
     return;
@@ -104,7 +140,9 @@ int main(int argc, char** argv) {
   std::string dsn;
   std::string log_level = "warn";
   std::optional<std::string> dsn_option;
-  app.add_option("--dsn", dsn_option, "Database URI (default: $DBLOCK_DSN, else sqlite://dblock.db)");
+  app.add_option("--dsn", dsn_option,
+                 "Database URI (default: $DBLOCK_DSN, else the host's embedded store "
+                 "sqlite://$DBLOCK_STATE_DIR/dblock.db, DBLOCK_STATE_DIR defaulting to /var/lib/dblock)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
@@ -203,7 +241,7 @@ int main(int argc, char** argv) {
       throw InvalidArgument("--dsn is empty: give a database URI, or leave --dsn out for the embedded default");
     if (!dsn_option && from_env != nullptr && *from_env == '\0')
       throw InvalidArgument("DBLOCK_DSN is set but empty: give a database URI, or unset it for the embedded default");
-    dsn = dsn_option ? *dsn_option : from_env != nullptr ? from_env : kDefaultDsn;
+    dsn = dsn_option ? *dsn_option : from_env != nullptr ? std::string(from_env) : embedded_default_dsn();
     if (run->parsed()) {
       request.ttl = detail::parse_duration(ttl_text);
       request.wait = detail::parse_duration(wait_text);
