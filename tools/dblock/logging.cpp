@@ -15,28 +15,17 @@ namespace dblock::cli {
 
 namespace {
 
-/// %* : the message as a JSON string literal (quotes and control characters escaped).
-class JsonMessageFlag final : public spdlog::custom_flag_formatter {
+/// %* : the message as `Render` shows it — a JSON string literal (json_string) or terminal-safe
+/// text (terminal_safe), so a lock name can neither break a JSON record nor forge a line or send
+/// escape sequences.
+template <std::string (*Render)(std::string_view)>
+class MessageFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    auto text = detail::json_string(std::string_view(msg.payload.data(), msg.payload.size()));
+    auto text = Render(std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(text.data(), text.data() + text.size());
   }
-  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonMessageFlag>();
-  }
-};
-
-/// %* in text mode: the message made terminal-safe (a lock name cannot forge a line or send escapes).
-class TerminalSafeMessageFlag final : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    auto text = detail::terminal_safe(std::string_view(msg.payload.data(), msg.payload.size()));
-    dest.append(text.data(), text.data() + text.size());
-  }
-  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<TerminalSafeMessageFlag>();
-  }
+  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<MessageFlag>(); }
 };
 
 constexpr const char* kJsonRecord = R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":%*})";
@@ -60,12 +49,12 @@ std::shared_ptr<spdlog::logger> make_logger(const std::string& level, const std:
   if (format == "json") {
     logger = std::make_shared<spdlog::logger>("dblock", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-    formatter->add_flag<JsonMessageFlag>('*').set_pattern(kJsonRecord);
+    formatter->add_flag<MessageFlag<detail::json_string>>('*').set_pattern(kJsonRecord);
     logger->set_formatter(std::move(formatter));
   } else {
     logger = std::make_shared<spdlog::logger>("dblock", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<TerminalSafeMessageFlag>('*').set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%^%l%$] %*");
+    formatter->add_flag<MessageFlag<detail::terminal_safe>>('*').set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%^%l%$] %*");
     logger->set_formatter(std::move(formatter));
   }
   logger->set_level(spdlog::level::from_str(level));
