@@ -109,6 +109,20 @@ TEST_F(MySql, AGetLockDeadlockIsBrokenAndTheWaiterBacksOffInsteadOfSpinning) {
   EXPECT_GT(a_waits.get(), q_token);
 }
 
+TEST_F(MySql, NamesOverTheServersLimitInCharactersOrBytesAreLockedUnderTheirSha2) {
+  auto locks = manager();
+  std::string emoji = "\xF0\x9F\x94\x92";  // U+1F512, four bytes
+  auto base = full_name("").size() - 2;  // 'dblock.<prefix>:' without the quotes, all ASCII
+  std::string name;
+  for (std::size_t i = 0; i < 63 - base; ++i) name += emoji;  // 63 characters in full...
+  ASSERT_GT(base + name.size(), 192u) << "...but over 192 bytes";
+  auto held = locks->try_acquire(name);
+  ASSERT_TRUE(held) << "MariaDB refuses such a name unhashed";
+  auto hashed = fmt::format("SHA2({}, 256)", full_name(name));
+  EXPECT_NE(admin_->query(fmt::format("SELECT IS_USED_LOCK({})", hashed)).at(0), "") << "held under SHA2(full name)";
+  EXPECT_TRUE(admin_->advisory_held(name)) << "the test admin maps names the same way";
+}
+
 TEST_F(MySql, NamesLongerThan64CharactersAreLockedUnderTheirSha2) {
   auto locks = manager();
   std::string name(200, 'n');

@@ -260,7 +260,7 @@ class MyAdmin final : public Admin {
   /// The GET_LOCK name dblock uses (README: GET_LOCK mode).
   std::string server_lock_name(const std::string& name) {
     auto full = quote(fmt::format("{}.{}:{}", database_, prefix_, name));
-    return fmt::format("IF(CHAR_LENGTH({0}) > 64, SHA2({0}, 256), {0})", full);
+    return fmt::format("IF(CHAR_LENGTH({0}) > 64 OR LENGTH({0}) > 192, SHA2({0}, 256), {0})", full);
   }
   static std::string quote(const std::string& text) {
     std::string out = "'";

@@ -122,13 +122,13 @@ class MyMigrationSession final : public MigrationSession {
   MyMigrationSession(std::unique_ptr<MyConnection> connection, const MySql& sql, std::string lock_name,
                      std::string prefix, milliseconds lock_timeout)
       : connection_(std::move(connection)), sql_(sql), lock_name_(std::move(lock_name)), prefix_(std::move(prefix)) {
-    std::array<MyParam, 4> params{lock_name_, lock_name_, lock_name_, std::int64_t{0}};
+    std::array<MyParam, 5> params{lock_name_, lock_name_, lock_name_, lock_name_, std::int64_t{0}};
     poll_migration_lock([&] { return first_int64(connection_->query(sql_.migration_lock, params)) == 1; },
                         lock_timeout);
   }
   ~MyMigrationSession() override {
     try {
-      std::array<MyParam, 3> params{lock_name_, lock_name_, lock_name_};
+      std::array<MyParam, 4> params{lock_name_, lock_name_, lock_name_, lock_name_};
       connection_->query(sql_.migration_unlock, params);
     } catch (...) {
       // The session closes next, which releases the lock too.

@@ -40,7 +40,7 @@ class MyNamedLockSession final : public AdvisorySession {
       // The server may end a wait a little early: wait again for what is left, to the deadline.
       auto left = std::chrono::duration_cast<microseconds>(deadline - std::chrono::steady_clock::now());
       auto slice = std::clamp(left, microseconds(0), longest);
-      std::array<MyParam, 4> params{full, full, full, static_cast<double>(slice.count()) / 1e6};
+      std::array<MyParam, 5> params{full, full, full, full, static_cast<double>(slice.count()) / 1e6};
       auto token = first_int64(lease_->query(sql_.lock, params));
       if (token) {
         ++grants_;
@@ -52,7 +52,7 @@ class MyNamedLockSession final : public AdvisorySession {
 
   bool unlock(const AdvisoryTarget& target) override {
     auto full = sql_.full_name(target.name);
-    std::array<MyParam, 3> params{full, full, full};
+    std::array<MyParam, 4> params{full, full, full, full};
     bool was_held = first_int64(lease_->query(sql_.unlock, params)) == 1;
     if (was_held) --grants_;
     return was_held;

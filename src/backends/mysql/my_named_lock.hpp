@@ -12,12 +12,13 @@
 
 namespace dblock::detail {
 
-/// The SQL for the server-side name of a lock: three parameters, each the full name.
-inline constexpr std::string_view kServerLockName = "IF(CHAR_LENGTH(?) > 64, SHA2(?, 256), ?)";
+/// The SQL for the server-side name of a lock: four parameters, each the full name.
+inline constexpr std::string_view kServerLockName = "IF(CHAR_LENGTH(?) > 64 OR LENGTH(?) > 192, SHA2(?, 256), ?)";
 
 /// The statements of one installation. Server-side names are `<database>.<prefix>:<name>`, or
-/// SHA2 of that text (64 hex characters) when it is longer than 64 characters, MySQL 8's limit
-/// (MariaDB's is 192 bytes): one rule, so a name maps alike on both servers.
+/// SHA2 of that text (64 hex characters) when it is longer than 64 characters (MySQL 8's limit)
+/// or 192 bytes (MariaDB's: 64 four-byte characters are 256): one rule, so a name maps alike on
+/// both servers.
 class MyNamedLockSql {
  public:
   MyNamedLockSql(std::string_view database, std::string_view prefix);
