@@ -121,6 +121,23 @@ MigrationResult Migrator::up(std::optional<int> to) {
   auto files = migrations_for(impl.uri.scheme);
   if (to && (*to < 1 || *to > latest_schema_version()))
     throw InvalidArgument(fmt::format("--to {} is not a version this build knows (1..{})", *to, latest_schema_version()));
+  // Up to date already — the common case, at every start of every replica: no lock and no DDL,
+  // so a role with only the runtime grants can run `up` (an init container's step).
+  // Anything else (pending, failed, drifted) is decided under the lock: read without it, a MySQL
+  // migration another replica is applying right now looks failed.
+  if (auto history = impl.backend->read_history()) {
+    auto statuses = compare(files, *history);
+    bool current = std::all_of(statuses.begin(), statuses.end(), [&](const MigrationStatus& status) {
+      return status.state == MigrationState::applied ||
+             (status.state == MigrationState::pending && to && status.version > *to);
+    });
+    if (current) {
+      MigrationResult result;
+      for (auto& status : statuses)
+        if (status.state == MigrationState::applied) result.current_version = status.version;
+      return result;
+    }
+  }
   auto session = impl.backend->begin_migration(lock_timeout_);
   // Read only after taking the lock: another replica may have just applied what we would.
   auto statuses = compare(files, session->history());

@@ -130,6 +130,41 @@ TEST_P(Migrations, FreshDatabaseThenIdempotent) {
   EXPECT_TRUE(locks.try_acquire("after-migrate"));
 }
 
+TEST_P(Migrations, AnUpToDateSchemaNeedsNoCreateRightToMigrateUpOrToLock) {
+  if (sqlite_) GTEST_SKIP() << "SQLite has no roles: whoever can write the file has every right";
+  dblock::migrate(*dblock::Store::open(dsn(prefix_)));  // the deploy step, by a role with DDL rights
+  // The runtime role of an init container: data rights on dblock's objects, no CREATE anywhere.
+  std::string role = "r" + prefix_.substr(0, prefix_.size() - 1);
+  if (mysql_) {
+    admin_->exec(fmt::format("CREATE USER '{}'@'%' IDENTIFIED BY 'rolepw'", role));
+    admin_->exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON dblock.`{}locks` TO '{}'@'%'", prefix_, role));
+    admin_->exec(fmt::format("GRANT SELECT ON dblock.`{}schema_history` TO '{}'@'%'", prefix_, role));
+    for (const char* function : {"acquire_held", "release"})
+      admin_->exec(fmt::format("GRANT EXECUTE ON FUNCTION dblock.`{}{}` TO '{}'@'%'", prefix_, function, role));
+  } else {
+    admin_->exec(fmt::format("CREATE ROLE \"{}\" LOGIN PASSWORD 'rolepw'", role));
+    admin_->exec(fmt::format("GRANT USAGE ON SCHEMA public TO \"{}\"", role));
+    admin_->exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON public.\"{}locks\" TO \"{}\"", prefix_, role));
+    admin_->exec(fmt::format("GRANT SELECT ON public.\"{}schema_history\" TO \"{}\"", prefix_, role));
+    admin_->exec(fmt::format("GRANT USAGE, SELECT ON SEQUENCE public.\"{}token_seq\" TO \"{}\"", prefix_, role));
+  }
+  auto scheme_end = server_dsn_.find("://") + 3;
+  auto role_dsn = server_dsn_.substr(0, scheme_end) + role + ":rolepw" + server_dsn_.substr(server_dsn_.find('@'));
+  {
+    auto store = dblock::Store::open(role_dsn + "?prefix=" + prefix_);
+    auto result = dblock::Migrator(store).up();
+    EXPECT_TRUE(result.applied.empty());
+    EXPECT_EQ(result.current_version, dblock::latest_schema_version());
+    dblock::LockManager locks(store);
+    auto held = locks.try_acquire("runtime-role");
+    ASSERT_TRUE(held);
+    EXPECT_EQ(store->locks().size(), 1u);
+    EXPECT_NO_THROW(held->release());
+  }
+  if (mysql_) admin_->exec(fmt::format("DROP USER '{}'@'%'", role));
+  else admin_->exec(fmt::format("DROP OWNED BY \"{0}\"; DROP ROLE \"{0}\"", role));
+}
+
 TEST_P(Migrations, ExistingUnrelatedTablesAreLeftIntact) {
   auto unrelated = prefix_ + "orders";  // even a table sharing our prefix, if it is not ours
   admin_->exec(fmt::format("CREATE TABLE \"{}\" (id integer PRIMARY KEY, note text)", unrelated));
