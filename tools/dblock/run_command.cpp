@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -173,10 +172,8 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   auto say = [out = request.out != nullptr ? request.out : &plain](std::string_view level, std::string_view message) {
     out->say(level, message);
   };
-  std::atomic<bool> lost{false};
-  LockManager manager(store, ManagerOptions{.mode = request.mode,
-                                            .default_ttl = request.ttl,
-                                            .on_lost = [&](std::string_view, std::int64_t) { lost = true; }});
+  // No on_lost callback: Lock::lost() turns true when it fires, and also at the deadline.
+  LockManager manager(store, ManagerOptions{.mode = request.mode, .default_ttl = request.ttl});
   LockOptions options{.shared = request.shared};
   std::optional<Lock> lock;
   if (request.wait.count() > 0) lock.emplace(manager.acquire(request.name, request.wait, options));
@@ -201,8 +198,8 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   // waits on the database: the manager's timer marks the lock lost at the deadline whatever
   // its renewal is doing, and the deadline is read afresh on every turn.
   auto signals = wrapper_signals();
+  constexpr auto kPoll = std::chrono::milliseconds(100);
   std::optional<Clock::time_point> terminated_at;
-  std::string why;
   bool killed = false;
   int guard_status = 0;
   while (true) {
@@ -213,9 +210,10 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
       (void)!write(life.write, &nanoseconds, sizeof nanoseconds);
       told_deadline = deadline;
     }
-    if (!terminated_at && (lost || lock->lost() || now >= deadline - request.grace)) {
-      why = lost || lock->lost() ? "was lost" : "could not be renewed and its deadline is near";
-      say("warning", fmt::format("the lease on '{}' {} while the command ran; sending it SIGTERM", request.name, why));
+    bool lost = lock->lost();
+    if (!terminated_at && (lost || now >= deadline - request.grace)) {
+      say("warning", fmt::format("the lease on '{}' {} while the command ran; sending it SIGTERM", request.name,
+                                 lost ? "was lost" : "could not be renewed and its deadline is near"));
       kill(-group, SIGTERM);
       terminated_at = now;
     }
@@ -227,7 +225,10 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
       kill(-group, SIGKILL);
       killed = true;
     }
-    auto next = std::min({now + std::chrono::milliseconds(100), deadline - request.grace, killed ? now + std::chrono::milliseconds(100) : kill_at});
+    // Wake for the next step due: SIGTERM before a termination, SIGKILL after it, else a poll.
+    auto next = now + kPoll;
+    if (!terminated_at) next = std::min(next, deadline - request.grace);
+    else if (!killed) next = std::min(next, kill_at);
     auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(next - now, Clock::duration(1'000'000)));
     timespec timeout{static_cast<time_t>(slice.count() / 1'000'000'000), static_cast<long>(slice.count() % 1'000'000'000)};
     siginfo_t info{};
