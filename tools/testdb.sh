@@ -88,7 +88,7 @@ unix_socket_dir =
 auth_type = trust
 auth_file = $DIR/pgbouncer/users.txt
 pool_mode = transaction
-default_pool_size = 8
+default_pool_size = 16
 logfile = $DIR/pgbouncer/pgbouncer.log
 pidfile = $DIR/pgbouncer/pid
 EOF_INI

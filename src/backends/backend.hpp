@@ -177,7 +177,7 @@ class Backend {
   /// Whether pin_advisory_session() works here (advisory mode).
   [[nodiscard]] virtual bool has_advisory_locks() const noexcept { return false; }
   /// The message for advisory calls on a database that has none.
-  [[nodiscard]] std::string no_advisory_message() const {
+  [[nodiscard]] virtual std::string no_advisory_message() const {
     return std::string(dialect()) +
            " has no advisory locks: use LockMode::table (advisory mode needs PostgreSQL, or MySQL/MariaDB's GET_LOCK)";
   }

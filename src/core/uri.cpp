@@ -149,6 +149,11 @@ StoreUri parse_store_uri(std::string_view uri) {
         if (ec != std::errc() || end != value.data() + value.size() || pool == 0 || pool > 1000)
           fail(fmt::format("pool='{}' must be a whole number from 1 to 1000", value));
         parsed.pool_size = pool;
+      } else if (key == "pool_mode") {
+        if (parsed.scheme != "postgresql") fail("pool_mode= is for postgresql:// (a PgBouncer-style pooler in between)");
+        if (value != "session" && value != "transaction")
+          fail(fmt::format("pool_mode='{}' must be session or transaction (the pooler's pool_mode)", value));
+        parsed.transaction_pooler = value == "transaction";
       } else {
         kept.emplace_back(pair);
       }

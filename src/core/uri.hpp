@@ -17,6 +17,9 @@ struct StoreUri {
   std::string prefix;      // empty when not given
   bool prefix_given = false;
   std::size_t pool_size = 0;  // 0 when not given
+  /// `pool_mode=transaction` (PostgreSQL): a pooler in transaction mode sits in between, so no
+  /// statement may rely on session state (see PgConnection).
+  bool transaction_pooler = false;
 };
 
 /// @throws InvalidArgument naming the (redacted) URI and the problem.

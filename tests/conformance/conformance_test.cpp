@@ -23,9 +23,7 @@ using dblock::test::Admin;
 
 namespace {
 
-std::string with_params(const std::string& dsn, const std::string& params) {
-  return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + params;
-}
+using dblock::test::with_params;
 
 class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
  protected:
@@ -37,7 +35,8 @@ class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
     dsn_ = with_params(server_dsn_, "prefix=" + prefix_);
     store_ = dblock::Store::open(dsn_);
     dblock::migrate(*store_);
-    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, dblock::test::default_schema(GetParam()), prefix_);
+    admin_ = dblock::test::make_admin(GetParam().dialect, dblock::test::admin_dsn(GetParam(), server_dsn_),
+                                      dblock::test::default_schema(GetParam()), prefix_);
   }
 
   std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
@@ -410,11 +409,11 @@ TEST_P(AdvisoryConformance, WaiterAcquiresWhenTheHolderDies) {
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
                          ::testing::Values(dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
                                            dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
-                                           dblock::test::kSqlite),
+                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, TableConformance,
                          ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                           dblock::test::kSqlite),
+                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, AdvisoryConformance,
                          ::testing::Values(dblock::test::kPostgresAdvisory, dblock::test::kMysqlAdvisory),

@@ -32,7 +32,7 @@ class Stress : public ::testing::TestWithParam<dblock::test::BackendCase> {
 TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
   std::string dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(dsn, GetParam());
-  auto store = dblock::Store::open(dsn + "?prefix=" + dblock::test::unique_prefix() + "&pool=16");
+  auto store = dblock::Store::open(dblock::test::with_params(dsn, "prefix=" + dblock::test::unique_prefix() + "&pool=16"));
   dblock::migrate(*store);
 
   constexpr int kManagers = 3;
@@ -120,7 +120,7 @@ class ModeStress : public Stress {};
 TEST_P(ModeStress, EightThreadsOnTwoHotNamesCountExactly) {
   std::string dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(dsn, GetParam());
-  auto store = dblock::Store::open(dsn + "?prefix=" + dblock::test::unique_prefix() + "&pool=12");
+  auto store = dblock::Store::open(dblock::test::with_params(dsn, "prefix=" + dblock::test::unique_prefix() + "&pool=12"));
   dblock::migrate(*store);
   constexpr int kThreads = 8;
   constexpr int kIterations = 200;
@@ -163,10 +163,11 @@ TEST_P(ModeStress, EightThreadsOnTwoHotNamesCountExactly) {
 INSTANTIATE_TEST_SUITE_P(Backends, ModeStress,
                          ::testing::Values(dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
                                            dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
-                                           dblock::test::kSqlite),
+                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable),
                          [](const auto& info) { return std::string(info.param.label); });
 
-INSTANTIATE_TEST_SUITE_P(Backends, Stress, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, Stress, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                                                             dblock::test::kPgBouncerTable),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

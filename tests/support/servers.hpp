@@ -39,6 +39,8 @@ struct BackendCase {
   const char* dialect;
   const char* dsn_env;  // server DSN from the environment; nullptr: an embedded database file
   dblock::LockMode mode = dblock::LockMode::table;
+  const char* dsn_params = nullptr;     // dblock's URI parameters this case adds, e.g. pool_mode=transaction
+  const char* admin_dsn_env = nullptr;  // where the test's own checks connect; nullptr: dsn_env
 };
 
 inline void PrintTo(const BackendCase& backend, std::ostream* out) { *out << backend.label; }
@@ -49,6 +51,18 @@ inline const BackendCase kPostgresAdvisory{"postgres_advisory", "postgresql", "D
 inline const BackendCase kMysqlTable{"mysql_table", "mysql", "DBLOCK_TEST_MYSQL_DSN"};
 inline const BackendCase kMysqlAdvisory{"mysql_advisory", "mysql", "DBLOCK_TEST_MYSQL_DSN", dblock::LockMode::advisory};
 inline const BackendCase kSqlite{"sqlite", "sqlite", nullptr};
+/// Table mode through PgBouncer in transaction mode; the test's own checks go to PostgreSQL directly.
+inline const BackendCase kPgBouncerTable{"pgbouncer_table", "postgresql", "DBLOCK_TEST_PGBOUNCER_DSN",
+                                         dblock::LockMode::table, "pool_mode=transaction", "DBLOCK_TEST_PG_DSN"};
+
+inline std::string with_params(const std::string& dsn, const std::string& params) {
+  return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + params;
+}
+
+/// Where a test's own checks (Admin) connect for `backend`.
+inline std::string admin_dsn(const BackendCase& backend, const std::string& server_dsn) {
+  return backend.admin_dsn_env != nullptr ? env_or_empty(backend.admin_dsn_env) : server_dsn;
+}
 
 /// Where dblock's tables live by default: PostgreSQL's public schema, SQLite's main, MySQL's
 /// database (the test servers' database is named dblock).
@@ -109,6 +123,7 @@ inline std::string unique_prefix() {
   do {                                                                                   \
     if ((backend).dsn_env == nullptr) dsn = "sqlite://" + ::dblock::test::embedded_sqlite_path(); \
     else DBLOCK_REQUIRE_DSN(dsn, (backend).dsn_env);                                     \
+    if ((backend).dsn_params != nullptr) dsn = ::dblock::test::with_params(dsn, (backend).dsn_params); \
   } while (0)
 
 /// In a fixture's SetUp or a test: `dsn` gets the server's DSN, or the test skips/fails.

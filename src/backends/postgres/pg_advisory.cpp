@@ -70,10 +70,9 @@ class PgAdvisorySession final : public AdvisorySession {
   PgResult run(const PgStatement& statement, const Params& params, milliseconds longer = milliseconds(0)) {
     try {
       return lease_->exec_prepared(statement, params, longer);
-    } catch (const TransientError& e) {
-      // Nothing deallocates our statements: one that vanished was prepared on another server process.
-      if (std::string_view(e.sqlstate()) == "26000") refuse_pooler("a statement prepared on it vanished");
-      throw;
+    } catch (const PoolerDetected& e) {
+      refuse_pooler(std::string_view(e.sqlstate()) == "26000" ? "a statement prepared on it vanished"
+                                                               : "a statement not yet prepared on it was there already");
     }
   }
 

@@ -107,13 +107,15 @@ CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}schema_history" (
 VALUES ($1::integer, $2, $3, $4, $5::bigint, true))");
     forget = fill(R"(DELETE FROM "{schema}"."{prefix}schema_history" WHERE version = $1::integer)");
     migration_lock = fill("SELECT pg_try_advisory_lock({key}, hashtext('dblock:migrate'))");
+    migration_xact_lock = fill("SELECT pg_try_advisory_xact_lock({key}, hashtext('dblock:migrate'))");
     migration_lock_blocking = fill("SELECT pg_advisory_lock({key}, hashtext('dblock:migrate'))");
     migration_unlock = fill("SELECT pg_advisory_unlock({key}, hashtext('dblock:migrate'))");
     create_schema = fill(R"(CREATE SCHEMA IF NOT EXISTS "{schema}")");
   }
 
   PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
-  std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_lock_blocking,
+  std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_xact_lock,
+      migration_lock_blocking,
       migration_unlock, create_schema;
 };
 
@@ -197,13 +199,27 @@ class PgListener final : public ReleaseListener {
   EventFd wake_;
 };
 
+/// Directly connected, the migration lock is a session lock and each migration commits on its own.
+/// Behind a transaction pooler a session lock would stay on whichever server connection took it, so
+/// the whole run is one transaction under a transaction-scoped lock, committed by finish().
 class PgMigrationSession final : public MigrationSession {
  public:
   PgMigrationSession(std::unique_ptr<PgConnection> connection, const PgSql& sql, std::string schema,
-                     std::string prefix, milliseconds lock_timeout)
-      : connection_(std::move(connection)), sql_(sql), schema_(std::move(schema)), prefix_(std::move(prefix)) {
-    poll_migration_lock([&] { return text_of(connection_->exec(sql_.migration_lock).get(), 0, 0) == "t"; },
-                        lock_timeout);
+                     std::string prefix, milliseconds lock_timeout, bool one_transaction)
+      : connection_(std::move(connection)),
+        sql_(sql),
+        schema_(std::move(schema)),
+        prefix_(std::move(prefix)),
+        one_transaction_(one_transaction) {
+    poll_migration_lock(
+        [&] {
+          if (!one_transaction_) return text_of(connection_->exec(sql_.migration_lock).get(), 0, 0) == "t";
+          connection_->exec("BEGIN");
+          if (text_of(connection_->exec(sql_.migration_xact_lock).get(), 0, 0) == "t") return true;
+          connection_->exec("ROLLBACK");
+          return false;
+        },
+        lock_timeout);
   }
 
   std::vector<AppliedMigration> history() override {
@@ -222,7 +238,7 @@ class PgMigrationSession final : public MigrationSession {
 
   void apply(const MigrationFile& migration, std::string_view applied_by) override {
     auto started = std::chrono::steady_clock::now();
-    connection_->exec("BEGIN");
+    if (!one_transaction_) connection_->exec("BEGIN");
     try {
       connection_->exec(fill_placeholders(migration.sql, schema_, prefix_));
       auto elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
@@ -230,34 +246,39 @@ class PgMigrationSession final : public MigrationSession {
                                         std::string(migration.checksum), std::string(applied_by),
                                         std::to_string(elapsed.count())};
       connection_->exec_params(sql_.record, params);
-      connection_->exec("COMMIT");
+      if (!one_transaction_) connection_->exec("COMMIT");
     } catch (const Error& e) {
       if (PQstatus(connection_->raw()) == CONNECTION_OK) connection_->exec("ROLLBACK");
-      throw DatabaseError(fmt::format("migration {:04d}_{} failed and was rolled back, nothing of it applied: {}",
-                                      migration.version, migration.name, e.what()),
+      throw DatabaseError(fmt::format("migration {:04d}_{} failed and was rolled back, nothing of it{} applied: {}",
+                                      migration.version, migration.name,
+                                      one_transaction_ ? " nor of this run" : "", e.what()),
                           e.sqlstate());
     }
   }
 
-  void finish() override {}  // each migration committed on its own
+  void finish() override {
+    if (one_transaction_) connection_->exec("COMMIT");
+  }
 
  private:
   std::unique_ptr<PgConnection> connection_;
   const PgSql& sql_;
   std::string schema_;
   std::string prefix_;
+  bool one_transaction_;
 };
 
-/// Bare libpq: PQexecPrepared on one connection, parameters formatted into stack buffers.
+/// Bare libpq on one connection, parameters formatted into stack buffers: PQexecPrepared, or behind
+/// a transaction pooler the same statements sent unnamed with PQexecParams.
 class PgRawClient final : public RawLockClient {
  public:
-  PgRawClient(const std::string& uri, const PgSql& sql) : conn_(PQconnectdb(uri.c_str())) {
+  PgRawClient(const std::string& uri, const PgSql& sql, bool unnamed) : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed) {
     if (PQstatus(conn_.get()) != CONNECTION_OK)
       throw ConnectionError(fmt::format("raw client: {}", PQerrorMessage(conn_.get())));
-    prepare("a", sql.acquire.sql);
-    prepare("r", sql.release.sql);
-    prepare("l", "SELECT pg_advisory_lock($1::bigint)");
-    prepare("u", "SELECT pg_advisory_unlock($1::bigint)");
+    prepare(0, sql.acquire.sql);
+    prepare(1, sql.release.sql);
+    prepare(2, "SELECT pg_advisory_lock($1::bigint)");
+    prepare(3, "SELECT pg_advisory_unlock($1::bigint)");
   }
 
   std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
@@ -265,8 +286,7 @@ class PgRawClient final : public RawLockClient {
     char ttl[24];
     *std::to_chars(ttl, ttl + sizeof ttl - 1, ttl_ms).ptr = '\0';
     const char* values[] = {name.c_str(), owner.c_str(), ttl, "0"};
-    PgResult result(PQexecPrepared(conn_.get(), "a", 4, values, nullptr, nullptr, 0));
-    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+    auto result = run(0, values);
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return to_int64(result.get(), 0, 1);
   }
@@ -275,13 +295,11 @@ class PgRawClient final : public RawLockClient {
     char token_text[24];
     *std::to_chars(token_text, token_text + sizeof token_text - 1, token).ptr = '\0';
     const char* values[] = {name.c_str(), owner.c_str(), token_text};
-    PgResult result(PQexecPrepared(conn_.get(), "r", 3, values, nullptr, nullptr, 0));
-    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
-    return PQntuples(result.get()) > 0;
+    return PQntuples(run(1, values).get()) > 0;
   }
 
-  bool blocking_lock(std::int64_t key) override { return run_with_key("l", key); }
-  void blocking_unlock(std::int64_t key) override { run_with_key("u", key); }
+  bool blocking_lock(std::int64_t key) override { return run_with_key(2, key); }
+  void blocking_unlock(std::int64_t key) override { run_with_key(3, key); }
   std::string_view blocking_lock_functions() const noexcept override { return "pg_advisory_lock + pg_advisory_unlock"; }
 
  private:
@@ -289,21 +307,33 @@ class PgRawClient final : public RawLockClient {
     void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
   };
 
-  void prepare(const char* name, const std::string& sql) {
-    PgResult result(PQprepare(conn_.get(), name, sql.c_str(), 0, nullptr));
+  void prepare(std::size_t id, const std::string& sql) {
+    statements_[id] = PgStatement(id, sql);
+    if (unnamed_) return;
+    PgResult result(PQprepare(conn_.get(), statements_[id].name.c_str(), sql.c_str(), 0, nullptr));
     if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
   }
 
-  bool run_with_key(const char* statement, std::int64_t key) {
+  template <std::size_t N>
+  PgResult run(std::size_t id, const char* const (&values)[N]) {
+    auto& statement = statements_[id];
+    PgResult result(unnamed_ ? PQexecParams(conn_.get(), statement.sql.c_str(), N, nullptr, values, nullptr, nullptr, 0)
+                             : PQexecPrepared(conn_.get(), statement.name.c_str(), N, values, nullptr, nullptr, 0));
+    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+    return result;
+  }
+
+  bool run_with_key(std::size_t id, std::int64_t key) {
     char key_text[24];
     *std::to_chars(key_text, key_text + sizeof key_text - 1, key).ptr = '\0';
     const char* values[] = {key_text};
-    PgResult result(PQexecPrepared(conn_.get(), statement, 1, values, nullptr, nullptr, 0));
-    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+    run(id, values);
     return true;
   }
 
   std::unique_ptr<PGconn, ConnDeleter> conn_;
+  bool unnamed_;
+  std::array<PgStatement, 4> statements_;
 };
 
 class PgBackend final : public Backend {
@@ -316,9 +346,10 @@ class PgBackend final : public Backend {
         channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
         sql_(uri.schema, uri.prefix, key_, channel_),
         advisory_sql_(uri.schema, uri.prefix),
-        pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, settings] {
+        mode_(std::make_shared<PgStatementMode>(uri.transaction_pooler)),
+        pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, settings, mode = mode_] {
                 return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
-                                                      settings.statement_timeout, settings.logger);
+                                                      settings.statement_timeout, settings.logger, mode);
               },
               uri.redacted, uri.pool_size, settings.connect_timeout) {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
@@ -331,7 +362,7 @@ class PgBackend final : public Backend {
     std::array<std::string, 4> params{std::string(name), std::string(owner), std::to_string(ttl.count()),
                                       std::to_string(held_token)};
     auto session = pool_.lease();
-    auto result = session->exec_prepared(sql_.acquire, params);
+    auto result = run(*session, sql_.acquire, params);
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return Grant{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1)};
   }
@@ -339,7 +370,7 @@ class PgBackend final : public Backend {
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
     std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(token)};
     auto session = pool_.lease();
-    auto result = session->exec_prepared(sql_.release, params);
+    auto result = run(*session, sql_.release, params);
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return to_int64(result.get(), 0, 0);
   }
@@ -361,7 +392,7 @@ class PgBackend final : public Backend {
       if (std::chrono::steady_clock::now() >= reply_by)
         throw OutcomeUnknown("renewal: no time left before the first local deadline", "57014");
       auto limit = session.limit_replies(reply_by);
-      return session.exec_prepared(sql_.renew, params);
+      return run(session, sql_.renew, params);
     });
     std::vector<std::size_t> renewed;
     renewed.reserve(static_cast<std::size_t>(PQntuples(result.get())));
@@ -372,7 +403,7 @@ class PgBackend final : public Backend {
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
     std::array<std::string, 1> params{std::string(name)};
-    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.lease_left, params); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return run(session, sql_.lease_left, params); });
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return milliseconds(to_int64(result.get(), 0, 0));
   }
@@ -380,13 +411,20 @@ class PgBackend final : public Backend {
   bool force_release(std::string_view name) override {
     std::array<std::string, 1> params{std::string(name)};
     auto session = pool_.lease();
-    auto result = session->exec_prepared(sql_.force_release, params);
+    auto result = run(*session, sql_.force_release, params);
     return PQntuples(result.get()) > 0;
   }
 
-  bool has_advisory_locks() const noexcept override { return true; }
+  bool has_advisory_locks() const noexcept override { return !mode_->behind_transaction_pooler(); }
+  std::string no_advisory_message() const override {
+    if (!mode_->behind_transaction_pooler()) return Backend::no_advisory_message();
+    return "advisory mode cannot work behind a pooler in transaction mode (pool_mode=transaction): session advisory "
+           "locks belong to one server connection, and the pooler runs each statement on whichever is free. Connect "
+           "advisory mode to PostgreSQL directly or through a session-mode pool, or use LockMode::table";
+  }
 
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    if (!has_advisory_locks()) throw InvalidArgument(no_advisory_message());
     return make_pg_advisory_session(pool_.lease(), advisory_sql_);
   }
   void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
@@ -394,24 +432,26 @@ class PgBackend final : public Backend {
   }
 
   std::unique_ptr<ReleaseListener> listen() override {
+    // LISTEN and the watch locks are session state: behind a transaction pooler waiters poll.
+    if (mode_->behind_transaction_pooler()) return nullptr;
     return std::make_unique<PgListener>(pool_.connect_dedicated(), key_, channel_);
   }
 
   std::size_t reap(std::size_t batch) override {
     std::array<std::string, 1> params{std::to_string(batch)};
     auto session = pool_.lease();
-    auto result = session->exec_prepared(sql_.reap, params);
+    auto result = run(*session, sql_.reap, params);
     return static_cast<std::size_t>(to_int64(result.get(), 0, 0));
   }
 
   LockCensus census() override {
-    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.census, std::span<const std::string>()); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return run(session, sql_.census, std::span<const std::string>()); });
     return LockCensus{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1),
                       milliseconds(to_int64(result.get(), 0, 2))};
   }
 
   std::unique_ptr<RawLockClient> raw_client() override {
-    return std::make_unique<PgRawClient>(driver_uri_, sql_);
+    return std::make_unique<PgRawClient>(driver_uri_, sql_, mode_->behind_transaction_pooler());
   }
 
   void seed_expired(std::string_view stem, std::size_t count) override {
@@ -434,13 +474,25 @@ class PgBackend final : public Backend {
   }
 
   std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
-    return std::make_unique<PgMigrationSession>(pool_.connect_dedicated(), sql_, schema_, prefix_, lock_timeout);
+    return std::make_unique<PgMigrationSession>(pool_.connect_dedicated(), sql_, schema_, prefix_, lock_timeout,
+                                                mode_->behind_transaction_pooler());
   }
 
  private:
+  /// One statement of table mode. When it meets a transaction pooler it did not run, and goes
+  /// out again unnamed (the mode has switched): a fallback of the protocol, not a retry.
+  template <class Params>
+  static PgResult run(PgConnection& session, const PgStatement& statement, const Params& params) {
+    try {
+      return session.exec_prepared(statement, params);
+    } catch (const PoolerDetected&) {
+      return session.exec_prepared(statement, params);
+    }
+  }
+
   std::vector<LockInfo> list_rows(std::string_view only_name) override {
     std::array<std::string, 1> params{std::string(only_name)};
-    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_prepared(sql_.list, params); });
+    auto result = pool_.idempotent([&](PgConnection& session) { return run(session, sql_.list, params); });
     std::vector<LockInfo> rows;
     for (int row = 0; row < PQntuples(result.get()); ++row)
       rows.push_back(LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1),
@@ -456,6 +508,7 @@ class PgBackend final : public Backend {
   std::string channel_;
   PgSql sql_;
   PgAdvisorySql advisory_sql_;
+  std::shared_ptr<PgStatementMode> mode_;
   SessionPool<PgConnection> pool_;
 };
 

@@ -31,12 +31,25 @@ std::string trimmed(const char* message) {
 
 bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
+/// FNV-1a, 64 bits: a statement's name from its text.
+std::uint64_t text_hash(std::string_view text) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
 }  // namespace
+
+PgStatement::PgStatement(std::size_t id_, std::string sql_)
+    : id(id_), sql(std::move(sql_)), name(fmt::format("dblock_{:016x}", text_hash(sql))) {}
 
 PgConnection::PgConnection(const std::string& uri, const std::string& redacted_uri,
                            std::chrono::milliseconds connect_timeout, std::chrono::milliseconds statement_timeout,
-                           std::shared_ptr<spdlog::logger> logger)
-    : logger_(std::move(logger)), redacted_uri_(redacted_uri), statement_timeout_(statement_timeout) {
+                           std::shared_ptr<spdlog::logger> logger, std::shared_ptr<PgStatementMode> mode)
+    : logger_(std::move(logger)), mode_(std::move(mode)), redacted_uri_(redacted_uri), statement_timeout_(statement_timeout) {
   auto timeout_s = std::to_string(std::max<long long>(2, (connect_timeout.count() + 999) / 1000));
   // Ours first: later keywords (the URI) override earlier ones, so the user's settings win.
   std::array<const char*, 4> keys{"connect_timeout", "application_name", "dbname", nullptr};
@@ -53,8 +66,10 @@ PgConnection::PgConnection(const std::string& uri, const std::string& redacted_u
                           login ? "28P01" : "08001");
   }
   PQsetNoticeProcessor(conn_.get(), route_notice, logger_.get());
-  // Lock statements run autocommit at READ COMMITTED whatever the server's default is.
-  exec("SET default_transaction_isolation = 'read committed'");
+  // Lock statements run autocommit at READ COMMITTED whatever the server's default is. Behind a
+  // transaction pooler a session setting would land on one server connection only: there the
+  // server's default applies, and a serialization failure it causes is retried like any other.
+  if (!mode_->behind_transaction_pooler()) exec("SET default_transaction_isolation = 'read committed'");
 }
 
 bool PgConnection::usable() const noexcept {
@@ -146,21 +161,32 @@ PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<con
 
 PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<const char* const> values,
                                      std::chrono::milliseconds longer) {
-  // The name from the id without a formatting library: this runs twice per lock cycle.
-  std::array<char, 32> name{'d', 'b', 'l', 'o', 'c', 'k', '_'};
-  *std::to_chars(name.data() + 7, name.data() + name.size() - 1, statement.id).ptr = '\0';
-  if (statement.id >= prepared_.size()) prepared_.resize(statement.id + 1, false);
-  if (!prepared_[statement.id]) {
-    await(PQsendPrepare(conn_.get(), name.data(), statement.sql.c_str(), 0, nullptr) != 0, "prepare failed");
-    prepared_[statement.id] = true;
-  }
-  try {
-    return await(PQsendQueryPrepared(conn_.get(), name.data(), static_cast<int>(values.size()), values.data(),
-                                     nullptr, nullptr, 0) != 0,
+  auto count = static_cast<int>(values.size());
+  if (mode_->behind_transaction_pooler())
+    return await(PQsendQueryParams(conn_.get(), statement.sql.c_str(), count, nullptr, values.data(), nullptr, nullptr,
+                                   0) != 0,
                  "statement failed", longer);
-  } catch (const TransientError& e) {
-    if (std::string_view(e.sqlstate()) == "26000") prepared_.assign(prepared_.size(), false);  // re-prepare
-    throw;
+  if (statement.id >= prepared_.size()) prepared_.resize(statement.id + 1, false);
+  try {
+    if (!prepared_[statement.id]) {
+      await(PQsendPrepare(conn_.get(), statement.name.c_str(), statement.sql.c_str(), 0, nullptr) != 0,
+            "prepare failed");
+      prepared_[statement.id] = true;
+    }
+    return await(PQsendQueryPrepared(conn_.get(), statement.name.c_str(), count, values.data(), nullptr, nullptr, 0) != 0,
+                 "statement failed", longer);
+  } catch (const DatabaseError& e) {
+    // Nobody else prepares or deallocates on this session: a statement that is already there, or
+    // gone, was prepared on another server connection. Neither error ran anything.
+    std::string_view state = e.sqlstate();
+    if (state != "42P05" && state != "26000") throw;
+    prepared_.assign(prepared_.size(), false);
+    if (mode_->detect_transaction_pooler())
+      logger_->warn("{}: named prepared statements do not survive between statements ({}): a pooler in transaction "
+                    "mode sits in between; sending statements unnamed from now on. Add pool_mode=transaction to the "
+                    "URI to say so up front (waiters then poll instead of listening)",
+                    redacted_uri_, state);
+    throw PoolerDetected(e.what(), e.sqlstate());
   }
 }
 

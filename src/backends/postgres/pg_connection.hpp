@@ -4,6 +4,7 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstddef>
@@ -15,6 +16,8 @@
 
 #include <spdlog/fwd.h>
 
+#include "backends/backend.hpp"
+
 namespace dblock::detail {
 
 struct PgResultDeleter {
@@ -22,17 +25,47 @@ struct PgResultDeleter {
 };
 using PgResult = std::unique_ptr<PGresult, PgResultDeleter>;
 
-/// A statement the backend prepares lazily, once per session.
+/// A statement the backend prepares lazily, once per session, under a name drawn from its text:
+/// behind a transaction pooler a server connection may hold another client's statements, and one
+/// of the same name is then the same statement, never another installation's.
 struct PgStatement {
-  std::size_t id;
+  PgStatement() = default;
+  PgStatement(std::size_t id, std::string sql);
+  std::size_t id = 0;
   std::string sql;
+  std::string name;
+};
+
+/// How a backend's sessions send statements, shared by all of them. Named prepared statements
+/// live on one server connection; behind a pooler in transaction mode (PgBouncer
+/// pool_mode=transaction) every statement may run on another one, so they are sent with their
+/// text each time (the unnamed statement of one Parse/Bind/Execute/Sync, which the pooler keeps
+/// together) and nothing else may rely on session state either. Set from the URI, or the first time
+/// a named statement turns out missing or already present on the server connection.
+class PgStatementMode {
+ public:
+  explicit PgStatementMode(bool transaction_pooler) : pooled_(transaction_pooler) {}
+  [[nodiscard]] bool behind_transaction_pooler() const noexcept { return pooled_.load(std::memory_order_relaxed); }
+  /// True the first time: the caller reports it.
+  bool detect_transaction_pooler() noexcept { return !pooled_.exchange(true, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> pooled_;
+};
+
+/// A named statement was missing on the server connection, or already there (42P05, 26000): a
+/// transaction pooler sits in between. Nothing ran; the statement mode is unnamed from now on.
+class PoolerDetected : public TransientError {
+ public:
+  using TransientError::TransientError;
 };
 
 class PgConnection {
  public:
   /// @throws ConnectionError (message names `redacted_uri`, never the password).
   PgConnection(const std::string& uri, const std::string& redacted_uri, std::chrono::milliseconds connect_timeout,
-               std::chrono::milliseconds statement_timeout, std::shared_ptr<spdlog::logger> logger);
+               std::chrono::milliseconds statement_timeout, std::shared_ptr<spdlog::logger> logger,
+               std::shared_ptr<PgStatementMode> mode);
 
   /// Connected, not inside a transaction, no reply outstanding: fit to go back to a pool.
   [[nodiscard]] bool usable() const noexcept;
@@ -42,6 +75,7 @@ class PgConnection {
   PgResult exec(std::string_view sql);
   PgResult exec_params(const std::string& sql, std::span<const std::string> params);
   /// `longer`: how much longer than the statement timeout the reply may take (a server-side wait).
+  /// @throws PoolerDetected (see there); nothing ran then.
   PgResult exec_prepared(const PgStatement& statement, std::span<const std::string> params,
                          std::chrono::milliseconds longer = std::chrono::milliseconds(0));
   /// The same with the parameters as C strings, for callers that format them without allocating.
@@ -84,6 +118,7 @@ class PgConnection {
     void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
   };
   std::shared_ptr<spdlog::logger> logger_;
+  std::shared_ptr<PgStatementMode> mode_;
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   std::string redacted_uri_;
   std::chrono::milliseconds statement_timeout_;

@@ -1,0 +1,157 @@
+// Through a real PgBouncer in transaction mode (tools/testdb.sh starts one with
+// default_pool_size = 16): table mode works with or without pool_mode=transaction in the URI,
+// migrations leave no session lock on a server connection, and advisory mode is refused on every
+// path. The conformance and stress suites run through the same pooler as `pgbouncer_table`.
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "backends/postgres/pg_advisory.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+using dblock::test::with_params;
+
+namespace {
+
+/// The server connections PgBouncer keeps for the test database (tools/testdb.sh).
+constexpr int kPoolerServerConnections = 16;
+
+struct PgConnDeleter {
+  void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
+};
+
+void run_sql(PGconn* conn, const std::string& sql) {
+  PGresult* result = PQexec(conn, sql.c_str());
+  auto status = PQresultStatus(result);
+  std::string error = PQresultErrorMessage(result);
+  PQclear(result);
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) throw std::runtime_error(sql + ": " + error);
+}
+
+class Pooler : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DBLOCK_REQUIRE_DSN(pooler_dsn_, "DBLOCK_TEST_PGBOUNCER_DSN");
+    DBLOCK_REQUIRE_DSN(direct_dsn_, "DBLOCK_TEST_PG_DSN");
+    prefix_ = dblock::test::unique_prefix();
+  }
+
+  std::string pooler_dsn_;
+  std::string direct_dsn_;
+  std::string prefix_;
+};
+
+TEST_F(Pooler, TableModeWithoutTheParameterDetectsThePoolerAndKeepsExclusion) {
+  dblock::migrate(*dblock::Store::open(with_params(direct_dsn_, "prefix=" + prefix_)));
+  // Two stores, as two processes would be, each statement free to land on any server connection.
+  std::vector<std::shared_ptr<dblock::Store>> stores;
+  for (int i = 0; i < 2; ++i) stores.push_back(dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool=4")));
+  std::int64_t counter = 0;
+  std::int64_t last_token = 0;
+  std::atomic<int> failures{0}, violations{0};
+  constexpr int kThreads = 4, kIterations = 60;
+  {
+    std::vector<std::unique_ptr<dblock::LockManager>> managers;
+    for (auto& store : stores) managers.push_back(std::make_unique<dblock::LockManager>(store));
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kIterations; ++i) {
+          try {
+            auto lock = managers[static_cast<std::size_t>(t % 2)]->acquire("hop", 30s);
+            if (lock.token() <= last_token) ++violations;
+            last_token = lock.token();
+            auto value = counter;
+            std::this_thread::yield();
+            counter = value + 1;
+          } catch (const std::exception& e) {
+            if (++failures < 3) ADD_FAILURE() << e.what();
+          }
+        }
+      });
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(violations, 0);
+  EXPECT_EQ(counter, kThreads * kIterations);
+  EXPECT_TRUE(stores[0]->locks().empty());
+}
+
+TEST_F(Pooler, MigrationsLeaveNoSessionLockBehind) {
+  auto pooled = dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool_mode=transaction"));
+  auto result = dblock::Migrator(pooled, 10s).up();
+  EXPECT_EQ(result.current_version, dblock::latest_schema_version());
+  EXPECT_EQ(static_cast<int>(result.applied.size()), dblock::latest_schema_version());
+  // A session lock taken through the pooler would stay on a server connection the pooler keeps:
+  // a direct migrator could then never take the lock.
+  auto direct = dblock::Store::open(with_params(direct_dsn_, "prefix=" + prefix_));
+  EXPECT_NO_THROW((void)dblock::Migrator(direct, 2s).repair());
+  for (auto& status : dblock::Migrator(direct, 2s).status()) EXPECT_EQ(status.state, dblock::MigrationState::applied);
+}
+
+TEST_F(Pooler, AdvisoryModeIsRefusedUpFrontWithTheParameter) {
+  auto store = dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool_mode=transaction"));
+  try {
+    dblock::LockManager refused(store, {.mode = dblock::LockMode::advisory});
+    FAIL() << "advisory mode behind a transaction pooler must be refused";
+  } catch (const dblock::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("pool_mode=transaction"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
+  dblock::migrate(*dblock::Store::open(with_params(direct_dsn_, "prefix=" + prefix_)));
+  // Another client of the pooler has left our first statement prepared on every server connection
+  // (as an earlier dblock process does): pin them all in open transactions, prepare it on each.
+  dblock::detail::PgAdvisorySql sql("public", prefix_);
+  auto key = dblock::AdvisoryKey::from_name("first-statement");
+  const auto& first = sql.try_lock(dblock::detail::AdvisoryTarget{key, "first-statement"}, false);
+  {
+    std::vector<std::unique_ptr<PGconn, PgConnDeleter>> pinned;
+    for (int i = 0; i < kPoolerServerConnections; ++i) {
+      pinned.emplace_back(PQconnectdb(pooler_dsn_.c_str()));
+      ASSERT_EQ(PQstatus(pinned.back().get()), CONNECTION_OK) << PQerrorMessage(pinned.back().get());
+      run_sql(pinned.back().get(), "BEGIN");
+      run_sql(pinned.back().get(), "SELECT 1");  // the pooler hands this client a server connection now
+    }
+    for (auto& conn : pinned) {
+      PGresult* result = PQexec(conn.get(), ("PREPARE \"" + first.name + "\" AS " + first.sql).c_str());
+      auto status = PQresultStatus(result);
+      std::string error = PQresultErrorMessage(result);
+      PQclear(result);
+      // Already there from an earlier run on this server connection is as good.
+      ASSERT_TRUE(status == PGRES_COMMAND_OK || error.find("already exists") != std::string::npos) << error;
+      run_sql(conn.get(), "COMMIT");
+    }
+  }
+  auto store = dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool=1"));
+  dblock::LockManager locks(store, {.mode = dblock::LockMode::advisory});
+  try {
+    auto held = locks.try_acquire("first-statement");
+    FAIL() << "the first advisory statement through a transaction pooler must be refused";
+  } catch (const dblock::ConnectionError& e) {
+    EXPECT_NE(std::string(e.what()).find("pool_mode=transaction"), std::string::npos) << e.what();
+  }
+  // Nothing was locked: the statement never ran.
+  std::unique_ptr<PGconn, PgConnDeleter> direct(PQconnectdb(direct_dsn_.c_str()));
+  auto k = static_cast<std::uint64_t>(key.key());
+  PGresult* held = PQexec(direct.get(), ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
+                                         std::to_string(k >> 32) + " AND objid = " + std::to_string(k & 0xffffffffu) +
+                                         " AND objsubid = 1")
+                                            .c_str());
+  ASSERT_EQ(PQresultStatus(held), PGRES_TUPLES_OK);
+  EXPECT_STREQ(PQgetvalue(held, 0, 0), "0");
+  PQclear(held);
+}
+
+}  // namespace
