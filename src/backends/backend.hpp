@@ -18,6 +18,8 @@
 #include <dblock/errors.hpp>
 #include <dblock/store.hpp>
 
+#include "backends/schema_objects.hpp"
+
 namespace dblock::detail {
 
 using std::chrono::milliseconds;
@@ -204,6 +206,19 @@ class Backend {
 
   /// Takes the migration lock, polling until `lock_timeout`. @throws Timeout.
   virtual std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) = 0;
+  /// Read-only: what the catalog holds under any of `names` in dblock's schema (PostgreSQL), database
+  /// (MySQL) or file (SQLite): tables with their columns, sequences, indexes (MySQL: those of the
+  /// tables named), functions and procedures with their bodies, triggers, views; any other relation
+  /// as kind "other".
+  virtual std::vector<CatalogObject> catalog(std::span<const std::string> names) = 0;
+  /// Whether a migration recorded as failed may be completed by running it again: DDL is not
+  /// transactional here (a failed record may mean "broken off part-way") and every statement of
+  /// the shipped migrations is safe to run again.
+  [[nodiscard]] virtual bool migrations_resume() const noexcept { return false; }
+  /// A migration's SQL with this store's schema and prefix filled in, as `up` runs it.
+  [[nodiscard]] virtual std::string filled(std::string_view migration_sql) const = 0;
+  /// The history table's DDL, as the migration session runs it.
+  [[nodiscard]] virtual std::string history_ddl() const = 0;
 
  protected:
   /// Rows ordered by name: all of them when `only_name` is empty (lock names never are).

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <map>
 
@@ -58,9 +59,18 @@ std::vector<MigrationStatus> compare(const std::vector<detail::MigrationFile>& f
   return out;
 }
 
-/// Throws for any state that must stop `up` (and fail `verify`), naming what to do.
-void refuse_problems(const std::vector<MigrationStatus>& statuses, const std::string& where) {
+/// A failed record `up` completes by itself: the dialect's DDL is not transactional, every statement
+/// of its migrations is safe to run again, and the record is of the file this build ships.
+bool resumable(const MigrationStatus& status, bool dialect_resumes) {
+  return dialect_resumes && status.state == MigrationState::failed && status.recorded_checksum == status.shipped_checksum;
+}
+
+/// Throws for any state that must stop `up` (and fail `verify`), naming what to do; a failed record
+/// `up` can complete passes when `dialect_resumes`.
+void refuse_problems(const std::vector<MigrationStatus>& statuses, const std::string& where,
+                     bool dialect_resumes = false) {
   for (auto& status : statuses) {
+    if (resumable(status, dialect_resumes)) continue;
     auto label = fmt::format("{:04d}_{}", status.version, status.name);
     switch (status.state) {
       case MigrationState::unknown_newer:
@@ -75,12 +85,159 @@ void refuse_problems(const std::vector<MigrationStatus>& statuses, const std::st
       case MigrationState::failed:
         throw SchemaError(SchemaError::Reason::outdated,
                           fmt::format("dblock migration {} in {} is recorded as failed: fix the cause, then run "
-                                      "`dblock migrate repair` and `dblock migrate up`",
+                                      "`dblock migrate up` (MySQL completes it) or `dblock migrate repair`",
                                       label, where));
       default:
         break;
     }
   }
+}
+
+std::string lowered(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// Whether two catalog names are the same object's: MySQL resolves routine names without case.
+bool same_name(std::string_view dialect, const detail::CatalogObject& a, const detail::CatalogObject& b) {
+  if (dialect == "mysql" && (a.kind == "function" || a.kind == "procedure")) return lowered(a.name) == lowered(b.name);
+  return a.name == b.name;
+}
+
+std::string describe(const detail::CatalogObject& object) {
+  if (object.kind == "index" && !object.table.empty()) return fmt::format("index '{}' on '{}'", object.name, object.table);
+  return fmt::format("{} '{}'", object.kind, object.name);
+}
+
+std::string_view trimmed(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) text.remove_suffix(1);
+  return text;
+}
+
+std::vector<std::string> names_of(const std::vector<detail::CatalogObject>& objects) {
+  std::vector<std::string> names;
+  for (auto& object : objects) {
+    names.push_back(object.name);
+    if (!object.table.empty()) names.push_back(object.table);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+/// The history table as the migration session creates it.
+detail::CatalogObject history_object(detail::Backend& backend) {
+  return detail::objects_created_by(backend.history_ddl(), backend.dialect()).front();
+}
+
+/// What the history table and the migrations in `files` whose version `counts` leave in the catalog.
+template <class Counts>
+std::vector<detail::CatalogObject> objects_of(detail::Backend& backend, const std::vector<detail::MigrationFile>& files,
+                                              Counts&& counts) {
+  auto objects = detail::objects_created_by(backend.history_ddl(), backend.dialect());
+  for (auto& file : files)
+    if (counts(file.version)) merge_objects(objects, detail::objects_created_by(backend.filled(file.sql), backend.dialect()));
+  return objects;
+}
+
+const detail::MigrationFile& status_file(const std::vector<detail::MigrationFile>& files, int version) {
+  return *std::find_if(files.begin(), files.end(), [&](auto& f) { return f.version == version; });
+}
+
+const MigrationStatus& status_of(const std::vector<MigrationStatus>& statuses, int version) {
+  return *std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.version == version; });
+}
+
+/// dblock never adopts what it did not create: before `up` creates anything, refuses when an
+/// object under one of the names it would create already exists (a history table of another shape
+/// included), naming each. Objects of migrations recorded as applied, or as started (MySQL, to be
+/// completed), are dblock's.
+void refuse_foreign_objects(detail::Backend& backend, const std::vector<detail::MigrationFile>& files,
+                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
+  auto dialect = backend.dialect();
+  auto history = history_object(backend);
+  auto ours = objects_of(backend, files, [&](int version) {
+    auto& status = status_of(statuses, version);
+    return status.state == MigrationState::applied || resumable(status, dialect_resumes);
+  });
+  auto planned = objects_of(backend, files, [&](int version) { return status_of(statuses, version).state == MigrationState::pending; });
+  std::vector<detail::CatalogObject> candidates;
+  bool history_recorded = std::any_of(statuses.begin(), statuses.end(), [](auto& s) { return s.state != MigrationState::pending; });
+  for (auto& object : planned) {
+    if (object.kind == "index" && dialect == "mysql") continue;  // index names are the table's own there
+    bool is_history = object.kind == history.kind && object.name == history.name;
+    if (is_history ? history_recorded
+                   : std::any_of(ours.begin(), ours.end(), [&](auto& o) { return o.kind == object.kind && same_name(dialect, o, object); }))
+      continue;
+    candidates.push_back(object);
+  }
+  if (candidates.empty()) return;
+  std::vector<std::string> names;
+  for (auto& object : candidates) names.push_back(object.name);
+  std::vector<std::string> foreign;
+  for (auto& live : backend.catalog(names)) {
+    if (live.kind == "index" && dialect == "mysql") continue;
+    auto planned_as = std::find_if(candidates.begin(), candidates.end(), [&](auto& o) { return lowered(o.name) == lowered(live.name) && (dialect == "mysql" || o.name == live.name); });
+    if (planned_as == candidates.end()) continue;
+    // The history table of an earlier, interrupted first run has exactly dblock's shape: ours.
+    if (planned_as->name == history.name && live.kind == "table" && live.columns == history.columns) continue;
+    foreign.push_back(describe(live));
+  }
+  if (foreign.empty()) return;
+  std::string list;
+  for (auto& item : foreign) list += (list.empty() ? "" : ", ") + item;
+  throw SchemaError(SchemaError::Reason::outdated,
+                    fmt::format("{} already has {} under the name(s) dblock's migrations create, not created by "
+                                "dblock: dblock does not adopt or replace objects it did not create. Nothing was "
+                                "changed. Rename or drop them, or give dblock a prefix= of its own",
+                                where, list));
+}
+
+/// Every difference between what the applied migrations create and the live catalog.
+std::vector<std::string> catalog_differences(detail::Backend& backend, const std::vector<detail::CatalogObject>& expected) {
+  auto dialect = backend.dialect();
+  auto live = backend.catalog(names_of(expected));
+  std::vector<std::string> differences;
+  for (auto& want : expected) {
+    std::vector<const detail::CatalogObject*> found;
+    for (auto& have : live)
+      if (have.kind == want.kind && same_name(dialect, have, want) && (want.kind != "index" || have.table == want.table))
+        found.push_back(&have);
+    if (found.empty()) {
+      auto other = std::find_if(live.begin(), live.end(), [&](auto& have) { return same_name(dialect, have, want) && have.kind != want.kind && have.kind != "index"; });
+      differences.push_back(other == live.end() ? fmt::format("{} is missing", describe(want))
+                                                : fmt::format("{} is a {}", describe(want), other->kind));
+      continue;
+    }
+    if (found.size() > 1) {
+      differences.push_back(fmt::format("{} has {} definitions (an overload dblock did not create)", describe(want), found.size()));
+      continue;
+    }
+    auto& have = *found.front();
+    if (want.kind == "table" && have.columns != want.columns) {
+      auto join = [](auto& columns) {
+        std::string out;
+        for (auto& column : columns) out += (out.empty() ? "" : ",") + column;
+        return out;
+      };
+      differences.push_back(fmt::format("{} has columns ({}), dblock's migrations create ({})", describe(want),
+                                        join(have.columns), join(want.columns)));
+    }
+    if (!want.definition.empty() && trimmed(have.definition) != trimmed(want.definition))
+      differences.push_back(fmt::format("{} is not the one dblock's migrations install (its {} was replaced)",
+                                        describe(want), want.kind == "trigger" ? "statement" : "body"));
+  }
+  // Indexes on dblock's tables that its migrations do not create (where the catalog lists them all).
+  for (auto& have : live) {
+    if (have.kind != "index") continue;
+    bool known = std::any_of(expected.begin(), expected.end(), [&](auto& want) {
+      return want.kind == "index" && want.name == have.name && want.table == have.table;
+    });
+    if (!known) differences.push_back(fmt::format("{} is not dblock's", describe(have)));
+  }
+  return differences;
 }
 
 }  // namespace
@@ -114,7 +271,23 @@ std::vector<MigrationStatus> Migrator::status() {
   return compare(migrations_for(impl.uri.scheme), history.value_or(std::vector<detail::AppliedMigration>{}));
 }
 
-void Migrator::verify() { refuse_problems(status(), detail::StoreAccess::impl(*store_).uri.redacted); }
+void Migrator::verify() {
+  auto& impl = detail::StoreAccess::impl(*store_);
+  auto statuses = status();
+  refuse_problems(statuses, impl.uri.redacted);
+  auto files = migrations_for(impl.uri.scheme);
+  auto expected = objects_of(*impl.backend, files, [&](int version) {
+    return status_of(statuses, version).state == MigrationState::applied;
+  });
+  auto differences = catalog_differences(*impl.backend, expected);
+  if (differences.empty()) return;
+  std::string list;
+  for (auto& difference : differences) list += (list.empty() ? "" : "; ") + difference;
+  throw SchemaError(SchemaError::Reason::outdated,
+                    fmt::format("dblock's objects in {} differ from what its applied migrations create: {}. Restore "
+                                "them from `dblock migrate sql` (or drop and re-create an unused installation)",
+                                impl.uri.redacted, list));
+}
 
 MigrationResult Migrator::up(std::optional<int> to) {
   auto& impl = detail::StoreAccess::impl(*store_);
@@ -125,7 +298,13 @@ MigrationResult Migrator::up(std::optional<int> to) {
   // so a role with only the runtime grants can run `up` (an init container's step).
   // Anything else (pending, failed, drifted) is decided under the lock: read without it, a MySQL
   // migration another replica is applying right now looks failed.
-  if (auto history = impl.backend->read_history()) {
+  std::optional<std::vector<detail::AppliedMigration>> history;
+  try {
+    history = impl.backend->read_history();
+  } catch (const DatabaseError&) {
+    // A table under the history's name with another shape: refused below, under the lock.
+  }
+  if (history) {
     auto statuses = compare(files, *history);
     bool current = std::all_of(statuses.begin(), statuses.end(), [&](const MigrationStatus& status) {
       return status.state == MigrationState::applied ||
@@ -138,19 +317,30 @@ MigrationResult Migrator::up(std::optional<int> to) {
       return result;
     }
   }
+  bool resumes = impl.backend->migrations_resume();
   auto session = impl.backend->begin_migration(lock_timeout_);
-  // Read only after taking the lock: another replica may have just applied what we would.
+  // Under the lock (a concurrent `up` has finished, or left a record it can be told by) and before
+  // anything is created, so that nothing of a refused run is left behind.
+  try {
+    history = impl.backend->read_history();
+  } catch (const DatabaseError&) {
+    history.reset();
+  }
+  refuse_foreign_objects(*impl.backend, files, compare(files, history.value_or(std::vector<detail::AppliedMigration>{})),
+                         resumes, impl.uri.redacted);
   auto statuses = compare(files, session->history());
-  refuse_problems(statuses, impl.uri.redacted);
+  refuse_problems(statuses, impl.uri.redacted, resumes);
 
   MigrationResult result;
   for (auto& status : statuses)
     if (status.state == MigrationState::applied) result.current_version = status.version;
   auto who = applied_by();
   for (auto& file : files) {
-    auto state = std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.version == file.version; });
-    if (state->state != MigrationState::pending || (to && file.version > *to)) continue;
-    impl.logger->info("applying dblock migration {:04d}_{} to {}", file.version, file.name, impl.uri.redacted);
+    auto& state = status_of(statuses, file.version);
+    bool resume = resumable(state, resumes);
+    if ((state.state != MigrationState::pending && !resume) || (to && file.version > *to)) continue;
+    impl.logger->info("{} dblock migration {:04d}_{} to {}", resume ? "completing the broken-off" : "applying",
+                      file.version, file.name, impl.uri.redacted);
     session->apply(file, who);
     result.applied.push_back(file.version);
     result.current_version = file.version;
@@ -165,19 +355,32 @@ MigrationResult Migrator::up(std::optional<int> to) {
 
 std::vector<int> Migrator::repair() {
   auto& impl = detail::StoreAccess::impl(*store_);
+  auto files = migrations_for(impl.uri.scheme);
+  bool resumes = impl.backend->migrations_resume();
   auto session = impl.backend->begin_migration(lock_timeout_);
-  std::vector<int> cleared;
-  // PostgreSQL and SQLite run each migration in one transaction, so a failed one left nothing
-  // behind and its record can simply go; dialects with non-transactional DDL check each
-  // statement's effect here before clearing.
-  for (auto& row : session->history()) {
-    if (row.success) continue;
-    impl.logger->warn("clearing the failed record of dblock migration {:04d}_{}", row.version, row.name);
-    session->forget(row.version);
-    cleared.push_back(row.version);
+  std::vector<int> repaired;
+  auto who = applied_by();
+  // PostgreSQL and SQLite run each migration in one transaction, so a failed record left nothing
+  // behind and can simply go (`up` runs the migration again). On MySQL a failed record may mean a
+  // migration broken off part-way: it is completed (each statement is safe to run again) rather
+  // than forgotten, since forgetting would leave its objects without a record.
+  for (auto& status : compare(files, session->history())) {
+    if (status.state != MigrationState::failed) continue;
+    if (resumable(status, resumes)) {
+      impl.logger->warn("completing dblock migration {:04d}_{}, recorded as failed", status.version, status.name);
+      session->apply(status_file(files, status.version), who);
+    } else {
+      impl.logger->warn("clearing the failed record of dblock migration {:04d}_{}", status.version, status.name);
+      session->forget(status.version);
+    }
+    repaired.push_back(status.version);
   }
   session->finish();
-  return cleared;
+  {
+    std::lock_guard lock(impl.mutex);
+    impl.schema_checked = false;
+  }
+  return repaired;
 }
 
 std::string Migrator::sql(std::string_view uri, std::optional<int> from, std::optional<int> to, StoreOptions options) {

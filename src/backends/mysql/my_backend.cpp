@@ -64,12 +64,30 @@ SELECT CONCAT(?, ? + i), 'dblock-bench', 1, NEXTVAL(`{prefix}token_seq`), UTC_TI
     history = make("history", "SELECT version, name, checksum, success FROM `{prefix}schema_history` ORDER BY version");
     record_started = make("record_started", R"(
 INSERT INTO `{prefix}schema_history` (version, name, checksum, applied_at, applied_by, execution_ms, success)
-VALUES (?, ?, ?, UTC_TIMESTAMP(6), ?, 0, FALSE))");
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), ?, 0, FALSE)
+ON DUPLICATE KEY UPDATE applied_at = VALUES(applied_at), applied_by = VALUES(applied_by), success = FALSE)");
     record_done = make("record_done",
                        "UPDATE `{prefix}schema_history` SET success = TRUE, execution_ms = ? WHERE version = ?");
     forget = make("forget", "DELETE FROM `{prefix}schema_history` WHERE version = ?");
     migration_lock = make("migration_lock", fmt::format("SELECT GET_LOCK({}, ?)", kServerLockName));
     migration_unlock = make("migration_unlock", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName));
+    // Names as one comma-separated parameter (dblock's never hold a comma); routine names compare
+    // without case, as MySQL resolves them.
+    catalog = make("catalog", R"(
+SELECT TABLE_NAME, CASE TABLE_TYPE WHEN 'BASE TABLE' THEN 'table' WHEN 'SEQUENCE' THEN 'sequence'
+                                   WHEN 'VIEW' THEN 'view' ELSE 'other' END, '',
+       IF(TABLE_TYPE = 'BASE TABLE', (SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS c
+                                      WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME), ''), ''
+FROM information_schema.TABLES t WHERE TABLE_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TABLE_NAME USING utf8mb4), ?)
+UNION ALL
+SELECT DISTINCT INDEX_NAME, 'index', TABLE_NAME, '', '' FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TABLE_NAME USING utf8mb4), ?)
+UNION ALL
+SELECT ROUTINE_NAME, LOWER(ROUTINE_TYPE), '', '', ROUTINE_DEFINITION FROM information_schema.ROUTINES
+WHERE ROUTINE_SCHEMA = DATABASE() AND FIND_IN_SET(LOWER(CONVERT(ROUTINE_NAME USING utf8mb4)), ?)
+UNION ALL
+SELECT TRIGGER_NAME, 'trigger', EVENT_OBJECT_TABLE, '', ACTION_STATEMENT FROM information_schema.TRIGGERS
+WHERE TRIGGER_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TRIGGER_NAME USING utf8mb4), ?))");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   version      INT NOT NULL PRIMARY KEY,
@@ -93,7 +111,7 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   position FOR ORDINALITY)) h)";
 
   MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, census, seed_expired,
-      schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock;
+      schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock, catalog;
   std::string history_table;
 };
 
@@ -148,9 +166,10 @@ class MyMigrationSession final : public MigrationSession {
   }
 
   /// DDL commits on its own here, so a migration cannot be rolled back: it is recorded as failed
-  /// before it starts and as applied once every statement ran. One that breaks off part-way
-  /// stays recorded as failed (dirty), which stops `up` until `repair`; the migrations are written
-  /// so that running one again completes it.
+  /// before it starts and as applied once every statement ran. One that breaks off part-way stays
+  /// recorded as failed, and the next `up` (from any replica) or `repair` runs it again, which
+  /// completes it: every statement of the shipped migrations is safe to run again, and `up` has
+  /// checked before the first run that none of their names belonged to anything else.
   void apply(const MigrationFile& migration, std::string_view applied_by) override {
     auto started = std::chrono::steady_clock::now();
     std::array<MyParam, 4> record{std::int64_t{migration.version}, migration.name, migration.checksum, applied_by};
@@ -161,7 +180,7 @@ class MyMigrationSession final : public MigrationSession {
     } catch (const Error& e) {
       throw DatabaseError(fmt::format("migration {:04d}_{} failed part-way and is recorded as failed (MySQL cannot "
                                       "roll back DDL; its statements are safe to run again): {}. Fix the cause, then "
-                                      "run `dblock migrate repair` and `dblock migrate up`",
+                                      "run `dblock migrate up` again: it completes the migration",
                                       migration.version, migration.name, e.what()),
                           e.sqlstate());
     }
@@ -328,6 +347,19 @@ class MyBackend final : public Backend {
       return std::nullopt;  // no history table yet
     }
   }
+
+  std::vector<CatalogObject> catalog(std::span<const std::string> names) override {
+    std::string joined;
+    for (auto& name : names) joined += (joined.empty() ? "" : ",") + name;
+    std::array<MyParam, 4> params{joined, joined, joined, joined};
+    auto rows = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.catalog, params); });
+    std::vector<CatalogObject> objects;
+    for (auto& row : rows) objects.push_back({row.str(1), row.str(0), row.str(2), split_list(row.str(3)), row.str(4)});
+    return objects;
+  }
+  std::string filled(std::string_view migration_sql) const override { return fill_placeholders(migration_sql, "", prefix_); }
+  std::string history_ddl() const override { return sql_.history_table; }
+  bool migrations_resume() const noexcept override { return true; }
 
   std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
     return std::make_unique<MyMigrationSession>(connect(), sql_, migration_lock_name_, prefix_, lock_timeout);

@@ -111,12 +111,31 @@ VALUES ($1::integer, $2, $3, $4, $5::bigint, true))");
     migration_lock_blocking = fill("SELECT pg_advisory_lock({key}, hashtext('dblock:migrate'))");
     migration_unlock = fill("SELECT pg_advisory_unlock({key}, hashtext('dblock:migrate'))");
     create_schema = fill(R"(CREATE SCHEMA IF NOT EXISTS "{schema}")");
+    catalog = fill(R"(
+SELECT c.relname,
+       CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index'
+                      WHEN 'I' THEN 'index' WHEN 'v' THEN 'view' WHEN 'm' THEN 'view' ELSE 'other' END,
+       coalesce((SELECT t.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid WHERE x.indexrelid = c.oid), ''),
+       coalesce((SELECT string_agg(a.attname, ',' ORDER BY a.attnum) FROM pg_attribute a
+                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p')), ''),
+       ''
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = ANY ($2::text[])
+UNION ALL
+SELECT p.proname, CASE p.prokind WHEN 'p' THEN 'procedure' WHEN 'f' THEN 'function' ELSE 'other' END, '', '', p.prosrc
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])
+UNION ALL
+SELECT t.typname, 'other', '', '', '' FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = $1 AND t.typname = ANY ($2::text[]) AND t.typtype IN ('c', 'd', 'e', 'r')
+  AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.typrelid AND c.relkind <> 'c')
+ORDER BY 2, 1)");
   }
 
   PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
   std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_xact_lock,
       migration_lock_blocking,
-      migration_unlock, create_schema;
+      migration_unlock, create_schema, catalog;
 };
 
 std::vector<AppliedMigration> parse_history(const PGresult* result) {
@@ -472,6 +491,21 @@ class PgBackend final : public Backend {
       return std::nullopt;  // no history table (or schema) yet
     }
   }
+
+  std::vector<CatalogObject> catalog(std::span<const std::string> names) override {
+    std::vector<std::string_view> views(names.begin(), names.end());
+    std::array<std::string, 2> params{schema_, pg_text_array(views)};
+    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_params(sql_.catalog, params); });
+    std::vector<CatalogObject> objects;
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      objects.push_back({text_of(result.get(), row, 1), text_of(result.get(), row, 0), text_of(result.get(), row, 2),
+                         split_list(text_of(result.get(), row, 3)), text_of(result.get(), row, 4)});
+    return objects;
+  }
+  std::string filled(std::string_view migration_sql) const override {
+    return fill_placeholders(migration_sql, schema_, prefix_);
+  }
+  std::string history_ddl() const override { return sql_.history_table; }
 
   std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
     return std::make_unique<PgMigrationSession>(pool_.connect_dedicated(), sql_, schema_, prefix_, lock_timeout,

@@ -598,6 +598,32 @@ class SqliteBackend final : public Backend {
     }
   }
 
+  std::vector<CatalogObject> catalog(std::span<const std::string> names) override {
+    std::string joined;
+    for (auto& name : names) joined += (joined.empty() ? "" : ",") + name;
+    auto session = pool_.lease();
+    return session->guarded("reading the catalog", [&] {
+      std::vector<CatalogObject> objects;
+      soci::rowset<soci::row> rows = (session->session().prepare << R"(
+SELECT m.name, m.type, m.tbl_name, coalesce(m.sql, ''),
+       CASE WHEN m.type = 'table' THEN (SELECT group_concat(c.name, ',') FROM pragma_table_info(m.name) c) ELSE '' END
+FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0 ORDER BY m.type, m.name)",
+                                      soci::use(joined, "names"));
+      for (auto& row : rows) {
+        CatalogObject object{row.get<std::string>(1), row.get<std::string>(0), row.get<std::string>(2),
+                             split_list(row.get<std::string>(4, "")), row.get<std::string>(3)};
+        if (object.kind != "trigger") object.definition.clear();  // tables and indexes are compared by shape
+        if (object.kind != "index" && object.kind != "trigger") object.table.clear();
+        objects.push_back(std::move(object));
+      }
+      return objects;
+    });
+  }
+  std::string filled(std::string_view migration_sql) const override {
+    return fill_placeholders(migration_sql, "main", prefix_);
+  }
+  std::string history_ddl() const override { return sql_.history_table; }
+
   std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) override {
     return std::make_unique<SqliteMigrationSession>(pool_.connect_dedicated(), sql_, prefix_, lock_timeout);
   }
