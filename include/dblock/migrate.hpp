@@ -25,7 +25,7 @@ enum class MigrationState {
   applied,        ///< recorded as applied with the shipped checksum
   pending,        ///< shipped, not applied yet
   drifted,        ///< applied, but the recorded checksum differs from the shipped file
-  failed,         ///< recorded as failed: `repair` checks and clears it (non-transactional DDL only)
+  failed,         ///< recorded as failed (MySQL: started, maybe broken off): `up` or `repair` completes it
   unknown_newer,  ///< recorded by a newer dblock: this build must not touch the database
 };
 
@@ -46,13 +46,18 @@ class Migrator {
 
   /// Every shipped and every recorded version with its state. Read-only, takes no lock.
   [[nodiscard]] std::vector<MigrationStatus> status();
-  /// @throws SchemaError when a version drifted, failed, or is newer than this build.
+  /// Checks the history (drift, failed, newer) and then the live catalog: every table with its
+  /// columns, index, sequence, function body and trigger the applied migrations create.
+  /// @throws SchemaError naming every difference.
   void verify();
   /// Applies missing versions up to `to` (default: all), in order, each in a transaction where the
-  /// dialect allows. Idempotent. @throws SchemaError (drift, newer, failed), Timeout (lock).
+  /// dialect allows; on MySQL also completes a version recorded as failed (broken off part-way).
+  /// Idempotent. Refuses, before creating anything, when an object it would create already exists
+  /// and is not dblock's. @throws SchemaError (drift, newer, foreign objects), Timeout (lock).
   MigrationResult up(std::optional<int> to = std::nullopt);
-  /// Clears failed records after checking that nothing of them is left half-applied, so that `up`
-  /// can run them again. Returns the versions cleared.
+  /// Resolves failed records: on MySQL completes the migration (its statements are safe to run
+  /// again); elsewhere, where a failed migration left nothing behind, clears the record so that
+  /// `up` runs it again. Returns the versions repaired.
   std::vector<int> repair();
 
   /// Exactly what `up` would run on an empty database for versions [from, to], placeholders
