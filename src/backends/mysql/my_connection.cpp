@@ -189,6 +189,11 @@ void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
     broken_ = true;
     throw ConnectionError(fmt::format("{} on {}", message, redacted_uri_), "08006");
   }
+  if (code == 1290 || code == 1792)  // ER_OPTION_PREVENTS_STATEMENT, ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+    throw DatabaseError(fmt::format("{} is read-only (read_only or super_read_only is on, or a read-only "
+                                    "transaction): dblock needs the writable server (the primary): {}",
+                                    redacted_uri_, message),
+                        "25006");
   if (code == kNoSuchTable || code == kNoSuchFunction)
     throw SchemaError(SchemaError::Reason::missing,
                       fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_,

@@ -52,8 +52,10 @@ PgConnection::PgConnection(const std::string& uri, const std::string& redacted_u
     : logger_(std::move(logger)), mode_(std::move(mode)), redacted_uri_(redacted_uri), statement_timeout_(statement_timeout) {
   auto timeout_s = std::to_string(std::max<long long>(2, (connect_timeout.count() + 999) / 1000));
   // Ours first: later keywords (the URI) override earlier ones, so the user's settings win.
-  std::array<const char*, 4> keys{"connect_timeout", "application_name", "dbname", nullptr};
-  std::array<const char*, 4> values{timeout_s.c_str(), "dblock", uri.c_str(), nullptr};
+  // read-write: of a multi-host URI's hosts, the writable one (libpq moves on past standbys and
+  // read-only sessions); a URI that names target_session_attrs itself decides.
+  std::array<const char*, 5> keys{"connect_timeout", "application_name", "target_session_attrs", "dbname", nullptr};
+  std::array<const char*, 5> values{timeout_s.c_str(), "dblock", "read-write", uri.c_str(), nullptr};
   conn_.reset(PQconnectdbParams(keys.data(), values.data(), 1));
   if (!conn_) throw ConnectionError(fmt::format("cannot connect to {}: out of memory", redacted_uri_));
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
@@ -61,9 +63,14 @@ PgConnection::PgConnection(const std::string& uri, const std::string& redacted_u
     auto message = redact_secrets(trimmed(PQerrorMessage(conn_.get())), uri);
     bool login = message.find("authentication failed") != std::string::npos ||
                  message.find("password") != std::string::npos;
-    throw ConnectionError(fmt::format("cannot connect to {}: {}{}", redacted_uri_, message,
-                                      login ? " (check the user name and password)" : ""),
-                          login ? "28P01" : "08001");
+    bool read_only = message.find("read-only") != std::string::npos;
+    throw ConnectionError(
+        fmt::format("cannot connect to {}: {}{}", redacted_uri_, message,
+                    login       ? " (check the user name and password)"
+                    : read_only ? " (no host of the URI accepts writes: a hot standby, or default_transaction_read_only "
+                                  "is on; dblock needs the primary)"
+                                : ""),
+        login ? "28P01" : read_only ? "25006" : "08001");
   }
   PQsetNoticeProcessor(conn_.get(), route_notice, logger_.get());
   // Lock statements run autocommit at READ COMMITTED whatever the server's default is. Behind a
@@ -126,6 +133,12 @@ void PgConnection::fail(const PGresult* result, std::string_view what) const {
                       fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_,
                                   message.substr(0, message.find('\n'))));
   if (starts_with(sqlstate, "08") || starts_with(sqlstate, "57P")) throw ConnectionError(message, sqlstate);
+  if (sqlstate == "25006")
+    throw DatabaseError(fmt::format("{} is read-only (a hot standby, or default_transaction_read_only is on): dblock "
+                                    "needs the primary; a multi-host URI finds it unless it sets target_session_attrs "
+                                    "itself: {}",
+                                    redacted_uri_, message),
+                        sqlstate);
   throw DatabaseError(message, sqlstate);
 }
 
