@@ -297,7 +297,15 @@ TEST_F(Advisory, RefusesLoudlyThroughAPoolerInTransactionMode) {
   auto through_pooler = dblock::Store::open(pooler_dsn + "?prefix=" + prefix_ + "&pool=1");
   dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
   auto key = dblock::AdvisoryKey::of(base_ + 10);
-  auto held = locks.try_acquire(key);
+  decltype(locks.try_acquire(key)) held;
+  try {
+    held = locks.try_acquire(key);
+  } catch (const dblock::ConnectionError& e) {
+    // The pooler moved the first statement between its prepare and its execution (the other
+    // suites keep it busy): refused at the first statement, which is as it should be.
+    EXPECT_NE(std::string(e.what()).find("pool_mode=transaction"), std::string::npos) << e.what();
+    return;
+  }
   ASSERT_TRUE(held);
   auto k = static_cast<std::uint64_t>(key.key());
   auto holder = raw_->value(fmt::format("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = {} AND "
