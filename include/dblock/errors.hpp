@@ -17,6 +17,7 @@ enum class ErrorCategory {
   not_held,          ///< released a lock this owner does not hold
   lock_lost,         ///< the lease ended or was taken over while the lock was held
   schema,            ///< dblock's tables are missing, older or newer than this build
+  permission,        ///< the database role lacks a right the call needs (nothing was changed by it)
   database,          ///< any other error reported by the database
 };
 
@@ -69,6 +70,14 @@ class SchemaError : public Error {
 
  private:
   Reason reason_;
+};
+
+/// The role dblock connects as lacks a right: the message names it. At run time the role lacks one
+/// of the grants `dblock migrate grants` prints; from `migrate up`, a right to create dblock's
+/// objects (checked before anything is created).
+class PermissionDenied : public Error {
+ public:
+  explicit PermissionDenied(const std::string& message) : Error(ErrorCategory::permission, message, "42501") {}
 };
 
 class DatabaseError : public Error {

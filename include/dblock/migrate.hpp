@@ -53,7 +53,9 @@ class Migrator {
   /// Applies missing versions up to `to` (default: all), in order, each in a transaction where the
   /// dialect allows; on MySQL also completes a version recorded as failed (broken off part-way).
   /// Idempotent. Refuses, before creating anything, when an object it would create already exists
-  /// and is not dblock's. @throws SchemaError (drift, newer, foreign objects), Timeout (lock).
+  /// and is not dblock's, or when the role lacks a right the run needs (CREATE on the schema or
+  /// database, ownership of what it re-defines, ...). @throws SchemaError (drift, newer, foreign
+  /// objects), PermissionDenied (naming every missing right), Timeout (lock).
   MigrationResult up(std::optional<int> to = std::nullopt);
   /// Resolves failed records: on MySQL completes the migration (its statements are safe to run
   /// again); elsewhere, where a failed migration left nothing behind, clears the record so that
@@ -65,6 +67,12 @@ class Migrator {
   /// Needs no connection: only the URI (dialect, schema, prefix) is used.
   [[nodiscard]] static std::string sql(std::string_view uri, std::optional<int> from = std::nullopt,
                                        std::optional<int> to = std::nullopt, StoreOptions options = {});
+  /// The GRANT statements that give `role` exactly the rights a runtime role needs on the objects
+  /// of every migration this build ships (locks, waiting, renewing, listing, force-release, reaping,
+  /// and `up`/`status`/`verify` on an up-to-date schema), no CREATE anywhere. MySQL: `user` or
+  /// `user@host` (host `%` by default). SQLite: a comment (it has no roles). Needs no connection.
+  /// @throws InvalidArgument for a bad URI or role.
+  [[nodiscard]] static std::string grants(std::string_view uri, std::string_view role, StoreOptions options = {});
 
  private:
   std::shared_ptr<Store> store_;

@@ -211,6 +211,17 @@ class Backend {
   /// tables named), functions and procedures with their bodies, triggers, views; any other relation
   /// as kind "other".
   virtual std::vector<CatalogObject> catalog(std::span<const std::string> names) = 0;
+  /// Read-only, before `up` creates anything: the rights the connected role lacks to create
+  /// `to_create`, to re-define `to_redefine` (objects that exist and the migrations define again)
+  /// and to write the history table (which is in one of the two), each named as a DBA would grant
+  /// it. Empty when nothing is missing, when the dialect has no roles, or when the database does
+  /// not show every right the session has (nothing is refused on a guess).
+  virtual std::vector<std::string> missing_migration_rights(std::span<const CatalogObject> to_create,
+                                                            std::span<const CatalogObject> to_redefine) {
+    (void)to_create;
+    (void)to_redefine;
+    return {};
+  }
   /// Whether a migration recorded as failed may be completed by running it again: DDL is not
   /// transactional here (a failed record may mean "broken off part-way") and every statement of
   /// the shipped migrations is safe to run again.

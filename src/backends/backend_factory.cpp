@@ -4,6 +4,7 @@
 
 #include "backends/mysql/my_backend.hpp"
 #include "backends/postgres/pg_backend.hpp"
+#include "backends/runtime_grants.hpp"
 #include "backends/sqlite/sqlite_backend.hpp"
 
 namespace dblock::detail {
@@ -34,6 +35,14 @@ std::string render_migration_script(const StoreUri& uri, std::span<const Migrati
   if (uri.scheme == "mysql") return render_mysql_migrations(uri, migrations);
   if (uri.scheme == "sqlite") return render_sqlite_migrations(uri, migrations);
   not_built(uri);
+}
+
+std::string render_runtime_grants(const StoreUri& uri, std::span<const MigrationFile> migrations, std::string_view role) {
+  if (uri.scheme == "sqlite")
+    return "-- SQLite has no roles: whoever may write the database file (and its directory) can use dblock.\n";
+  auto objects = objects_created_by(render_migration_script(uri, migrations), uri.scheme);
+  if (uri.scheme == "postgresql") return postgres_runtime_grants(uri.schema, uri.prefix, objects, role);
+  return mysql_runtime_grants(mysql_database_of(uri), uri.prefix, objects, role);
 }
 
 }  // namespace dblock::detail

@@ -29,4 +29,9 @@ struct BackendSettings {
 /// What `dblock migrate sql` prints for the URI's dialect. Needs no connection.
 [[nodiscard]] std::string render_migration_script(const StoreUri& uri, std::span<const MigrationFile> migrations);
 
+/// What `dblock migrate grants --role ROLE` prints: the GRANT statements a runtime role needs on
+/// every object `migrations` create (see runtime_grants.hpp). Needs no connection.
+[[nodiscard]] std::string render_runtime_grants(const StoreUri& uri, std::span<const MigrationFile> migrations,
+                                                std::string_view role);
+
 }  // namespace dblock::detail

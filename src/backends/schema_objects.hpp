@@ -17,6 +17,7 @@ struct CatalogObject {
   std::string table;                 // index, trigger: the table it belongs to
   std::vector<std::string> columns;  // table: its columns, in order
   std::string definition;            // function, procedure: its body; trigger: its statement
+  bool definition_hidden = false;    // the catalog does not show this role the body (MySQL: not its definer)
 };
 
 /// The objects `script` creates, in order, for "postgresql", "mysql" or "sqlite". Implicit ones

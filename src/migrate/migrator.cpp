@@ -195,8 +195,39 @@ void refuse_foreign_objects(detail::Backend& backend, const std::vector<detail::
                                 where, list));
 }
 
+/// Refuses, before anything is created, a run the role lacks the rights for, naming each right:
+/// without this a role that may create tables but not functions (say) would leave half a
+/// migration behind on MySQL, whose DDL is not transactional.
+void refuse_missing_rights(detail::Backend& backend, const std::vector<detail::MigrationFile>& files,
+                           const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
+  auto dialect = backend.dialect();
+  auto runs = objects_of(backend, files, [&](int version) {
+    auto& status = status_of(statuses, version);
+    return status.state == MigrationState::pending || resumable(status, dialect_resumes);
+  });
+  auto live = backend.catalog(names_of(runs));
+  std::vector<detail::CatalogObject> to_create;
+  std::vector<detail::CatalogObject> to_redefine;
+  for (auto& object : runs) {
+    bool exists = std::any_of(live.begin(), live.end(), [&](auto& have) { return have.kind == object.kind && same_name(dialect, have, object); });
+    (exists ? to_redefine : to_create).push_back(object);
+  }
+  auto missing = backend.missing_migration_rights(to_create, to_redefine);
+  if (missing.empty()) return;
+  std::string list;
+  for (auto& right : missing) list += (list.empty() ? "" : "; ") + right;
+  throw PermissionDenied(fmt::format(
+      "`dblock migrate up` cannot migrate {}: the role it connects as lacks {}. Nothing was changed. Grant those rights, or run "
+      "`migrate up` as the role that owns dblock's objects (a runtime role needs only what `dblock migrate grants "
+      "--role NAME` prints)",
+      where, list));
+}
+
 /// Every difference between what the applied migrations create and the live catalog.
-std::vector<std::string> catalog_differences(detail::Backend& backend, const std::vector<detail::CatalogObject>& expected) {
+/// `bodies_hidden`: set when the catalog would not show this role a body to compare (MySQL shows a
+/// routine's body only to its definer and to roles that may alter it).
+std::vector<std::string> catalog_differences(detail::Backend& backend, const std::vector<detail::CatalogObject>& expected,
+                                             bool& bodies_hidden) {
   auto dialect = backend.dialect();
   auto live = backend.catalog(names_of(expected));
   std::vector<std::string> differences;
@@ -224,6 +255,10 @@ std::vector<std::string> catalog_differences(detail::Backend& backend, const std
       };
       differences.push_back(fmt::format("{} has columns ({}), dblock's migrations create ({})", describe(want),
                                         join(have.columns), join(want.columns)));
+    }
+    if (have.definition_hidden) {
+      bodies_hidden = true;
+      continue;
     }
     if (!want.definition.empty() && trimmed(have.definition) != trimmed(want.definition))
       differences.push_back(fmt::format("{} is not the one dblock's migrations install (its {} was replaced)",
@@ -279,7 +314,12 @@ void Migrator::verify() {
   auto expected = objects_of(*impl.backend, files, [&](int version) {
     return status_of(statuses, version).state == MigrationState::applied;
   });
-  auto differences = catalog_differences(*impl.backend, expected);
+  bool bodies_hidden = false;
+  auto differences = catalog_differences(*impl.backend, expected, bodies_hidden);
+  if (bodies_hidden)
+    impl.logger->warn("{}: this role may not read the bodies of dblock's functions, so they were not compared; run "
+                      "`dblock migrate verify` as the role that owns them for the full check",
+                      impl.uri.redacted);
   if (differences.empty()) return;
   std::string list;
   for (auto& difference : differences) list += (list.empty() ? "" : "; ") + difference;
@@ -298,36 +338,43 @@ MigrationResult Migrator::up(std::optional<int> to) {
   // so a role with only the runtime grants can run `up` (an init container's step).
   // Anything else (pending, failed, drifted) is decided under the lock: read without it, a MySQL
   // migration another replica is applying right now looks failed.
-  std::optional<std::vector<detail::AppliedMigration>> history;
-  try {
-    history = impl.backend->read_history();
-  } catch (const DatabaseError&) {
-    // A table under the history's name with another shape: refused below, under the lock.
-  }
-  if (history) {
+  // A history that cannot be read — a table under its name of another shape, or one the role may
+  // not read (MySQL says so even of a table that does not exist) — is decided below, under the lock:
+  // refused as a foreign object or for the rights missing, naming them.
+  auto read_history = [&]() -> std::optional<std::vector<detail::AppliedMigration>> {
+    try {
+      return impl.backend->read_history();
+    } catch (const DatabaseError&) {
+      return std::nullopt;
+    } catch (const PermissionDenied&) {
+      return std::nullopt;
+    }
+  };
+  auto history = read_history();
+  // The result when `history` needs no work: nothing pending up to `to`, nothing failed or drifted.
+  auto up_to_date = [&]() -> std::optional<MigrationResult> {
+    if (!history) return std::nullopt;
     auto statuses = compare(files, *history);
     bool current = std::all_of(statuses.begin(), statuses.end(), [&](const MigrationStatus& status) {
       return status.state == MigrationState::applied ||
              (status.state == MigrationState::pending && to && status.version > *to);
     });
-    if (current) {
-      MigrationResult result;
-      for (auto& status : statuses)
-        if (status.state == MigrationState::applied) result.current_version = status.version;
-      return result;
-    }
-  }
+    if (!current) return std::nullopt;
+    MigrationResult result;
+    for (auto& status : statuses)
+      if (status.state == MigrationState::applied) result.current_version = status.version;
+    return result;
+  };
+  if (auto result = up_to_date()) return *result;
   bool resumes = impl.backend->migrations_resume();
   auto session = impl.backend->begin_migration(lock_timeout_);
   // Under the lock (a concurrent `up` has finished, or left a record it can be told by) and before
   // anything is created, so that nothing of a refused run is left behind.
-  try {
-    history = impl.backend->read_history();
-  } catch (const DatabaseError&) {
-    history.reset();
-  }
-  refuse_foreign_objects(*impl.backend, files, compare(files, history.value_or(std::vector<detail::AppliedMigration>{})),
-                         resumes, impl.uri.redacted);
+  history = read_history();
+  if (auto result = up_to_date()) return *result;  // another replica's `up` did the work meanwhile
+  auto recorded = compare(files, history.value_or(std::vector<detail::AppliedMigration>{}));
+  refuse_foreign_objects(*impl.backend, files, recorded, resumes, impl.uri.redacted);
+  refuse_missing_rights(*impl.backend, files, recorded, resumes, impl.uri.redacted);
   auto statuses = compare(files, session->history());
   refuse_problems(statuses, impl.uri.redacted, resumes);
 
@@ -391,6 +438,11 @@ std::string Migrator::sql(std::string_view uri, std::optional<int> from, std::op
     throw InvalidArgument(fmt::format("no dblock migration between --from {} and --to {} (this build has 1..{})",
                                       from.value_or(1), to.value_or(latest_schema_version()), latest_schema_version()));
   return detail::render_migration_script(parsed, files);
+}
+
+std::string Migrator::grants(std::string_view uri, std::string_view role, StoreOptions options) {
+  auto parsed = detail::resolve_store_uri(uri, options);
+  return detail::render_runtime_grants(parsed, migrations_for(parsed.scheme), role);
 }
 
 MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout) {

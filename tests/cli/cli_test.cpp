@@ -20,6 +20,7 @@
 
 #include "support/admin.hpp"
 #include "support/json_check.hpp"
+#include "support/roles.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -480,6 +481,65 @@ TEST_F(Cli, EverySubcommandWorksWithAMysqlDsn) {
   auto refused = run({"--dsn", wrong, "locks"});
   EXPECT_EQ(refused.exit_code, 69) << refused.output;
   EXPECT_EQ(refused.output.find("not-the-password"), std::string::npos) << refused.output;
+}
+
+TEST_F(Cli, ARuntimeRoleWithOnlyThePrintedGrantsRunsEverySubcommandButCannotMigrateAnEmptyDatabase) {
+  for (auto [variable, dialect] : {std::pair{"DBLOCK_TEST_PG_DSN", "postgresql"}, std::pair{"DBLOCK_TEST_MYSQL_DSN", "mysql"}}) {
+    std::string server;
+    DBLOCK_REQUIRE_DSN(server, variable);
+    auto prefix = dblock::test::unique_prefix();
+    auto owner_dsn = dblock::test::with_params(server, "prefix=" + prefix);
+    auto admin = dblock::test::make_admin(dialect, server, dialect == std::string("mysql") ? "dblock" : "public", prefix);
+    ASSERT_EQ(run({"--dsn", owner_dsn, "migrate", "up"}).exit_code, 0) << dialect;  // the deploy step
+    dblock::test::TestRole role(*admin, dialect, server, "r" + prefix);
+    auto grants = run({"--dsn", owner_dsn, "migrate", "grants", "--role", role.account()});
+    ASSERT_EQ(grants.exit_code, 0) << grants.output;
+    EXPECT_GE(role.grant(grants.output), 5) << grants.output;
+    auto dsn = dblock::test::with_params(role.dsn(), "prefix=" + prefix);
+
+    auto up = run({"--dsn", dsn, "migrate", "up"});  // the init container
+    EXPECT_EQ(up.exit_code, 0) << dialect << up.output;
+    EXPECT_NE(up.output.find("up to date"), std::string::npos) << up.output;
+    auto status = run({"--dsn", dsn, "migrate", "status"});
+    EXPECT_EQ(status.exit_code, 0) << dialect << status.output;
+    // A lease of 600 ms outlived three times over: the watchdog's renewals work for the role.
+    auto renewed = run({"--dsn", dsn, "run", "--name", "job", "--ttl", "600ms", "--", "sleep", "2"});
+    EXPECT_EQ(renewed.exit_code, 0) << dialect << renewed.output;
+    auto advisory = run({"--dsn", dsn, "run", "--mode", "advisory", "--name", "job", "--", "sh", "-c",
+                         "test \"$DBLOCK_FENCING_TOKEN\" -gt 0"});
+    EXPECT_EQ(advisory.exit_code, 0) << dialect << advisory.output;
+
+    auto holder = start({"--dsn", dsn, "run", "--name", "held", "--ttl", "60s", "--", "sleep", "30"});
+    std::string listing;
+    for (int i = 0; i < 500 && listing.find("\"held\"") == std::string::npos; ++i) {
+      listing = run({"--dsn", dsn, "locks", "--json"}).output;
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_NE(listing.find("\"name\":\"held\""), std::string::npos) << dialect << listing << finish_if_done(holder);
+    auto waiter = start({"--dsn", dsn, "run", "--name", "held", "--wait", "20s", "--", "true"});
+    auto released = run({"--dsn", dsn, "release", "--force", "held"});
+    EXPECT_EQ(released.exit_code, 0) << dialect << released.output;
+    EXPECT_EQ(finish(waiter).exit_code, 0) << dialect << ": the waiter gets the released lock";
+    kill(holder.pid, SIGTERM);
+    finish(holder);
+
+    admin->insert_expired("abandoned/", 3);
+    auto reaped = run({"--dsn", dsn, "reaper", "--once"});
+    EXPECT_EQ(reaped.exit_code, 0) << dialect << reaped.output;
+    EXPECT_EQ(admin->query(fmt::format("SELECT count(*) FROM {} WHERE name LIKE 'abandoned/%'",
+                                       dialect == std::string("mysql") ? "`" + prefix + "locks`" : "\"" + prefix + "locks\""))
+                  .at(0),
+              "0");
+
+    // The same role on an installation nobody migrated: exit 77, the right named, nothing created.
+    auto fresh = dblock::test::unique_prefix();
+    auto refused = run({"--dsn", dblock::test::with_params(role.dsn(), "prefix=" + fresh), "migrate", "up"});
+    EXPECT_EQ(refused.exit_code, 77) << dialect << refused.output;
+    EXPECT_NE(refused.output.find(dialect == std::string("mysql") ? "CREATE on `dblock`.*" : "CREATE on schema public"),
+              std::string::npos)
+        << refused.output;
+    EXPECT_FALSE(admin->table_exists(fresh + "schema_history")) << dialect;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
@@ -16,6 +17,8 @@
 #include "backends/backend.hpp"
 #include "core/store_impl.hpp"
 #include "support/admin.hpp"
+#include "support/eventually.hpp"
+#include "support/roles.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -133,38 +136,110 @@ TEST_P(Migrations, FreshDatabaseThenIdempotent) {
 /// The suites that need database roles: SQLite has none (whoever can write the file has every right).
 class RoleMigrations : public Migrations {};
 
-TEST_P(RoleMigrations, AnUpToDateSchemaNeedsNoCreateRightToMigrateUpOrToLock) {
-  dblock::migrate(*dblock::Store::open(dsn(prefix_)));  // the deploy step, by a role with DDL rights
-  // The runtime role of an init container: data rights on dblock's objects, no CREATE anywhere.
-  std::string role = "r" + prefix_.substr(0, prefix_.size() - 1);
+TEST_P(RoleMigrations, ThePrintedGrantsAreAllARuntimeRoleNeedsAndUpNeedsNoCreateRight) {
+  dblock::migrate(*dblock::Store::open(dsn(prefix_)));  // the deploy step, by the role owning dblock's objects
+  // The runtime role of an init container and of the application: exactly what `migrate grants` prints.
+  dblock::test::TestRole role(*admin_, GetParam().dialect, server_dsn_, "r" + prefix_);
+  EXPECT_GE(role.grant(dblock::Migrator::grants(dsn(prefix_), role.account())), 5);
+  auto store = dblock::Store::open(dblock::test::with_params(role.dsn(), "prefix=" + prefix_));
+  dblock::Migrator migrator(store);
+  auto result = migrator.up();  // the init container's step: it failed before with "permission denied for schema"
+  EXPECT_TRUE(result.applied.empty());
+  EXPECT_EQ(result.current_version, dblock::latest_schema_version());
+  EXPECT_EQ(states(migrator), all(dblock::MigrationState::applied));
+  // MySQL shows routine bodies only to their definer: compared where visible, never a false alarm.
+  EXPECT_NO_THROW(migrator.verify());
+
+  // Table mode: grant, renewals by the watchdog, a waiter woken by a release, listing, release.
+  dblock::LockManager locks(store, {.default_ttl = 300ms});
+  auto held = locks.try_acquire("runtime-role");
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(dblock::test::eventually([&] { return locks.stats().renewals >= 2; })) << "the watchdog renews";
+  EXPECT_FALSE(held->lost());
+  EXPECT_EQ(store->locks().size(), 1u);
+  std::thread releaser([&] { held->release(); });
+  dblock::LockManager other(store, {.default_ttl = 300ms});
+  std::optional<dblock::Lock> taken;
+  EXPECT_NO_THROW(taken = other.acquire("runtime-role", 10s));
+  releaser.join();
+  // Advisory mode: PostgreSQL's advisory_lock function and token sequence, MySQL's GET_LOCK and NEXTVAL.
+  dblock::LockManager advisory(store, {.mode = dblock::LockMode::advisory, .default_ttl = 300ms});
+  auto advisory_held = advisory.try_acquire("runtime-role-advisory");
+  ASSERT_TRUE(advisory_held);
+  EXPECT_GT(advisory_held->token(), 0);
+  // An operator's force-release and the reaper.
+  EXPECT_TRUE(store->force_release("runtime-role"));
+  EXPECT_TRUE(dblock::test::eventually([&] { return taken->lost(); })) << "the holder learns of it";
+  admin_->insert_expired("abandoned/", 3);
+  auto cycle = dblock::Reaper(store).run_once();
+  EXPECT_TRUE(cycle.ok) << cycle.error;
+  EXPECT_EQ(cycle.rows, 3u);
+}
+
+TEST_P(RoleMigrations, UpWithoutTheRightToCreateFailsNamingItAndLeavesNothingBehind) {
+  // A role with every data right on the database and no right to create anything.
+  dblock::test::TestRole role(*admin_, GetParam().dialect, server_dsn_, "r" + prefix_);
+  role.exec(mysql_ ? "GRANT SELECT, INSERT, UPDATE, DELETE ON dblock.* TO {role}"
+                   : "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}");
+  auto before = catalog(prefix_);
+  auto role_dsn = dblock::test::with_params(role.dsn(), "prefix=" + prefix_);
+  try {
+    dblock::Migrator(dblock::Store::open(role_dsn)).up();
+    ADD_FAILURE() << "migrate up without CREATE rights succeeded";
+  } catch (const dblock::PermissionDenied& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find(mysql_ ? "CREATE on `dblock`.*" : "CREATE on schema public"), std::string::npos) << message;
+    EXPECT_NE(message.find("Nothing was changed"), std::string::npos) << message;
+  }
+  EXPECT_EQ(catalog(prefix_), before);
+  EXPECT_FALSE(admin_->table_exists(prefix_ + "schema_history"));
+
+  // Enough to create tables but not functions: refused as a whole, not half applied (MySQL's DDL
+  // is not transactional).
+  role.exec(mysql_ ? "GRANT CREATE ON dblock.* TO {role}" : "GRANT CREATE ON SCHEMA public TO {role}");
   if (mysql_) {
-    admin_->exec(fmt::format("CREATE USER '{}'@'%' IDENTIFIED BY 'rolepw'", role));
-    admin_->exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON dblock.`{}locks` TO '{}'@'%'", prefix_, role));
-    admin_->exec(fmt::format("GRANT SELECT ON dblock.`{}schema_history` TO '{}'@'%'", prefix_, role));
-    for (const char* function : {"acquire_held", "release"})
-      admin_->exec(fmt::format("GRANT EXECUTE ON FUNCTION dblock.`{}{}` TO '{}'@'%'", prefix_, function, role));
-  } else {
-    admin_->exec(fmt::format("CREATE ROLE \"{}\" LOGIN PASSWORD 'rolepw'", role));
-    admin_->exec(fmt::format("GRANT USAGE ON SCHEMA public TO \"{}\"", role));
-    admin_->exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON public.\"{}locks\" TO \"{}\"", prefix_, role));
-    admin_->exec(fmt::format("GRANT SELECT ON public.\"{}schema_history\" TO \"{}\"", prefix_, role));
-    admin_->exec(fmt::format("GRANT USAGE, SELECT ON SEQUENCE public.\"{}token_seq\" TO \"{}\"", prefix_, role));
+    try {
+      dblock::Migrator(dblock::Store::open(role_dsn)).up();
+      ADD_FAILURE() << "migrate up without CREATE ROUTINE succeeded";
+    } catch (const dblock::PermissionDenied& e) {
+      EXPECT_NE(std::string(e.what()).find("CREATE ROUTINE on `dblock`.*"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(catalog(prefix_), before);
+    EXPECT_FALSE(admin_->table_exists(prefix_ + "schema_history"));
+    // MariaDB runs CREATE OR REPLACE FUNCTION only with ALTER ROUTINE, even for a new function.
+    role.exec("GRANT CREATE ROUTINE ON dblock.* TO {role}");
+    try {
+      dblock::Migrator(dblock::Store::open(role_dsn)).up();
+      ADD_FAILURE() << "migrate up without ALTER ROUTINE succeeded";
+    } catch (const dblock::PermissionDenied& e) {
+      EXPECT_NE(std::string(e.what()).find("ALTER ROUTINE on `dblock`.*"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(catalog(prefix_), before);
+    role.exec("GRANT ALTER ROUTINE ON dblock.* TO {role}");
   }
-  auto scheme_end = server_dsn_.find("://") + 3;
-  auto role_dsn = server_dsn_.substr(0, scheme_end) + role + ":rolepw" + server_dsn_.substr(server_dsn_.find('@'));
-  {
-    auto store = dblock::Store::open(role_dsn + "?prefix=" + prefix_);
-    auto result = dblock::Migrator(store).up();
-    EXPECT_TRUE(result.applied.empty());
-    EXPECT_EQ(result.current_version, dblock::latest_schema_version());
-    dblock::LockManager locks(store);
-    auto held = locks.try_acquire("runtime-role");
-    ASSERT_TRUE(held);
-    EXPECT_EQ(store->locks().size(), 1u);
-    EXPECT_NO_THROW(held->release());
+  // With the rights the README lists for a migrating role, the same role migrates.
+  auto result = dblock::Migrator(dblock::Store::open(role_dsn)).up();
+  EXPECT_EQ(result.applied, all_versions());
+}
+
+TEST_P(RoleMigrations, AnUpgradeByARoleThatDoesNotOwnTheFunctionsItRedefinesIsRefusedUnchanged) {
+  dblock::Migrator(dblock::Store::open(dsn(prefix_))).up(2);  // installed by the owner; 0003 re-defines acquire
+  dblock::test::TestRole role(*admin_, GetParam().dialect, server_dsn_, "r" + prefix_);
+  // Rights to create anything and to write the history, but the functions are another role's.
+  role.exec(mysql_ ? "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, CREATE ROUTINE ON dblock.* TO {role}"
+                   : "GRANT CREATE, USAGE ON SCHEMA public TO {role}");
+  if (!mysql_) role.exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {{role}}"));
+  auto before = catalog(prefix_);
+  try {
+    dblock::Migrator(dblock::Store::open(dblock::test::with_params(role.dsn(), "prefix=" + prefix_))).up();
+    ADD_FAILURE() << "an upgrade re-defining another role's functions succeeded";
+  } catch (const dblock::PermissionDenied& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find(mysql_ ? "ALTER ROUTINE on `dblock`.*" : "ownership of function"), std::string::npos) << message;
+    EXPECT_NE(message.find(prefix_ + "acquire"), std::string::npos) << message;
   }
-  if (mysql_) admin_->exec(fmt::format("DROP USER '{}'@'%'", role));
-  else admin_->exec(fmt::format("DROP OWNED BY \"{0}\"; DROP ROLE \"{0}\"", role));
+  EXPECT_EQ(catalog(prefix_), before);
+  EXPECT_EQ(count("SELECT count(*) FROM " + history()), 2) << "no record of a failed 0003";
 }
 
 TEST_P(Migrations, ExistingUnrelatedTablesAreLeftIntact) {
@@ -456,9 +531,10 @@ TEST_P(MySqlMigrations, AnyReplicaCompletesAMigrationBrokenOffPartWay) {
   EXPECT_NO_THROW(replica.verify());
 }
 
-TEST_P(MySqlMigrations, MigrationBrokenOffPartWayIsFinishedByTheNextUp) {
-  // A migrating user without CREATE ROUTINE: 0001 creates its sequence and table, then fails at
-  // its first function, as a real deployment missing a privilege would.
+TEST_P(MySqlMigrations, AMigratingUserMissingAPrivilegeIsRefusedBeforeAnythingIsCreated) {
+  // A migrating user without CREATE ROUTINE: before, 0001 created its sequence and table, then
+  // failed at its first function and left a failed record (completed by the next `up`, which the
+  // test above covers). Now `up` names the missing rights first and creates nothing.
   auto user = fmt::format("dblock_limited_{}", getpid());
   admin_->exec(fmt::format("CREATE USER IF NOT EXISTS '{}'@'%' IDENTIFIED BY 'pw'", user));
   admin_->exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON dblock.* TO '{}'@'%'",
@@ -467,20 +543,20 @@ TEST_P(MySqlMigrations, MigrationBrokenOffPartWayIsFinishedByTheNextUp) {
   limited.replace(limited.find("://") + 3, limited.find('@') - limited.find("://") - 3, user + ":pw");
   auto store = dblock::Store::open(limited + "?prefix=" + prefix_);
   dblock::Migrator migrator(store);
-  EXPECT_THROW(migrator.up(), dblock::DatabaseError);
-  EXPECT_TRUE(admin_->table_exists(prefix_ + "locks")) << "what ran before the failing statement stays";
-  EXPECT_EQ(migrator.status().front().state, dblock::MigrationState::failed);
-  EXPECT_THROW(migrator.up(), dblock::DatabaseError) << "up runs the migration again, which fails again";
+  EXPECT_THROW(migrator.up(), dblock::PermissionDenied);
+  EXPECT_FALSE(admin_->table_exists(prefix_ + "locks"));
+  EXPECT_FALSE(admin_->table_exists(prefix_ + "schema_history"));
+  EXPECT_EQ(migrator.status().front().state, dblock::MigrationState::pending);
 
   admin_->exec(fmt::format("GRANT CREATE ROUTINE, ALTER ROUTINE, EXECUTE ON dblock.* TO '{}'@'%'", user));
   // Sessions see new database privileges only once they connect: a fresh store, as another
-  // replica would be. No `repair`: `up` completes what was broken off.
+  // replica would be.
   auto granted = dblock::Store::open(limited + "?prefix=" + prefix_);
   dblock::Migrator again(granted);
-  EXPECT_EQ(again.up().applied, all_versions()) << "the migration's statements run again without harm";
+  EXPECT_EQ(again.up().applied, all_versions());
   EXPECT_NO_THROW(again.verify());
   dblock::LockManager locks(granted);
-  EXPECT_TRUE(locks.try_acquire("after-repair"));
+  EXPECT_TRUE(locks.try_acquire("after-grant"));
   admin_->exec(fmt::format("DROP USER '{}'@'%'", user));
 }
 

@@ -1,4 +1,5 @@
-// dblock: the command-line tool. Subcommands: migrate up, run, locks, release --force.
+// dblock: the command-line tool. Subcommands: migrate up|status|verify|sql|grants|repair, run, locks,
+// release --force, reaper, bench.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -66,6 +67,7 @@ int exit_code_for(const Error& error) {
     case ErrorCategory::connection: return cli::kUnavailable;
     case ErrorCategory::timeout: return cli::kTempFail;
     case ErrorCategory::schema: return cli::kConfig;
+    case ErrorCategory::permission: return cli::kNoPermission;
     default: return cli::kSoftware;
   }
 }
@@ -158,7 +160,12 @@ int main(int argc, char** argv) {
   std::optional<int> sql_to;
   migrate_sql->add_option("--from", sql_from, "First version");
   migrate_sql->add_option("--to", sql_to, "Last version");
-  migrate_cmd->add_subcommand("repair", "Clear failed migration records so `up` can retry");
+  auto* migrate_grants = migrate_cmd->add_subcommand(
+      "grants", "Print the GRANT statements a runtime role needs (no CREATE anywhere; needs no connection)");
+  std::string grants_role;
+  migrate_grants->add_option("--role", grants_role, "Role to grant to (MySQL: user or user@host, host % by default)")
+      ->required();
+  migrate_cmd->add_subcommand("repair", "Complete (MySQL) or clear failed migration records so `up` can go on");
 
   auto* run = app.add_subcommand("run", "Run a command while holding a lock: dblock run --name N -- CMD ...");
   cli::RunRequest request;
@@ -268,6 +275,10 @@ int main(int argc, char** argv) {
     }
     if (migrate_sql->parsed()) {
       fmt::print("{}", Migrator::sql(dsn, sql_from, sql_to));
+      return 0;
+    }
+    if (migrate_grants->parsed()) {
+      fmt::print("{}", Migrator::grants(dsn, grants_role));
       return 0;
     }
     StoreOptions store_options{.logger = logger};

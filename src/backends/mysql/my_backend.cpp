@@ -9,6 +9,7 @@
 #include "backends/migration_lock.hpp"
 #include "backends/mysql/my_connection.hpp"
 #include "backends/mysql/my_named_lock.hpp"
+#include "backends/mysql/my_rights.hpp"
 #include "backends/mysql/my_script.hpp"
 #include "backends/session_pool.hpp"
 #include "core/json.hpp"
@@ -73,20 +74,22 @@ ON DUPLICATE KEY UPDATE applied_at = VALUES(applied_at), applied_by = VALUES(app
     migration_unlock = make("migration_unlock", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName));
     // Names as one comma-separated parameter (dblock's never hold a comma); routine names compare
     // without case, as MySQL resolves them.
+    grants = make("grants", "SHOW GRANTS");
     catalog = make("catalog", R"(
 SELECT TABLE_NAME, CASE TABLE_TYPE WHEN 'BASE TABLE' THEN 'table' WHEN 'SEQUENCE' THEN 'sequence'
                                    WHEN 'VIEW' THEN 'view' ELSE 'other' END, '',
        IF(TABLE_TYPE = 'BASE TABLE', (SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS c
-                                      WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME), ''), ''
+                                      WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME), ''), '', 0
 FROM information_schema.TABLES t WHERE TABLE_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TABLE_NAME USING utf8mb4), ?)
 UNION ALL
-SELECT DISTINCT INDEX_NAME, 'index', TABLE_NAME, '', '' FROM information_schema.STATISTICS
+SELECT DISTINCT INDEX_NAME, 'index', TABLE_NAME, '', '', 0 FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TABLE_NAME USING utf8mb4), ?)
 UNION ALL
-SELECT ROUTINE_NAME, LOWER(ROUTINE_TYPE), '', '', ROUTINE_DEFINITION FROM information_schema.ROUTINES
+SELECT ROUTINE_NAME, LOWER(ROUTINE_TYPE), '', '', COALESCE(ROUTINE_DEFINITION, ''), ROUTINE_DEFINITION IS NULL
+FROM information_schema.ROUTINES
 WHERE ROUTINE_SCHEMA = DATABASE() AND FIND_IN_SET(LOWER(CONVERT(ROUTINE_NAME USING utf8mb4)), ?)
 UNION ALL
-SELECT TRIGGER_NAME, 'trigger', EVENT_OBJECT_TABLE, '', ACTION_STATEMENT FROM information_schema.TRIGGERS
+SELECT TRIGGER_NAME, 'trigger', EVENT_OBJECT_TABLE, '', ACTION_STATEMENT, 0 FROM information_schema.TRIGGERS
 WHERE TRIGGER_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TRIGGER_NAME USING utf8mb4), ?))");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
@@ -111,7 +114,7 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   position FOR ORDINALITY)) h)";
 
   MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, census, seed_expired,
-      schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock, catalog;
+      schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock, grants, catalog;
   std::string history_table;
 };
 
@@ -354,8 +357,28 @@ class MyBackend final : public Backend {
     std::array<MyParam, 4> params{joined, joined, joined, joined};
     auto rows = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.catalog, params); });
     std::vector<CatalogObject> objects;
-    for (auto& row : rows) objects.push_back({row.str(1), row.str(0), row.str(2), split_list(row.str(3)), row.str(4)});
+    for (auto& row : rows)
+      objects.push_back({row.str(1), row.str(0), row.str(2), split_list(row.str(3)), row.str(4), row.num(5) != 0});
     return objects;
+  }
+  std::vector<std::string> missing_migration_rights(std::span<const CatalogObject> to_create,
+                                                    std::span<const CatalogObject> to_redefine) override {
+    MyMigrationNeeds needs{.history = prefix_ + "schema_history"};
+    auto routine = [](const CatalogObject& object) { return object.kind == "function" || object.kind == "procedure"; };
+    for (auto& object : to_create) {
+      if (object.kind == "table" || object.kind == "sequence") needs.create_tables.push_back(object.name);
+      if (routine(object)) needs.create_routines.push_back(object.name);
+    }
+    // Tables and sequences are created IF NOT EXISTS (a resumed migration): nothing to re-define.
+    // Routines are created with CREATE OR REPLACE, which MariaDB lets run only with ALTER ROUTINE,
+    // even for a routine that does not exist yet.
+    for (auto& objects : {to_create, to_redefine})
+      for (auto& object : objects)
+        if (routine(object)) needs.replace_routines.push_back(object.name);
+    std::vector<std::string> rows;
+    for (auto& row : pool_.idempotent([&](MyConnection& session) { return session.query(sql_.grants, {}); }))
+      rows.push_back(row.str(0));
+    return missing_mysql_migration_rights(rows, endpoint_.database, needs);
   }
   std::string filled(std::string_view migration_sql) const override { return fill_placeholders(migration_sql, "", prefix_); }
   std::string history_ddl() const override { return sql_.history_table; }
@@ -389,6 +412,8 @@ class MyBackend final : public Backend {
 };
 
 }  // namespace
+
+std::string mysql_database_of(const StoreUri& uri) { return parse_mysql_uri(uri.driver_uri, uri.redacted).database; }
 
 std::string render_mysql_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations) {
   auto endpoint = parse_mysql_uri(uri.driver_uri, uri.redacted);

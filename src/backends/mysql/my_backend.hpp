@@ -18,6 +18,9 @@ namespace dblock::detail {
 /// "MySQL Connector/C++ 1.1.12": the driver this process was built with.
 [[nodiscard]] std::string mysql_driver_version();
 
+/// The database the URI names (dblock's objects live there). @throws InvalidArgument.
+[[nodiscard]] std::string mysql_database_of(const StoreUri& uri);
+
 [[nodiscard]] std::string render_mysql_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);
 
 }  // namespace dblock::detail

@@ -26,6 +26,10 @@ constexpr int kNoSuchFunction = 1305;
 constexpr int kNoSuchDatabase = 1049;
 constexpr int kAccessDenied = 1045;
 constexpr int kDatabaseAccessDenied = 1044;
+constexpr int kTableAccessDenied = 1142;     // "INSERT command denied to user ... for table ..."
+constexpr int kColumnAccessDenied = 1143;
+constexpr int kRoutineAccessDenied = 1370;   // "execute command denied to user ... for routine ..."
+constexpr int kSpecificAccessDenied = 1227;  // "you need (at least one of) the SUPER privilege(s)"
 constexpr int kConnectionKilled = 1927;     // MariaDB: KILL CONNECTION of this session
 constexpr int kServerShutdown = 1053;
 constexpr int kServerGone = 2006;           // the session had already broken: the statement did not run
@@ -194,6 +198,11 @@ void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
                                     "transaction): dblock needs the writable server (the primary): {}",
                                     redacted_uri_, message),
                         "25006");
+  if (code == kTableAccessDenied || code == kColumnAccessDenied || code == kRoutineAccessDenied ||
+      code == kSpecificAccessDenied || code == kDatabaseAccessDenied)
+    throw PermissionDenied(fmt::format("the user dblock connects to {} as lacks a right: {} (`dblock migrate grants "
+                                       "--role NAME` prints the grants a runtime user needs)",
+                                       redacted_uri_, message));
   if (code == kNoSuchTable || code == kNoSuchFunction)
     throw SchemaError(SchemaError::Reason::missing,
                       fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_,

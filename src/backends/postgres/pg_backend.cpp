@@ -111,6 +111,28 @@ VALUES ($1::integer, $2, $3, $4, $5::bigint, true))");
     migration_lock_blocking = fill("SELECT pg_advisory_lock({key}, hashtext('dblock:migrate'))");
     migration_unlock = fill("SELECT pg_advisory_unlock({key}, hashtext('dblock:migrate'))");
     create_schema = fill(R"(CREATE SCHEMA IF NOT EXISTS "{schema}")");
+    // USAGE and CREATE on the schema (CREATE on the database when the schema is to be created),
+    // SELECT and INSERT on an existing history, ownership of what is re-defined ($2).
+    migration_rights = fill(R"(
+SELECT format('CREATE on database %I (to create schema %I)', current_database(), $1::text)
+WHERE NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AND NOT has_database_privilege(current_database(), 'CREATE')
+UNION ALL
+SELECT format('%s on schema %I', p.priv, n.nspname) FROM pg_namespace n, unnest(ARRAY['USAGE', 'CREATE']) p(priv)
+WHERE n.nspname = $1 AND NOT has_schema_privilege(n.oid, p.priv)
+UNION ALL
+SELECT format('%s on table %I.%I', p.priv, n.nspname, c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, unnest(ARRAY['SELECT', 'INSERT']) p(priv)
+WHERE n.nspname = $1 AND c.relname = '{prefix}schema_history' AND NOT has_table_privilege(c.oid, p.priv)
+UNION ALL
+SELECT format('ownership of %s %I.%I (owned by %I)', CASE c.relkind WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index' ELSE 'table' END,
+              n.nspname, c.relname, pg_get_userbyid(c.relowner))
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = ANY ($2::text[]) AND c.relname <> '{prefix}schema_history'
+  AND NOT pg_has_role(c.relowner, 'USAGE')
+UNION ALL
+SELECT format('ownership of function %I.%I (owned by %I)', n.nspname, p.proname, pg_get_userbyid(p.proowner))
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = $1 AND p.proname = ANY ($2::text[]) AND NOT pg_has_role(p.proowner, 'USAGE'))");
     catalog = fill(R"(
 SELECT c.relname,
        CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index'
@@ -135,7 +157,7 @@ ORDER BY 2, 1)");
   PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
   std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_xact_lock,
       migration_lock_blocking,
-      migration_unlock, create_schema, catalog;
+      migration_unlock, create_schema, migration_rights, catalog;
 };
 
 std::vector<AppliedMigration> parse_history(const PGresult* result) {
@@ -501,6 +523,17 @@ class PgBackend final : public Backend {
       objects.push_back({text_of(result.get(), row, 1), text_of(result.get(), row, 0), text_of(result.get(), row, 2),
                          split_list(text_of(result.get(), row, 3)), text_of(result.get(), row, 4)});
     return objects;
+  }
+  std::vector<std::string> missing_migration_rights(std::span<const CatalogObject> to_create,
+                                                    std::span<const CatalogObject> to_redefine) override {
+    (void)to_create;  // whatever is created needs CREATE on the schema, which is always asked
+    std::vector<std::string_view> redefined;
+    for (auto& object : to_redefine) redefined.push_back(object.name);
+    std::array<std::string, 2> params{schema_, pg_text_array(redefined)};
+    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_params(sql_.migration_rights, params); });
+    std::vector<std::string> missing;
+    for (int row = 0; row < PQntuples(result.get()); ++row) missing.push_back(text_of(result.get(), row, 0));
+    return missing;
   }
   std::string filled(std::string_view migration_sql) const override {
     return fill_placeholders(migration_sql, schema_, prefix_);

@@ -133,6 +133,10 @@ void PgConnection::fail(const PGresult* result, std::string_view what) const {
                       fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_,
                                   message.substr(0, message.find('\n'))));
   if (starts_with(sqlstate, "08") || starts_with(sqlstate, "57P")) throw ConnectionError(message, sqlstate);
+  if (sqlstate == "42501")
+    throw PermissionDenied(fmt::format("the role dblock connects to {} as lacks a right: {} (`dblock migrate grants "
+                                       "--role NAME` prints the grants a runtime role needs)",
+                                       redacted_uri_, message));
   if (sqlstate == "25006")
     throw DatabaseError(fmt::format("{} is read-only (a hot standby, or default_transaction_read_only is on): dblock "
                                     "needs the primary; a multi-host URI finds it unless it sets target_session_attrs "
