@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The one test command. On a fresh Debian 12 machine (as root, or with sudo) it installs what is
 # missing, builds, starts throwaway database servers on loopback, runs every test with
-# DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), builds the consumer project
-# against the installed package, repeats the suites under ThreadSanitizer and ASan+UBSan, and
-# stops the servers. Exits non-zero on any failure.
+# DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), builds and tests once without
+# MySQL and once without PostgreSQL, builds the consumer project against the installed package,
+# repeats the suites under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits non-zero on any failure.
 #   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +54,17 @@ for mode in table advisory; do
 done
 build/dev/dblock --dsn "sqlite://$dbdir/bench.db" bench --json --duration 200ms --threads 2 --renew-locks 50 \
   --rows 500 --batch 100 > /dev/null
+
+for backend in mysql postgres; do
+  step "build and ctest without the $backend backend (preset no-$backend: library, CLI and the suites that apply)"
+  cmake --preset "no-$backend" > /dev/null
+  cmake --build --preset "no-$backend" -j "$jobs"
+  if "build/no-$backend/dblock" --version | grep -q "^  $backend"; then
+    echo "dblock --version lists $backend in a build without it" >&2; exit 1
+  fi
+  # The stress and nemesis suites add nothing a backend's absence could change; the dev run has them.
+  ctest --preset "no-$backend" -j "$jobs" -LE "stress|nemesis"
+done
 
 step "fuzz the URI, duration and name parsers (libFuzzer, 20 s)"
 tools/fuzz.sh 20 "$dbdir/fuzz"

@@ -2,7 +2,7 @@
 /// The key of a PostgreSQL advisory lock (LockMode::advisory). PostgreSQL has two key spaces:
 /// one bigint, or two integers; `pg_advisory_lock(42)` and `pg_advisory_lock(0, 42)` are
 /// different locks. A named lock uses the bigint space with a documented hash, so any language
-/// can compute the same key (README, "Advisory mode").
+/// can compute the same key (doc/advisory.md).
 
 #include <compare>
 #include <cstdint>

@@ -8,3 +8,4 @@
 #include <dblock/postgres.hpp>
 #include <dblock/reaper.hpp>
 #include <dblock/store.hpp>
+#include <dblock/text.hpp>

@@ -18,7 +18,7 @@ namespace dblock {
 
 namespace detail {
 class Backend;
-struct StoreAccess;
+struct StoreParts;
 }  // namespace detail
 
 /// One row of the lock table as an operator sees it.
@@ -66,7 +66,7 @@ class Store : public std::enable_shared_from_this<Store> {
   [[nodiscard]] LockCensus census();
 
  private:
-  friend struct detail::StoreAccess;
+  friend struct detail::StoreParts;
   struct Impl;
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -6,7 +6,7 @@
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
 
-#include "core/terminal_text.hpp"
+#include "base/terminal_text.hpp"
 
 namespace dblock::detail {
 

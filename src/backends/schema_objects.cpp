@@ -66,7 +66,7 @@ std::vector<std::string_view> top_level_items(std::string_view list) {
   return items;
 }
 
-void read_table(std::string_view statement, std::string_view dialect, CatalogObject table,
+void read_table(std::string_view statement, Dialect dialect, CatalogObject table,
                 std::vector<CatalogObject>& out) {
   auto body = parenthesised(statement, statement.find('('));
   std::vector<CatalogObject> indexes;
@@ -81,8 +81,8 @@ void read_table(std::string_view statement, std::string_view dialect, CatalogObj
       table.columns.push_back(first_word(item));
     }
   }
-  if (primary_key && dialect == "postgresql") indexes.insert(indexes.begin(), {"index", table.name + "_pkey", table.name, {}, {}});
-  if (primary_key && dialect == "mysql") indexes.insert(indexes.begin(), {"index", "PRIMARY", table.name, {}, {}});
+  if (primary_key && dialect == Dialect::postgresql) indexes.insert(indexes.begin(), {"index", table.name + "_pkey", table.name, {}, {}});
+  if (primary_key && dialect == Dialect::mysql) indexes.insert(indexes.begin(), {"index", "PRIMARY", table.name, {}, {}});
   out.push_back(std::move(table));
   out.insert(out.end(), indexes.begin(), indexes.end());
 }
@@ -96,7 +96,7 @@ std::string_view stored_program(std::string_view script, std::size_t start) {
 
 }  // namespace
 
-std::vector<CatalogObject> objects_created_by(std::string_view script, std::string_view dialect) {
+std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect dialect) {
   static const std::regex create(
       R"(^CREATE\s+(?:OR\s+REPLACE\s+)?(?:UNIQUE\s+)?(TABLE|SEQUENCE|INDEX|FUNCTION|PROCEDURE|TRIGGER|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?((?:"[^"]*"|`[^`]*`)(?:\.(?:"[^"]*"|`[^`]*`))?))",
       std::regex::icase);
@@ -119,7 +119,7 @@ std::vector<CatalogObject> objects_created_by(std::string_view script, std::stri
           std::match_results<std::string_view::const_iterator> table;
           if (std::regex_search(statement.begin(), statement.end(), table, on)) object.table = unqualified(table[1].str());
         }
-        if ((kind == "function" || kind == "procedure") && dialect == "postgresql") {
+        if ((kind == "function" || kind == "procedure") && dialect == Dialect::postgresql) {
           auto open = statement.find("$fn$");
           auto close = open == std::string_view::npos ? open : statement.find("$fn$", open + 4);
           if (close != std::string_view::npos) object.definition = std::string(statement.substr(open + 4, close - open - 4));

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dialect.hpp"
+
 namespace dblock::detail {
 
 struct CatalogObject {
@@ -20,10 +22,10 @@ struct CatalogObject {
   bool definition_hidden = false;    // the catalog does not show this role the body (MySQL: not its definer)
 };
 
-/// The objects `script` creates, in order, for "postgresql", "mysql" or "sqlite". Implicit ones
+/// The objects `script` creates, in order, in `dialect`. Implicit ones
 /// are included where their names are the database's (PostgreSQL's `<table>_pkey`, MySQL's
 /// `PRIMARY`).
-[[nodiscard]] std::vector<CatalogObject> objects_created_by(std::string_view script, std::string_view dialect);
+[[nodiscard]] std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect dialect);
 
 /// `objects` with each later definition of a kind and name replacing the earlier one.
 void merge_objects(std::vector<CatalogObject>& into, const std::vector<CatalogObject>& later);

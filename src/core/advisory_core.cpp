@@ -7,7 +7,7 @@
 
 #include "core/backoff.hpp"
 #include "core/owner_id.hpp"
-#include "core/validate.hpp"
+#include "base/validate.hpp"
 
 namespace dblock::detail {
 

@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/duration.hpp"
+#include "base/duration.hpp"
 #include "core/owner_id.hpp"
-#include "core/store_impl.hpp"
-#include "core/validate.hpp"
+#include "core/store_parts.hpp"
+#include "base/validate.hpp"
 
 namespace dblock::detail {
 
@@ -32,10 +32,10 @@ std::chrono::milliseconds validated_check_interval(const ManagerOptions& options
 
 ManagerBase::ManagerBase(std::shared_ptr<Store> store, ManagerOptions options)
     : store_(std::move(store)),
-      backend_(*StoreAccess::impl(*store_).backend),
+      backend_(StoreParts::backend(*store_)),
       options_(std::move(options)),
       check_interval_(validated_check_interval(options_)),
-      logger_(StoreAccess::impl(*store_).logger),
+      logger_(StoreParts::logger(*store_)),
       owner_id_(make_manager_owner_id(options_.owner_tag)) {}
 
 ManagerBase::~ManagerBase() {

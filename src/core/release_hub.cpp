@@ -11,7 +11,7 @@ constexpr std::chrono::milliseconds kListenSlice{1000};
 constexpr std::chrono::milliseconds kReconnectDelay{200};
 }  // namespace
 
-ReleaseHub::ReleaseHub(Backend& backend, std::shared_ptr<spdlog::logger> logger)
+ReleaseHub::ReleaseHub(LockBackend& backend, std::shared_ptr<spdlog::logger> logger)
     : backend_(backend), logger_(std::move(logger)), thread_([this](std::stop_token stop) { run(stop); }) {}
 
 ReleaseHub::~ReleaseHub() {

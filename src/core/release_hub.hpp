@@ -16,7 +16,7 @@
 
 #include <spdlog/fwd.h>
 
-#include "backends/backend.hpp"
+#include "backends/lock_backend.hpp"
 
 namespace dblock::detail {
 
@@ -24,7 +24,7 @@ class ReleaseHub {
  public:
   class Subscription;
 
-  ReleaseHub(Backend& backend, std::shared_ptr<spdlog::logger> logger);
+  ReleaseHub(LockBackend& backend, std::shared_ptr<spdlog::logger> logger);
   ~ReleaseHub();
   ReleaseHub(const ReleaseHub&) = delete;
   ReleaseHub& operator=(const ReleaseHub&) = delete;
@@ -49,7 +49,7 @@ class ReleaseHub {
   void signal_one(Watched& watched);
   void signal_all();
 
-  Backend& backend_;
+  LockBackend& backend_;
   std::shared_ptr<spdlog::logger> logger_;
   std::mutex mutex_;
   std::condition_variable_any changed_;

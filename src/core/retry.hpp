@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "backends/backend.hpp"
+#include "backends/backend_errors.hpp"
 
 namespace dblock::detail {
 

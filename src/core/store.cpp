@@ -1,15 +1,59 @@
 #include <dblock/migrate.hpp>
 #include <dblock/store.hpp>
 
+#include <mutex>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "backends/backend_factory.hpp"
-#include "core/store_impl.hpp"
-#include "core/uri.hpp"
-#include "core/validate.hpp"
+#include "core/release_hub.hpp"
+#include "core/store_parts.hpp"
+#include "base/uri.hpp"
+#include "base/validate.hpp"
 
 namespace dblock {
+
+struct Store::Impl {
+  detail::StoreUri uri;
+  std::shared_ptr<spdlog::logger> logger;
+  std::unique_ptr<detail::Backend> backend;
+  std::chrono::milliseconds connect_timeout{0};
+
+  std::mutex mutex;
+  bool schema_checked = false;
+  std::unique_ptr<detail::ReleaseHub> hub;  // created by the first waiter
+};
+
+namespace detail {
+
+Backend& StoreParts::backend(Store& store) { return *store.impl_->backend; }
+const StoreUri& StoreParts::uri(const Store& store) { return store.impl_->uri; }
+const std::shared_ptr<spdlog::logger>& StoreParts::logger(const Store& store) { return store.impl_->logger; }
+std::chrono::milliseconds StoreParts::connect_timeout(const Store& store) { return store.impl_->connect_timeout; }
+
+ReleaseHub& StoreParts::release_hub(Store& store) {
+  auto& impl = *store.impl_;
+  std::lock_guard lock(impl.mutex);
+  if (!impl.hub) impl.hub = std::make_unique<ReleaseHub>(*impl.backend, impl.logger);
+  return *impl.hub;
+}
+
+void StoreParts::schema_changed(Store& store) {
+  std::lock_guard lock(store.impl_->mutex);
+  store.impl_->schema_checked = false;
+}
+
+std::shared_ptr<Store> StoreParts::over(std::unique_ptr<Backend> backend, std::shared_ptr<spdlog::logger> logger) {
+  auto impl = std::make_unique<Store::Impl>();
+  impl->logger = std::move(logger);
+  impl->backend = std::move(backend);
+  impl->connect_timeout = std::chrono::milliseconds(1000);
+  impl->schema_checked = true;
+  return std::shared_ptr<Store>(new Store(std::move(impl)));
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -40,7 +84,7 @@ std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
   return std::shared_ptr<Store>(new Store(std::move(impl)));
 }
 
-std::string_view Store::dialect() const noexcept { return impl_->backend->dialect(); }
+std::string_view Store::dialect() const noexcept { return detail::to_string(impl_->backend->dialect()); }
 const std::string& Store::redacted_uri() const noexcept { return impl_->uri.redacted; }
 
 void Store::check_schema() {

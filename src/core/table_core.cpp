@@ -6,11 +6,12 @@
 #include <spdlog/spdlog.h>
 
 #include "core/backoff.hpp"
-#include "core/duration.hpp"
+#include "base/duration.hpp"
 #include "core/owner_id.hpp"
 #include "core/retry.hpp"
-#include "core/store_impl.hpp"
-#include "core/validate.hpp"
+#include "core/release_hub.hpp"
+#include "core/store_parts.hpp"
+#include "base/validate.hpp"
 
 namespace dblock::detail {
 
@@ -90,9 +91,9 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   auto ttl = effective_ttl(options);
   auto owner = owner_for_this_thread();
   if (timeout.count() > 0) {
-    auto& store = StoreAccess::impl(*store_);
-    auto subscription = store.release_hub().subscribe(std::string(name), std::min(timeout, store.connect_timeout));
-    bool notified = store.release_hub().notifying();
+    auto& hub = StoreParts::release_hub(*store_);
+    auto subscription = hub.subscribe(std::string(name), std::min(timeout, StoreParts::connect_timeout(*store_)));
+    bool notified = hub.notifying();
     Backoff backoff(options_.backoff_initial, options_.backoff_factor, options_.backoff_max,
                     this_thread_owner_nonce() ^ static_cast<std::uint64_t>(started.time_since_epoch().count()));
     // Try once right after subscribing: a release before the watch was in place sent no wake-up.

@@ -2,7 +2,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.hpp"
+#include "backends/migration_backend.hpp"
 
 namespace dblock::detail {
 

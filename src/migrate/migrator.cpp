@@ -11,16 +11,16 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend_factory.hpp"
-#include "core/store_impl.hpp"
-#include "core/uri.hpp"
+#include "core/store_parts.hpp"
+#include "base/uri.hpp"
 #include "migrate/embedded_migrations.hpp"
 
 namespace dblock {
 
 namespace {
 
-std::vector<detail::MigrationFile> migrations_for(std::string_view scheme) {
-  std::string_view folder = scheme == "postgresql" ? "postgres" : scheme;
+std::vector<detail::MigrationFile> migrations_for(detail::Dialect dialect) {
+  std::string_view folder = dialect == detail::Dialect::postgresql ? "postgres" : to_string(dialect);
   std::vector<detail::MigrationFile> files;
   for (auto& embedded : detail::embedded_migrations())
     if (embedded.dialect == folder) files.push_back(embedded.file);
@@ -100,8 +100,8 @@ std::string lowered(std::string_view text) {
 }
 
 /// Whether two catalog names are the same object's: MySQL resolves routine names without case.
-bool same_name(std::string_view dialect, const detail::CatalogObject& a, const detail::CatalogObject& b) {
-  if (dialect == "mysql" && (a.kind == "function" || a.kind == "procedure")) return lowered(a.name) == lowered(b.name);
+bool same_name(detail::Dialect dialect, const detail::CatalogObject& a, const detail::CatalogObject& b) {
+  if (dialect == detail::Dialect::mysql && (a.kind == "function" || a.kind == "procedure")) return lowered(a.name) == lowered(b.name);
   return a.name == b.name;
 }
 
@@ -128,13 +128,13 @@ std::vector<std::string> names_of(const std::vector<detail::CatalogObject>& obje
 }
 
 /// The history table as the migration session creates it.
-detail::CatalogObject history_object(detail::Backend& backend) {
+detail::CatalogObject history_object(detail::MigrationBackend& backend) {
   return detail::objects_created_by(backend.history_ddl(), backend.dialect()).front();
 }
 
 /// What the history table and the migrations in `files` whose version `counts` leave in the catalog.
 template <class Counts>
-std::vector<detail::CatalogObject> objects_of(detail::Backend& backend, const std::vector<detail::MigrationFile>& files,
+std::vector<detail::CatalogObject> objects_of(detail::MigrationBackend& backend, const std::vector<detail::MigrationFile>& files,
                                               Counts&& counts) {
   auto objects = detail::objects_created_by(backend.history_ddl(), backend.dialect());
   for (auto& file : files)
@@ -154,7 +154,7 @@ const MigrationStatus& status_of(const std::vector<MigrationStatus>& statuses, i
 /// object under one of the names it would create already exists (a history table of another shape
 /// included), naming each. Objects of migrations recorded as applied, or as started (MySQL, to be
 /// completed), are dblock's.
-void refuse_foreign_objects(detail::Backend& backend, const std::vector<detail::MigrationFile>& files,
+void refuse_foreign_objects(detail::MigrationBackend& backend, const std::vector<detail::MigrationFile>& files,
                             const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
   auto dialect = backend.dialect();
   auto history = history_object(backend);
@@ -166,7 +166,7 @@ void refuse_foreign_objects(detail::Backend& backend, const std::vector<detail::
   std::vector<detail::CatalogObject> candidates;
   bool history_recorded = std::any_of(statuses.begin(), statuses.end(), [](auto& s) { return s.state != MigrationState::pending; });
   for (auto& object : planned) {
-    if (object.kind == "index" && dialect == "mysql") continue;  // index names are the table's own there
+    if (object.kind == "index" && dialect == detail::Dialect::mysql) continue;  // index names are the table's own there
     bool is_history = object.kind == history.kind && object.name == history.name;
     if (is_history ? history_recorded
                    : std::any_of(ours.begin(), ours.end(), [&](auto& o) { return o.kind == object.kind && same_name(dialect, o, object); }))
@@ -178,8 +178,8 @@ void refuse_foreign_objects(detail::Backend& backend, const std::vector<detail::
   for (auto& object : candidates) names.push_back(object.name);
   std::vector<std::string> foreign;
   for (auto& live : backend.catalog(names)) {
-    if (live.kind == "index" && dialect == "mysql") continue;
-    auto planned_as = std::find_if(candidates.begin(), candidates.end(), [&](auto& o) { return lowered(o.name) == lowered(live.name) && (dialect == "mysql" || o.name == live.name); });
+    if (live.kind == "index" && dialect == detail::Dialect::mysql) continue;
+    auto planned_as = std::find_if(candidates.begin(), candidates.end(), [&](auto& o) { return lowered(o.name) == lowered(live.name) && (dialect == detail::Dialect::mysql || o.name == live.name); });
     if (planned_as == candidates.end()) continue;
     // The history table of an earlier, interrupted first run has exactly dblock's shape: ours.
     if (planned_as->name == history.name && live.kind == "table" && live.columns == history.columns) continue;
@@ -198,7 +198,7 @@ void refuse_foreign_objects(detail::Backend& backend, const std::vector<detail::
 /// Refuses, before anything is created, a run the role lacks the rights for, naming each right:
 /// without this a role that may create tables but not functions (say) would leave half a
 /// migration behind on MySQL, whose DDL is not transactional.
-void refuse_missing_rights(detail::Backend& backend, const std::vector<detail::MigrationFile>& files,
+void refuse_missing_rights(detail::MigrationBackend& backend, const std::vector<detail::MigrationFile>& files,
                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
   auto dialect = backend.dialect();
   auto runs = objects_of(backend, files, [&](int version) {
@@ -226,7 +226,7 @@ void refuse_missing_rights(detail::Backend& backend, const std::vector<detail::M
 /// Every difference between what the applied migrations create and the live catalog.
 /// `bodies_hidden`: set when the catalog would not show this role a body to compare (MySQL shows a
 /// routine's body only to its definer and to roles that may alter it).
-std::vector<std::string> catalog_differences(detail::Backend& backend, const std::vector<detail::CatalogObject>& expected,
+std::vector<std::string> catalog_differences(detail::MigrationBackend& backend, const std::vector<detail::CatalogObject>& expected,
                                              bool& bodies_hidden) {
   auto dialect = backend.dialect();
   auto live = backend.catalog(names_of(expected));
@@ -301,37 +301,40 @@ Migrator::Migrator(std::shared_ptr<Store> store, std::chrono::milliseconds lock_
 }
 
 std::vector<MigrationStatus> Migrator::status() {
-  auto& impl = detail::StoreAccess::impl(*store_);
-  auto history = impl.backend->read_history();
-  return compare(migrations_for(impl.uri.scheme), history.value_or(std::vector<detail::AppliedMigration>{}));
+  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
+  auto& uri = detail::StoreParts::uri(*store_);
+  auto history = backend.read_history();
+  return compare(migrations_for(uri.dialect), history.value_or(std::vector<detail::AppliedMigration>{}));
 }
 
 void Migrator::verify() {
-  auto& impl = detail::StoreAccess::impl(*store_);
+  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
+  auto& uri = detail::StoreParts::uri(*store_);
   auto statuses = status();
-  refuse_problems(statuses, impl.uri.redacted);
-  auto files = migrations_for(impl.uri.scheme);
-  auto expected = objects_of(*impl.backend, files, [&](int version) {
+  refuse_problems(statuses, uri.redacted);
+  auto files = migrations_for(uri.dialect);
+  auto expected = objects_of(backend, files, [&](int version) {
     return status_of(statuses, version).state == MigrationState::applied;
   });
   bool bodies_hidden = false;
-  auto differences = catalog_differences(*impl.backend, expected, bodies_hidden);
+  auto differences = catalog_differences(backend, expected, bodies_hidden);
   if (bodies_hidden)
-    impl.logger->warn("{}: this role may not read the bodies of dblock's functions, so they were not compared; run "
+    detail::StoreParts::logger(*store_)->warn("{}: this role may not read the bodies of dblock's functions, so they were not compared; run "
                       "`dblock migrate verify` as the role that owns them for the full check",
-                      impl.uri.redacted);
+                      uri.redacted);
   if (differences.empty()) return;
   std::string list;
   for (auto& difference : differences) list += (list.empty() ? "" : "; ") + difference;
   throw SchemaError(SchemaError::Reason::outdated,
                     fmt::format("dblock's objects in {} differ from what its applied migrations create: {}. Restore "
                                 "them from `dblock migrate sql` (or drop and re-create an unused installation)",
-                                impl.uri.redacted, list));
+                                uri.redacted, list));
 }
 
 MigrationResult Migrator::up(std::optional<int> to) {
-  auto& impl = detail::StoreAccess::impl(*store_);
-  auto files = migrations_for(impl.uri.scheme);
+  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
+  auto& uri = detail::StoreParts::uri(*store_);
+  auto files = migrations_for(uri.dialect);
   if (to && (*to < 1 || *to > latest_schema_version()))
     throw InvalidArgument(fmt::format("--to {} is not a version this build knows (1..{})", *to, latest_schema_version()));
   // Up to date already — the common case, at every start of every replica: no lock and no DDL,
@@ -343,7 +346,7 @@ MigrationResult Migrator::up(std::optional<int> to) {
   // refused as a foreign object or for the rights missing, naming them.
   auto read_history = [&]() -> std::optional<std::vector<detail::AppliedMigration>> {
     try {
-      return impl.backend->read_history();
+      return backend.read_history();
     } catch (const DatabaseError&) {
       return std::nullopt;
     } catch (const PermissionDenied&) {
@@ -366,17 +369,17 @@ MigrationResult Migrator::up(std::optional<int> to) {
     return result;
   };
   if (auto result = up_to_date()) return *result;
-  bool resumes = impl.backend->migrations_resume();
-  auto session = impl.backend->begin_migration(lock_timeout_);
+  bool resumes = backend.migrations_resume();
+  auto session = backend.begin_migration(lock_timeout_);
   // Under the lock (a concurrent `up` has finished, or left a record it can be told by) and before
   // anything is created, so that nothing of a refused run is left behind.
   history = read_history();
   if (auto result = up_to_date()) return *result;  // another replica's `up` did the work meanwhile
   auto recorded = compare(files, history.value_or(std::vector<detail::AppliedMigration>{}));
-  refuse_foreign_objects(*impl.backend, files, recorded, resumes, impl.uri.redacted);
-  refuse_missing_rights(*impl.backend, files, recorded, resumes, impl.uri.redacted);
+  refuse_foreign_objects(backend, files, recorded, resumes, uri.redacted);
+  refuse_missing_rights(backend, files, recorded, resumes, uri.redacted);
   auto statuses = compare(files, session->history());
-  refuse_problems(statuses, impl.uri.redacted, resumes);
+  refuse_problems(statuses, uri.redacted, resumes);
 
   MigrationResult result;
   for (auto& status : statuses)
@@ -386,25 +389,23 @@ MigrationResult Migrator::up(std::optional<int> to) {
     auto& state = status_of(statuses, file.version);
     bool resume = resumable(state, resumes);
     if ((state.state != MigrationState::pending && !resume) || (to && file.version > *to)) continue;
-    impl.logger->info("{} dblock migration {:04d}_{} to {}", resume ? "completing the broken-off" : "applying",
-                      file.version, file.name, impl.uri.redacted);
+    detail::StoreParts::logger(*store_)->info("{} dblock migration {:04d}_{} to {}", resume ? "completing the broken-off" : "applying",
+                      file.version, file.name, uri.redacted);
     session->apply(file, who);
     result.applied.push_back(file.version);
     result.current_version = file.version;
   }
   session->finish();
-  {
-    std::lock_guard lock(impl.mutex);
-    impl.schema_checked = false;  // the next check reads the new version
-  }
+  detail::StoreParts::schema_changed(*store_);  // the next check reads the new version
   return result;
 }
 
 std::vector<int> Migrator::repair() {
-  auto& impl = detail::StoreAccess::impl(*store_);
-  auto files = migrations_for(impl.uri.scheme);
-  bool resumes = impl.backend->migrations_resume();
-  auto session = impl.backend->begin_migration(lock_timeout_);
+  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
+  auto& uri = detail::StoreParts::uri(*store_);
+  auto files = migrations_for(uri.dialect);
+  bool resumes = backend.migrations_resume();
+  auto session = backend.begin_migration(lock_timeout_);
   std::vector<int> repaired;
   auto who = applied_by();
   // PostgreSQL and SQLite run each migration in one transaction, so a failed record left nothing
@@ -414,25 +415,22 @@ std::vector<int> Migrator::repair() {
   for (auto& status : compare(files, session->history())) {
     if (status.state != MigrationState::failed) continue;
     if (resumable(status, resumes)) {
-      impl.logger->warn("completing dblock migration {:04d}_{}, recorded as failed", status.version, status.name);
+      detail::StoreParts::logger(*store_)->warn("completing dblock migration {:04d}_{}, recorded as failed", status.version, status.name);
       session->apply(status_file(files, status.version), who);
     } else {
-      impl.logger->warn("clearing the failed record of dblock migration {:04d}_{}", status.version, status.name);
+      detail::StoreParts::logger(*store_)->warn("clearing the failed record of dblock migration {:04d}_{}", status.version, status.name);
       session->forget(status.version);
     }
     repaired.push_back(status.version);
   }
   session->finish();
-  {
-    std::lock_guard lock(impl.mutex);
-    impl.schema_checked = false;
-  }
+  detail::StoreParts::schema_changed(*store_);
   return repaired;
 }
 
 std::string Migrator::sql(std::string_view uri, std::optional<int> from, std::optional<int> to, StoreOptions options) {
   auto parsed = detail::resolve_store_uri(uri, options);
-  auto files = migrations_for(parsed.scheme);
+  auto files = migrations_for(parsed.dialect);
   std::erase_if(files, [&](auto& file) { return (from && file.version < *from) || (to && file.version > *to); });
   if (files.empty())
     throw InvalidArgument(fmt::format("no dblock migration between --from {} and --to {} (this build has 1..{})",
@@ -442,7 +440,7 @@ std::string Migrator::sql(std::string_view uri, std::optional<int> from, std::op
 
 std::string Migrator::grants(std::string_view uri, std::string_view role, StoreOptions options) {
   auto parsed = detail::resolve_store_uri(uri, options);
-  return detail::render_runtime_grants(parsed, migrations_for(parsed.scheme), role);
+  return detail::render_runtime_grants(parsed, migrations_for(parsed.dialect), role);
 }
 
 MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout) {

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/retry.hpp"
-#include "core/store_impl.hpp"
+#include "core/store_parts.hpp"
 
 namespace dblock {
 
@@ -24,12 +24,13 @@ struct Reaper::State {
   std::jthread thread;
 
   ReapCycle cycle() {
-    auto& impl = detail::StoreAccess::impl(*store);
+    detail::LockBackend& backend = detail::StoreParts::backend(*store);
+    auto& logger = *detail::StoreParts::logger(*store);
     ReapCycle result;
     auto started = std::chrono::steady_clock::now();
     try {
       while (!stopping) {
-        auto deleted = detail::retry_transient([&] { return impl.backend->reap(options.batch_size); });
+        auto deleted = detail::retry_transient([&] { return backend.reap(options.batch_size); });
         result.rows += deleted;
         ++result.batches;
         if (deleted < options.batch_size) break;
@@ -43,11 +44,11 @@ struct Reaper::State {
     ++cycles;
     if (result.ok) {
       consecutive_failures = 0;
-      if (result.rows > 0) impl.logger->info("reaped {} expired lock(s) in {} batch(es)", result.rows, result.batches);
+      if (result.rows > 0) logger.info("reaped {} expired lock(s) in {} batch(es)", result.rows, result.batches);
     } else {
       ++failures;
       ++consecutive_failures;
-      impl.logger->warn("reaper cycle failed ({} in a row): {}", consecutive_failures.load(), result.error);
+      logger.warn("reaper cycle failed ({} in a row): {}", consecutive_failures.load(), result.error);
     }
     if (options.on_cycle) options.on_cycle(result);
     return result;

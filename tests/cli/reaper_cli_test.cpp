@@ -175,7 +175,7 @@ TEST(ReaperSidecar, OnceExitsWithTheOutcome) {
   int unreachable = std::system(
       fmt::format("'{}' --dsn 'postgresql://u:pw@127.0.0.1:1/db' reaper --once > /dev/null 2>&1", DBLOCK_CLI_PATH)
           .c_str());
-  EXPECT_EQ(WEXITSTATUS(unreachable), 69);
+  EXPECT_EQ(WEXITSTATUS(unreachable), dblock::test::is_built("postgresql") ? 69 : 64) << "unreachable, or not built";
   int bad_listen = std::system(
       fmt::format("'{}' --dsn '{}' reaper --listen nonsense > /dev/null 2>&1", DBLOCK_CLI_PATH, dsn).c_str());
   EXPECT_EQ(WEXITSTATUS(bad_listen), 64);

@@ -1,4 +1,4 @@
-// The behavioural suite of DESIGN.md "Semantics", written once and run against every backend and
+// The behavioural suite of doc/semantics.md, written once and run against every backend and
 // mode (INSTANTIATE_TEST_SUITE_P at the bottom). Each test gets its own table prefix.
 
 #include <sys/wait.h>
@@ -407,16 +407,16 @@ TEST_P(AdvisoryConformance, WaiterAcquiresWhenTheHolderDies) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
-                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
                                            dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable),
+                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, TableConformance,
-                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, AdvisoryConformance,
-                         ::testing::Values(dblock::test::kPostgresAdvisory, dblock::test::kMysqlAdvisory),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresAdvisory, dblock::test::kMysqlAdvisory})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/backend.hpp"
-#include "core/store_impl.hpp"
+#include "core/store_parts.hpp"
 #include "support/admin.hpp"
 #include "support/servers.hpp"
 
@@ -34,7 +34,7 @@ class Reaping : public ::testing::TestWithParam<dblock::test::BackendCase> {
     admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn, dblock::test::default_schema(GetParam()), prefix);
   }
 
-  dblock::detail::Backend& backend() { return *dblock::detail::StoreAccess::impl(*store_).backend; }
+  dblock::detail::Backend& backend() { return dblock::detail::StoreParts::backend(*store_); }
 
   std::shared_ptr<dblock::Store> store_;
   std::unique_ptr<dblock::test::Admin> admin_;
@@ -188,7 +188,7 @@ TEST_P(Reaping, ManagerReportsEventsToTheHook) {
   EXPECT_TRUE(seen(dblock::LockEventKind::released));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Reaping, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, Reaping, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

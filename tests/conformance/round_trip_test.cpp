@@ -41,8 +41,8 @@ TEST_P(RoundTrips, UncontendedAcquireAndReleaseAreOneRoundTripEach) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RoundTrips,
-                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
-                                           dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
+                                           dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

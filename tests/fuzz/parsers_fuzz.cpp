@@ -12,9 +12,9 @@
 
 #include <dblock/errors.hpp>
 
-#include "core/duration.hpp"
-#include "core/uri.hpp"
-#include "core/validate.hpp"
+#include "base/duration.hpp"
+#include "base/uri.hpp"
+#include "base/validate.hpp"
 
 namespace {
 

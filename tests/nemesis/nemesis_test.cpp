@@ -307,7 +307,7 @@ TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
       undo.emplace_back(Clock::now() + between(400, 1500), [proxy] { proxy->set_stalled(false); });
       ++faults["stall"];
     } else if (networked && !advisory && round % 4 == 2) {
-      // Cut (table mode only: an advisory lock goes with its connection at once, see README).
+      // Cut (table mode only: an advisory lock goes with its connection at once, see doc/guarantees.md).
       auto* proxy = proxies[random() % proxies.size()].get();
       proxy->set_down(true);
       undo.emplace_back(Clock::now() + between(50, 300), [proxy] { proxy->set_down(false); });
@@ -347,9 +347,9 @@ TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Nemesis,
-                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
                                            dblock::test::kSqlite, dblock::test::kPostgresAdvisory,
-                                           dblock::test::kMysqlAdvisory),
+                                           dblock::test::kMysqlAdvisory})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {

@@ -146,7 +146,7 @@ TEST_P(BadInput, MissingOutdatedAndNewerSchemasAreRefusedUntouched) {
   EXPECT_TRUE(store_->locks().empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BadInput, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, BadInput, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

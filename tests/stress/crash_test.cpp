@@ -130,7 +130,7 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
   EXPECT_GT(completed, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Crashes, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, Crashes, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -141,7 +141,7 @@ TEST_P(Faults, AStalledConnectionFailsWithinTheStatementTimeout) {
   EXPECT_TRUE(lock) << "the abandoned session was replaced";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Faults, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable),
+INSTANTIATE_TEST_SUITE_P(Backends, Faults, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

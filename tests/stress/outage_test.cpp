@@ -113,7 +113,7 @@ TEST_P(Outage, LocksSurviveARestartWithinTheirLeaseAndLapsedOnesAreReportedFirst
   EXPECT_NO_THROW(long_lease->release());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Outage, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable),
+INSTANTIATE_TEST_SUITE_P(Backends, Outage, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 TEST(Failover, ToASynchronousReplicaKeepsGrantedLocksExclusive) {

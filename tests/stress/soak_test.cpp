@@ -133,7 +133,7 @@ TEST_P(Soak, ProcessesAndThreadsOnHotAndColdNames) {
   munmap(memory, sizeof(Shared));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Soak, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, Soak, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -3,7 +3,7 @@
 // leases it never releases and a reaper deletes what lapses — so grants go through every path:
 // fresh insert, insert after the reaper deleted the row, takeover of an expired row. Mutual
 // exclusion is checked with a plain (non-atomic) counter per name, and fencing tokens must rise
-// strictly in grant order (STACK-NOTES §4.1 shows a naive upsert failing this). Bounded.
+// strictly in grant order (doc/database-facts.md §1 shows a naive upsert failing this). Bounded.
 
 #include <array>
 #include <atomic>
@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/backend.hpp"
-#include "core/store_impl.hpp"
+#include "core/store_parts.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -56,7 +56,7 @@ TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
   std::atomic<int> failures{0};
   std::atomic<bool> done{false};
   std::atomic<int> abandoned{0};
-  auto& backend = *dblock::detail::StoreAccess::impl(*store).backend;
+  auto& backend = dblock::detail::StoreParts::backend(*store);
   std::jthread abandoner([&] {
     std::mt19937 random(99);
     while (!done) {
@@ -161,13 +161,13 @@ TEST_P(ModeStress, EightThreadsOnTwoHotNamesCountExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ModeStress,
-                         ::testing::Values(dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
                                            dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable),
+                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
-INSTANTIATE_TEST_SUITE_P(Backends, Stress, ::testing::Values(dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
-                                                             dblock::test::kPgBouncerTable),
+INSTANTIATE_TEST_SUITE_P(Backends, Stress, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                                                             dblock::test::kPgBouncerTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <ostream>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <dblock/options.hpp>
 #include <fmt/format.h>
@@ -33,6 +35,23 @@ inline std::string env_or_empty(const char* name) {
   return value != nullptr ? value : "";
 }
 
+/// Whether this build holds the backend of `dialect` (CMake's DBLOCK_WITH_POSTGRES/_MYSQL; SQLite
+/// always). Suites list only the cases of built backends (`built`); a single-dialect test of a
+/// backend left out of the build says so and skips (DBLOCK_REQUIRE_DSN), whatever
+/// DBLOCK_REQUIRE_SERVERS says: there is nothing of it to test.
+inline bool is_built(std::string_view dialect) {
+  if (dialect == "postgresql") return DBLOCK_TEST_WITH_POSTGRES != 0;
+  if (dialect == "mysql") return DBLOCK_TEST_WITH_MYSQL != 0;
+  return dialect == "sqlite";
+}
+
+/// The dialect whose server the environment variable `env_name` names (DBLOCK_TEST_PG_DSN, ...).
+inline std::string_view dialect_of_env(std::string_view env_name) {
+  if (env_name.find("MYSQL") != std::string_view::npos) return "mysql";
+  if (env_name.find("PG") != std::string_view::npos) return "postgresql";
+  return "sqlite";
+}
+
 /// One backend/mode the database suites run against.
 struct BackendCase {
   const char* label;
@@ -54,6 +73,14 @@ inline const BackendCase kSqlite{"sqlite", "sqlite", nullptr};
 /// Table mode through PgBouncer in transaction mode; the test's own checks go to PostgreSQL directly.
 inline const BackendCase kPgBouncerTable{"pgbouncer_table", "postgresql", "DBLOCK_TEST_PGBOUNCER_DSN",
                                          dblock::LockMode::table, "pool_mode=transaction", "DBLOCK_TEST_PG_DSN"};
+
+/// The cases of `cases` whose backend this build holds, for INSTANTIATE_TEST_SUITE_P.
+inline std::vector<BackendCase> built(std::initializer_list<BackendCase> cases) {
+  std::vector<BackendCase> out;
+  for (auto& backend : cases)
+    if (is_built(backend.dialect)) out.push_back(backend);
+  return out;
+}
 
 inline std::string with_params(const std::string& dsn, const std::string& params) {
   return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + params;
@@ -129,6 +156,8 @@ inline std::string unique_prefix() {
 /// In a fixture's SetUp or a test: `dsn` gets the server's DSN, or the test skips/fails.
 #define DBLOCK_REQUIRE_DSN(dsn, env_name)                                                                  \
   do {                                                                                                     \
+    if (!::dblock::test::is_built(::dblock::test::dialect_of_env(env_name)))                              \
+      GTEST_SKIP() << "the " << ::dblock::test::dialect_of_env(env_name) << " backend is not part of this build"; \
     dsn = ::dblock::test::env_or_empty(env_name);                                                          \
     if (dsn.empty()) {                                                                                     \
       if (::dblock::test::servers_required()) FAIL() << (env_name) << " is not set but DBLOCK_REQUIRE_SERVERS=1"; \

@@ -10,12 +10,14 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <dblock/dblock.hpp>
+#include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
 
 #include "backends/backend.hpp"
-#include "core/store_impl.hpp"
+#include "core/store_parts.hpp"
 
 namespace {
 
@@ -147,7 +149,7 @@ class ScriptedBackend final : public dblock::detail::Backend {
   // Shared: a renewal stalled in it may outlive the test's manager (its watchdog keeps the core
   // alive until the statement returns), as the Store keeps a real backend alive.
   explicit ScriptedBackend(std::shared_ptr<Script> script) : script_(std::move(script)) {}
-  std::string_view dialect() const noexcept override { return "scripted"; }
+  dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
                                    std::int64_t held_token) override {
@@ -234,7 +236,7 @@ class CorePolicy : public ::testing::Test {
   }
   std::shared_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
     if (!store_)
-      store_ = dblock::detail::StoreAccess::over(std::make_unique<ScriptedBackend>(script_),
+      store_ = dblock::detail::StoreParts::over(std::make_unique<ScriptedBackend>(script_),
                                                  std::make_shared<spdlog::logger>("scripted", std::make_shared<spdlog::sinks::null_sink_mt>()));
     return std::make_shared<dblock::LockManager>(store_, std::move(options));
   }

@@ -8,11 +8,11 @@
 #include <dblock/errors.hpp>
 
 #include "core/backoff.hpp"
-#include "core/duration.hpp"
-#include "core/uri.hpp"
-#include "core/validate.hpp"
+#include "base/duration.hpp"
+#include "base/uri.hpp"
+#include "base/validate.hpp"
 #include "backends/mysql/my_script.hpp"
-#include "migrate/placeholders.hpp"
+#include "base/sql_template.hpp"
 
 using namespace std::chrono_literals;
 using namespace dblock::detail;
@@ -67,7 +67,7 @@ TEST(Identifier, Rules) {
 
 TEST(Uri, SplitsDblockParametersFromDriverOnes) {
   auto uri = parse_store_uri("postgresql://u:secret@h:5432/db?schema=locks&sslmode=disable&prefix=app_&pool=4");
-  EXPECT_EQ(uri.scheme, "postgresql");
+  EXPECT_EQ(uri.dialect, Dialect::postgresql);
   EXPECT_EQ(uri.schema, "locks");
   EXPECT_EQ(uri.prefix, "app_");
   EXPECT_EQ(uri.pool_size, 4u);
@@ -111,7 +111,7 @@ TEST(Placeholders, FillsSchemaAndPrefixOnly) {
 }
 
 TEST(AdvisoryKey, NamesHashWithTheDocumentedFnv1a64) {
-  // Pinned values: the README documents the function so other languages compute the same keys.
+  // Pinned values: doc/advisory.md documents the function so other languages compute the same keys.
   EXPECT_EQ(dblock::AdvisoryKey::from_name("orders/42").key(), -6475162556055330337);
   EXPECT_EQ(dblock::AdvisoryKey::from_name("job").key(), 4999694984129765468);
   EXPECT_EQ(dblock::AdvisoryKey::from_name("").key(), -3750763034362895579);  // the offset basis
@@ -150,7 +150,7 @@ TEST(MySqlScript, SplitsStatementsAndKeepsStoredProgramBodiesWhole) {
 
 TEST(Uri, MySqlTakesTheDatabaseAsItsSchemaAndRefusesAnother) {
   auto uri = dblock::detail::resolve_store_uri("mysql://u:pw@127.0.0.1:3306/app?prefix=p_", {});
-  EXPECT_EQ(uri.scheme, "mysql");
+  EXPECT_EQ(uri.dialect, Dialect::mysql);
   EXPECT_TRUE(uri.schema.empty());
   EXPECT_EQ(uri.prefix, "p_");
   EXPECT_THROW((void)dblock::detail::resolve_store_uri("mysql://u:pw@127.0.0.1:3306/app?schema=other", {}),

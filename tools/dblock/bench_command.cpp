@@ -12,7 +12,7 @@
 #include <dblock/dblock.hpp>
 #include <fmt/format.h>
 
-#include "core/store_impl.hpp"
+#include "core/bench_floor.hpp"
 #include "dblock/exit_codes.hpp"
 
 namespace dblock::cli {
@@ -126,14 +126,14 @@ Comparison compare(std::size_t threads, milliseconds duration, Floor floor, Libr
 class Bench {
  public:
   Bench(const BenchRequest& request, std::shared_ptr<Store> store)
-      : request_(request), store_(std::move(store)), backend_(*detail::StoreAccess::impl(*store_).backend),
+      : request_(request), store_(std::move(store)), floor_(*store_),
         mode_(request.mode == "advisory" ? LockMode::advisory : LockMode::table),
         run_id_(fmt::format("bench/{}", getpid())) {}
 
   Result uncontended(std::size_t threads) {
     LockManager locks(store_, {.mode = mode_, .default_ttl = std::chrono::seconds(30)});
     std::vector<std::unique_ptr<detail::RawLockClient>> raw;
-    for (std::size_t t = 0; t < threads; ++t) raw.push_back(backend_.raw_client());
+    for (std::size_t t = 0; t < threads; ++t) raw.push_back(floor_.raw_client());
     std::vector<std::size_t> counters(threads, 0);
     auto name_for = [&](std::size_t t) { return fmt::format("{}/u/{}/{}", run_id_, t, counters[t]++ % 64); };
     // Table mode: the same acquire and release statements, bare. Advisory mode: the plain
@@ -203,7 +203,7 @@ class Bench {
     Result result{"handoff", request_.mode, threads, dblock_figure, std::nullopt, "", std::nullopt, {}};
     result.extra["grants_per_thread"] = dblock_fairness;
     std::vector<std::unique_ptr<detail::RawLockClient>> raw;
-    for (std::size_t t = 0; t < threads; ++t) raw.push_back(backend_.raw_client());
+    for (std::size_t t = 0; t < threads; ++t) raw.push_back(floor_.raw_client());
     if (raw.front()->blocking_lock(0)) {
       raw.front()->blocking_unlock(0);
       constexpr std::int64_t kKey = 0x64626c6f636bLL;  // "dblock"
@@ -236,7 +236,7 @@ class Bench {
     constexpr int kCycles = 5;
     for (int i = 0; i < kCycles; ++i) {
       auto cycle_start = Clock::now();
-      renewed = backend_.renew(refs, std::chrono::steady_clock::time_point::max()).size();
+      renewed = floor_.renew(refs);
       cycles.add(Clock::now() - cycle_start);
     }
     auto p50 = cycles.percentile(0.5);
@@ -264,7 +264,7 @@ class Bench {
     auto baseline_until = Clock::now() + std::max(milliseconds(200), request_.duration / 4);
     while (Clock::now() < baseline_until) live_cycle(baseline);
 
-    backend_.seed_expired(fmt::format("{}/expired/", run_id_), request_.reap_rows);
+    floor_.seed_expired(fmt::format("{}/expired/", run_id_), request_.reap_rows);
     Reaper reaper(store_, {.batch_size = request_.reap_batch});
     std::atomic<bool> reaping{true};
     Latencies during;
@@ -291,7 +291,7 @@ class Bench {
  private:
   const BenchRequest& request_;
   std::shared_ptr<Store> store_;
-  detail::Backend& backend_;
+  detail::BenchFloor floor_;
   LockMode mode_;
   std::string run_id_;
 };

@@ -6,10 +6,8 @@
 
 #include <chrono>
 
+#include <dblock/text.hpp>
 #include <fmt/chrono.h>
-
-#include "core/json.hpp"
-#include "core/terminal_text.hpp"
 
 namespace dblock::cli {
 
@@ -34,14 +32,14 @@ constexpr const char* kJsonRecord = R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"
 
 void Stderr::say(std::string_view level, std::string_view message) const {
   if (!json_) {
-    fmt::print(stderr, "dblock: {}\n", detail::terminal_safe(message));
+    fmt::print(stderr, "dblock: {}\n", terminal_safe(message));
     return;
   }
   // The same shape as a log record (kJsonRecord), written whatever the level filter.
   auto now = std::chrono::system_clock::now();
   auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   fmt::print(stderr, "{{\"time\":\"{:%Y-%m-%dT%H:%M:%S}.{:03}Z\",\"level\":\"{}\",\"logger\":\"dblock\",\"message\":{}}}\n",
-             fmt::gmtime(std::chrono::system_clock::to_time_t(now)), millis, level, detail::json_string(message));
+             fmt::gmtime(std::chrono::system_clock::to_time_t(now)), millis, level, json_string(message));
 }
 
 std::shared_ptr<spdlog::logger> make_logger(const std::string& level, const std::string& format) {
@@ -49,12 +47,12 @@ std::shared_ptr<spdlog::logger> make_logger(const std::string& level, const std:
   if (format == "json") {
     logger = std::make_shared<spdlog::logger>("dblock", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-    formatter->add_flag<MessageFlag<detail::json_string>>('*').set_pattern(kJsonRecord);
+    formatter->add_flag<MessageFlag<json_string>>('*').set_pattern(kJsonRecord);
     logger->set_formatter(std::move(formatter));
   } else {
     logger = std::make_shared<spdlog::logger>("dblock", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<MessageFlag<detail::terminal_safe>>('*').set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%^%l%$] %*");
+    formatter->add_flag<MessageFlag<terminal_safe>>('*').set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%^%l%$] %*");
     logger->set_formatter(std::move(formatter));
   }
   logger->set_level(spdlog::level::from_str(level));

@@ -14,11 +14,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/duration.hpp"
-#include "core/json.hpp"
-#include "core/terminal_text.hpp"
-#include "core/validate.hpp"
-#include "backends/backend_factory.hpp"
 #include "dblock/bench_command.hpp"
 #include "dblock/exit_codes.hpp"
 #include "dblock/logging.hpp"
@@ -79,23 +74,23 @@ void print_locks(Store& store, bool json) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       auto& row = rows[i];
       fmt::print("{}{{\"name\":{},\"owner\":{},\"count\":{},\"token\":{},\"remaining_ms\":{},\"expired\":{}}}",
-                 i == 0 ? "" : ",", detail::json_string(row.name), detail::json_string(row.owner), row.count, row.token,
+                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), row.count, row.token,
                  row.remaining.count(), row.remaining.count() <= 0);
     }
     fmt::print("]\n");
     return;
   }
-  fmt::print("store: {}\n", detail::terminal_safe(store.redacted_uri()));
+  fmt::print("store: {}\n", terminal_safe(store.redacted_uri()));
   if (rows.empty()) {
     fmt::print("no locks\n");
     return;
   }
   fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", "NAME", "COUNT", "TOKEN", "LEASE", "OWNER");
   for (auto& row : rows) {
-    auto lease = row.remaining.count() > 0 ? detail::format_duration(row.remaining) : std::string("expired");
+    auto lease = row.remaining.count() > 0 ? format_duration(row.remaining) : std::string("expired");
     // Names and owners come from the database: escaped, so that each lock is exactly one row.
-    fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", detail::terminal_safe(row.name), row.count, row.token, lease,
-               detail::terminal_safe(row.owner));
+    fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", terminal_safe(row.name), row.count, row.token, lease,
+               terminal_safe(row.owner));
   }
 }
 
@@ -134,7 +129,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", [] {
     std::string text = fmt::format("dblock {} (commit {})\nbackends:", DBLOCK_VERSION, DBLOCK_GIT_COMMIT);
-    for (auto& backend : detail::compiled_backends()) text += "\n  " + backend;
+    for (auto& backend : compiled_backends()) text += "\n  " + backend;
     return text;
   }, "Print the version, the commit it was built from and the built-in backends with their drivers");
   // Global options are accepted after the subcommand too: `dblock migrate up --dsn URI`.
@@ -250,11 +245,11 @@ int main(int argc, char** argv) {
       throw InvalidArgument("DBLOCK_DSN is set but empty: give a database URI, or unset it for the embedded default");
     dsn = dsn_option ? *dsn_option : from_env != nullptr ? std::string(from_env) : embedded_default_dsn();
     if (run->parsed()) {
-      request.ttl = detail::parse_duration(ttl_text);
-      request.wait = detail::parse_duration(wait_text);
-      detail::validate_lock_name(request.name);
-      detail::validate_ttl(request.ttl, {});
-      request.grace = grace_text.empty() ? request.ttl / 3 : detail::parse_duration(grace_text);
+      request.ttl = parse_duration(ttl_text);
+      request.wait = parse_duration(wait_text);
+      validate_lock_name(request.name);
+      validate_ttl(request.ttl);
+      request.grace = grace_text.empty() ? request.ttl / 3 : parse_duration(grace_text);
       if (request.grace >= request.ttl)
         throw InvalidArgument(fmt::format("--grace {} must be shorter than --ttl {}", grace_text, ttl_text));
       request.mode = mode_text == "advisory" ? LockMode::advisory : LockMode::table;
@@ -264,11 +259,11 @@ int main(int argc, char** argv) {
     }
     if (release->parsed()) {
       if (!force) throw InvalidArgument("release breaks another owner's lock: add --force to confirm");
-      detail::validate_lock_name(release_name);
+      validate_lock_name(release_name);
     }
     if (reaper->parsed()) {
       reaper_request.dsn = dsn;
-      reaper_request.interval = detail::parse_duration(interval_text);
+      reaper_request.interval = parse_duration(interval_text);
       if (reaper_request.interval.count() <= 0) throw InvalidArgument("--interval must be positive");
       cli::block_forwarded_signals();  // before any thread, so sigtimedwait receives them
       return cli::run_reaper(reaper_request, logger);
@@ -283,7 +278,7 @@ int main(int argc, char** argv) {
     }
     StoreOptions store_options{.logger = logger};
     if (bench->parsed()) {
-      bench_request.duration = detail::parse_duration(bench_duration);
+      bench_request.duration = parse_duration(bench_duration);
       if (bench_request.duration.count() <= 0) throw InvalidArgument("--duration must be positive");
       store_options.pool_size = std::max<std::size_t>(bench_request.threads, 16) + 4;  // one session per thread
     }
@@ -300,7 +295,7 @@ int main(int argc, char** argv) {
     }
     if (release->parsed()) {
       bool existed = store->force_release(release_name);
-      auto shown = detail::terminal_safe(release_name);
+      auto shown = terminal_safe(release_name);
       fmt::print("{}\n", existed ? fmt::format("released '{}'", shown) : fmt::format("no lock named '{}'", shown));
       return existed ? 0 : 1;
     }

@@ -12,8 +12,8 @@
 #include "backends/mysql/my_rights.hpp"
 #include "backends/mysql/my_script.hpp"
 #include "backends/session_pool.hpp"
-#include "core/json.hpp"
-#include "migrate/placeholders.hpp"
+#include "base/json.hpp"
+#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 
@@ -48,7 +48,7 @@ FROM `{prefix}locks` WHERE (? = '' OR name = ?) ORDER BY name)");
     force_release = make("force_release", "DELETE FROM `{prefix}locks` WHERE name = ?");
     // DELETE re-checks the expiry on the newest row version under its row lock, so a row taken
     // over or renewed meanwhile stays. Oldest first: the plain ORDER BY form deadlocked least
-    // with acquirers in STACK-NOTES 5.7; what deadlocks is retried.
+    // with acquirers (doc/database-facts.md §3); what deadlocks is retried.
     reap = make("reap", "DELETE FROM `{prefix}locks` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?");
     census = make("census", R"(
 SELECT COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0),
@@ -262,7 +262,7 @@ class MyBackend final : public Backend {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
   }
 
-  std::string_view dialect() const noexcept override { return "mysql"; }
+  Dialect dialect() const noexcept override { return Dialect::mysql; }
 
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,

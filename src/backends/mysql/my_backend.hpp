@@ -5,7 +5,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/backend_factory.hpp"
-#include "core/uri.hpp"
+#include "base/uri.hpp"
 
 namespace dblock::detail {
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "migrate/placeholders.hpp"
+#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 

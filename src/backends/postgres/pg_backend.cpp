@@ -16,7 +16,7 @@
 #include "backends/postgres/pg_advisory.hpp"
 #include "backends/postgres/pg_connection.hpp"
 #include "backends/session_pool.hpp"
-#include "migrate/placeholders.hpp"
+#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 
@@ -50,7 +50,7 @@ struct PgSql {
     auto fill = [&](std::string_view sql) {
       return detail::fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}, {"{key}", key_text}, {"{channel}", channel}});
     };
-    // The server-side function draws fencing tokens while holding the row lock (STACK-NOTES §4.1).
+    // The server-side function draws fencing tokens while holding the row lock (doc/database-facts.md §1).
     acquire = {0, fill(R"(SELECT lock_count, lock_token FROM "{schema}"."{prefix}acquire_held"($1, $2, $3::bigint, $4::bigint))")};
     // At zero the row is deleted; NOTIFY only when a waiter holds the shared advisory key
     // (then our exclusive try fails), so uncontended releases pay no notify cost.
@@ -396,7 +396,7 @@ class PgBackend final : public Backend {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
   }
 
-  std::string_view dialect() const noexcept override { return "postgresql"; }
+  Dialect dialect() const noexcept override { return Dialect::postgresql; }
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
                                    std::int64_t held_token) override {
@@ -534,6 +534,9 @@ class PgBackend final : public Backend {
     std::vector<std::string> missing;
     for (int row = 0; row < PQntuples(result.get()); ++row) missing.push_back(text_of(result.get(), row, 0));
     return missing;
+  }
+  std::optional<std::int64_t> xact_lock(pg_conn* conn, const AdvisoryTarget& target, milliseconds wait) override {
+    return pg_xact_lock(conn, advisory_sql_, target, wait);
   }
   std::string filled(std::string_view migration_sql) const override {
     return fill_placeholders(migration_sql, schema_, prefix_);

@@ -8,7 +8,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/backend_factory.hpp"
-#include "core/uri.hpp"
+#include "base/uri.hpp"
 
 namespace dblock::detail {
 

@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend.hpp"
-#include "core/uri.hpp"
+#include "base/uri.hpp"
 
 namespace dblock::detail {
 

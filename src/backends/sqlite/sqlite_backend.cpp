@@ -1,5 +1,5 @@
 // SOCI's sqlite3 header wraps <sqlite3.h> in namespace sqlite_api: include it first, and never
-// <sqlite3.h> directly (STACK-NOTES §2.3).
+// <sqlite3.h> directly (doc/database-facts.md §4).
 #include <soci/soci.h>
 #include <soci/sqlite3/soci-sqlite3.h>
 #include <soci/version.h>
@@ -13,8 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/session_pool.hpp"
-#include "core/json.hpp"
-#include "migrate/placeholders.hpp"
+#include "base/json.hpp"
+#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 
@@ -469,7 +469,7 @@ class SqliteBackend final : public Backend {
     auto first = pool_.lease();  // opens (and creates) the file now, so a bad path fails at open
   }
 
-  std::string_view dialect() const noexcept override { return "sqlite"; }
+  Dialect dialect() const noexcept override { return Dialect::sqlite; }
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
                                    std::int64_t held_token) override {

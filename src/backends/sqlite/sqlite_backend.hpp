@@ -7,7 +7,7 @@
 #include <spdlog/fwd.h>
 
 #include "backends/backend.hpp"
-#include "core/uri.hpp"
+#include "base/uri.hpp"
 
 namespace dblock::detail {
 

@@ -1,4 +1,4 @@
-#include "core/validate.hpp"
+#include "base/validate.hpp"
 
 #include <dblock/errors.hpp>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "core/duration.hpp"
+#include "base/duration.hpp"
 
 #include <charconv>
 #include <cstdint>

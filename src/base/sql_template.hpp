@@ -1,4 +1,6 @@
 #pragma once
+// SQL templating: `{name}` placeholders filled in one pass. What fills them (schema names, table
+// prefixes) is validated before, so substitution cannot inject SQL.
 #include <initializer_list>
 #include <string>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "core/terminal_text.hpp"
+#include "base/terminal_text.hpp"
 
 #include <cstdint>
 

@@ -6,11 +6,13 @@
 
 #include <dblock/options.hpp>
 
+#include "base/dialect.hpp"
+
 namespace dblock::detail {
 
 /// A store URI split into what dblock uses itself and what goes to the driver.
 struct StoreUri {
-  std::string scheme;      // normalised: "postgresql" or "sqlite"
+  Dialect dialect = Dialect::sqlite;  // from the scheme (postgres:// and mariadb:// included)
   std::string driver_uri;  // the URI without dblock's own query parameters
   std::string redacted;    // the URI with passwords replaced by ***: safe to print
   std::string schema;      // empty when not given; always empty for MySQL (the database is the schema)

@@ -1,4 +1,4 @@
-#include "core/uri.hpp"
+#include "base/uri.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -6,7 +6,7 @@
 
 #include <dblock/errors.hpp>
 
-#include "core/validate.hpp"
+#include "base/validate.hpp"
 #include <fmt/format.h>
 
 namespace dblock::detail {
@@ -119,9 +119,9 @@ StoreUri parse_store_uri(std::string_view uri) {
   if (scheme_end == std::string_view::npos || scheme_end == 0)
     fail("expected scheme://..., e.g. postgresql://user:pw@host:5432/db or sqlite:///path/to/file.db");
   std::string_view scheme = uri.substr(0, scheme_end);
-  if (scheme == "postgresql" || scheme == "postgres") parsed.scheme = "postgresql";
-  else if (scheme == "sqlite" || scheme == "sqlite3") parsed.scheme = "sqlite";
-  else if (scheme == "mysql" || scheme == "mariadb") parsed.scheme = "mysql";
+  if (scheme == "postgresql" || scheme == "postgres") parsed.dialect = Dialect::postgresql;
+  else if (scheme == "sqlite" || scheme == "sqlite3") parsed.dialect = Dialect::sqlite;
+  else if (scheme == "mysql" || scheme == "mariadb") parsed.dialect = Dialect::mysql;
   else fail(fmt::format("unknown scheme '{}' (supported: postgresql://, mysql://, sqlite://)", scheme));
 
   auto query_start = uri.find('?');
@@ -150,7 +150,7 @@ StoreUri parse_store_uri(std::string_view uri) {
           fail(fmt::format("pool='{}' must be a whole number from 1 to 1000", value));
         parsed.pool_size = pool;
       } else if (key == "pool_mode") {
-        if (parsed.scheme != "postgresql") fail("pool_mode= is for postgresql:// (a PgBouncer-style pooler in between)");
+        if (parsed.dialect != Dialect::postgresql) fail("pool_mode= is for postgresql:// (a PgBouncer-style pooler in between)");
         if (value != "session" && value != "transaction")
           fail(fmt::format("pool_mode='{}' must be session or transaction (the pooler's pool_mode)", value));
         parsed.transaction_pooler = value == "transaction";
@@ -159,7 +159,7 @@ StoreUri parse_store_uri(std::string_view uri) {
       }
     }
   }
-  if (parsed.scheme == "sqlite") {
+  if (parsed.dialect == Dialect::sqlite) {
     // sqlite:///abs/path.db -> /abs/path.db; sqlite://relative.db -> relative.db
     parsed.driver_uri = percent_decode(base.substr(scheme_end + 3), parsed.redacted);
     if (parsed.driver_uri.empty()) fail("the database file path is missing");
@@ -180,16 +180,16 @@ StoreUri resolve_store_uri(std::string_view uri, const StoreOptions& options) {
   }
   if (options.pool_size != 0) parsed.pool_size = options.pool_size;
   // MySQL's schema is the database the URI's path names (its backend reads it from there).
-  if (parsed.scheme == "mysql" && !parsed.schema.empty())
+  if (parsed.dialect == Dialect::mysql && !parsed.schema.empty())
     throw InvalidArgument(fmt::format("DSN '{}': MySQL has no schemas apart from databases (got schema={}); name the "
                                       "database in the URI path, mysql://user:pw@host:3306/DATABASE",
                                       parsed.redacted, parsed.schema));
-  if (parsed.scheme == "sqlite" && !parsed.schema.empty() && parsed.schema != "main")
+  if (parsed.dialect == Dialect::sqlite && !parsed.schema.empty() && parsed.schema != "main")
     throw InvalidArgument(fmt::format("DSN '{}': SQLite has no schemas (got schema={}); use prefix= to keep "
                                       "installations apart",
                                       parsed.redacted, parsed.schema));
-  if (parsed.scheme != "mysql") {
-    if (parsed.schema.empty()) parsed.schema = parsed.scheme == "sqlite" ? "main" : "public";
+  if (parsed.dialect != Dialect::mysql) {
+    if (parsed.schema.empty()) parsed.schema = parsed.dialect == Dialect::sqlite ? "main" : "public";
     validate_identifier("schema", parsed.schema, 63, false);
   }
   if (!parsed.prefix_given) parsed.prefix = "dblock_";

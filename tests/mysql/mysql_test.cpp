@@ -35,7 +35,7 @@ class MySql : public ::testing::Test {
   std::unique_ptr<dblock::LockManager> manager(dblock::LockMode mode = dblock::LockMode::advisory) {
     return std::make_unique<dblock::LockManager>(store_, dblock::ManagerOptions{.mode = mode});
   }
-  /// The documented GET_LOCK name of a lock name (README: GET_LOCK mode), as a SQL literal.
+  /// The documented GET_LOCK name of a lock name (doc/mysql.md: GET_LOCK mode), as a SQL literal.
   std::string full_name(const std::string& name) const { return fmt::format("'dblock.{}:{}'", prefix_, name); }
 
   std::string server_dsn_;
@@ -56,6 +56,20 @@ TEST_F(MySql, PlainGetLockSessionAndDblockExcludeEachOtherBothWays) {
       << "dblock's lock excludes a plain session";
   held->release();
   EXPECT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", full_name("orders/42"))).at(0), "1");
+}
+
+TEST_F(MySql, ATransactionScopedLockIsRefusedForAMysqlStore) {
+  // MySQL has advisory locks (GET_LOCK), which once let this PostgreSQL-only call through.
+  try {
+    (void)dblock::postgres::try_xact_lock(*store_, nullptr, dblock::AdvisoryKey::from_name("x"));
+    ADD_FAILURE() << "try_xact_lock accepted a MySQL store";
+  } catch (const dblock::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("PostgreSQL store"), std::string::npos) << e.what();
+  }
+  auto sqlite = dblock::Store::open("sqlite://" + dblock::test::embedded_sqlite_path());
+  EXPECT_THROW((void)dblock::postgres::try_xact_lock(*sqlite, nullptr, dblock::AdvisoryKey::from_name("x")),
+               dblock::InvalidArgument);
+  dblock::test::remove_embedded_sqlite();
 }
 
 TEST_F(MySql, AWaiterIsGrantedByTheServerWhenAPlainSessionReleases) {
@@ -159,7 +173,7 @@ TEST_F(MySql, WhatGetLockCannotExpressIsRefusedBeforeAnythingIsSent) {
 
 TEST_F(MySql, AFailedTryLeavesTheHoldersRowUntouched) {
   // ON DUPLICATE KEY UPDATE assigns left to right: a naive translation lets a failed try reset
-  // the holder's count and token (STACK-NOTES 5.3).
+  // the holder's count and token (doc/database-facts.md §2).
   auto a = manager(dblock::LockMode::table);
   auto b = manager(dblock::LockMode::table);
   auto outer = a->try_acquire("odku");

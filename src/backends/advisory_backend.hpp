@@ -1,0 +1,79 @@
+#pragma once
+// The advisory role of a backend: server-side locks tied to a pinned session (PostgreSQL's advisory
+// locks, MySQL's GET_LOCK), and PostgreSQL's transaction-scoped locks on the application's connection.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <dblock/advisory_key.hpp>
+#include <dblock/errors.hpp>
+
+#include "backends/dialect_bound.hpp"
+
+struct pg_conn;  // libpq's PGconn, declared as <dblock/postgres.hpp> does
+
+namespace dblock::detail {
+
+using std::chrono::milliseconds;
+
+/// A server advisory lock as the pinned session takes it: PostgreSQL locks the key, MySQL's
+/// GET_LOCK the name.
+struct AdvisoryTarget {
+  AdvisoryKey key;
+  std::string_view name;  // the lock's name (a view: of the caller's, or of the held record's); empty for a key
+  bool shared = false;
+};
+
+/// A session taken out of the pool for as long as its owner holds advisory locks: the server
+/// ties the locks to it. Used by one thread at a time.
+class AdvisorySession {
+ public:
+  virtual ~AdvisorySession() = default;
+  /// One round trip: takes the lock and draws its fencing token. `wait` zero: try once; else the
+  /// server's own blocking wait, bounded by `wait`. Empty when not granted.
+  /// @throws ConnectionError when the session broke (every lock on it is gone with it).
+  virtual std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) = 0;
+  /// False when the session did not hold the lock.
+  virtual bool unlock(const AdvisoryTarget& target) = 0;
+  /// One round trip. @throws ConnectionError when the session broke.
+  virtual void check_alive() = 0;
+};
+
+class AdvisoryBackend : public virtual DialectBound {
+ public:
+  /// Whether pin_advisory_session() works here (advisory mode).
+  [[nodiscard]] virtual bool has_advisory_locks() const noexcept { return false; }
+  /// The message for advisory calls on a database that has none.
+  [[nodiscard]] virtual std::string no_advisory_message() const {
+    return std::string(to_string(dialect())) +
+           " has no advisory locks: use LockMode::table (advisory mode needs PostgreSQL, or MySQL/MariaDB's GET_LOCK)";
+  }
+  /// @throws InvalidArgument when this database's advisory locks cannot take `target` (e.g. a
+  /// shared lock or an integer key on MySQL), before anything is sent.
+  virtual void check_advisory_target(const AdvisoryTarget& target) const { (void)target; }
+  /// Pins a pooled session for advisory locks. @throws InvalidArgument when the database has none.
+  virtual std::unique_ptr<AdvisorySession> pin_advisory_session() {
+    throw InvalidArgument(no_advisory_message());
+  }
+  /// PostgreSQL only (postgres::try_xact_lock): pg_advisory_xact_lock on the application's own
+  /// connection inside its open transaction, with the token. @throws InvalidArgument elsewhere,
+  /// or when `conn` has no open, healthy transaction.
+  virtual std::optional<std::int64_t> xact_lock(pg_conn* conn, const AdvisoryTarget& target, milliseconds wait) {
+    (void)conn;
+    (void)target;
+    (void)wait;
+    throw InvalidArgument(std::string("a transaction-scoped lock needs a PostgreSQL store, not ") +
+                          std::string(to_string(dialect())));
+  }
+  /// Registers `give_back`, which the pool calls when it runs dry, before a caller waits: it hands
+  /// back the sessions its owner keeps out of the pool while idle. Held weakly: it is forgotten
+  /// when the caller lets go of it.
+  virtual void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) { (void)give_back; }
+};
+
+}  // namespace dblock::detail

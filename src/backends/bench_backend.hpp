@@ -1,0 +1,41 @@
+#pragma once
+// The bench role of a backend: the performance floor `dblock bench` compares dblock with, and
+// rows to reap. Nothing else uses it.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dblock::detail {
+
+/// The performance floor for `dblock bench`: this backend's own acquire and release statements run
+/// with the bare driver on one dedicated session, prepared once — no pool, no validation, no
+/// bookkeeping. Single-threaded.
+class RawLockClient {
+ public:
+  virtual ~RawLockClient() = default;
+  /// The token when granted.
+  virtual std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
+                                              std::int64_t ttl_ms) = 0;
+  virtual bool release(const std::string& name, const std::string& owner, std::int64_t token) = 0;
+  /// The server's own blocking lock (PostgreSQL: pg_advisory_lock), the floor for hand-offs;
+  /// false when the dialect has none.
+  virtual bool blocking_lock(std::int64_t key) = 0;
+  virtual void blocking_unlock(std::int64_t key) = 0;
+  /// The server functions blocking_lock/unlock call, for the benchmark's labels.
+  [[nodiscard]] virtual std::string_view blocking_lock_functions() const noexcept { return "none"; }
+};
+
+class BenchBackend {
+ public:
+  virtual ~BenchBackend() = default;
+  /// For `dblock bench`: a bare-driver client running the same statements (see RawLockClient).
+  virtual std::unique_ptr<RawLockClient> raw_client() = 0;
+  /// For `dblock bench`: inserts `count` rows named `<stem><i>` whose lease has already ended.
+  virtual void seed_expired(std::string_view stem, std::size_t count) = 0;
+};
+
+}  // namespace dblock::detail

@@ -1,0 +1,97 @@
+#pragma once
+// The lock role of a backend: table-mode locks as rows, one domain operation per call (no SQL
+// above it, no retries or waiting inside it), plus the release notifications waiters listen to.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dblock/store.hpp>
+
+#include "backends/backend_errors.hpp"
+
+namespace dblock::detail {
+
+using std::chrono::milliseconds;
+
+struct Grant {
+  std::int64_t count = 0;  // re-entrancy depth after this acquisition
+  std::int64_t token = 0;
+};
+
+/// A lock to renew: the row must still carry this owner and token and a live lease.
+struct HeldRef {
+  std::string_view name;
+  std::string_view owner;
+  std::int64_t token = 0;
+  milliseconds ttl{0};
+};
+
+/// Wakes waiters when a name is released. Used by one thread at a time, except interrupt().
+class ReleaseListener {
+ public:
+  virtual ~ReleaseListener() = default;
+  /// From now on releases of `name` are reported (and releasers know someone waits).
+  virtual void watch(std::string_view name) = 0;
+  virtual void unwatch(std::string_view name) = 0;
+  /// Blocks up to `timeout` (or until interrupt()) and returns the names released meanwhile.
+  /// @throws ConnectionError when the listening session broke: notifications may have been missed.
+  virtual std::vector<std::string> wait(milliseconds timeout) = 0;
+  /// Thread-safe: makes a concurrent or the next wait() return at once.
+  virtual void interrupt() noexcept = 0;
+};
+
+class LockBackend {
+ public:
+  virtual ~LockBackend() = default;
+
+  /// Insert, re-enter (same owner, live, token `held_token`: count+1, same token, the later of the
+  /// two expiries) or take over (count 1, new token) an expired row or a live one of `owner` with
+  /// another token (a leftover the caller no longer counts), in one round trip, with one clock
+  /// reading; empty when another owner holds a live lease. `held_token`: the token of the grant
+  /// the caller holds on `name`, 0 for none.
+  virtual std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
+                                           std::int64_t held_token) = 0;
+  /// Decrements the count and deletes the row at zero. Returns the count left, or empty when the
+  /// row does not carry this owner and token (nothing is changed then).
+  virtual std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) = 0;
+  /// Renews every given lock in one statement, never shortening a lease, and returns the positions
+  /// in `held` of those renewed (the row still carried that name, owner and token and a live
+  /// lease). Waits for the reply until `reply_by` at most where the driver allows (PostgreSQL;
+  /// MySQL and SQLite are bounded by their statement timeout), then abandons the session and
+  /// throws OutcomeUnknown.
+  virtual std::vector<std::size_t> renew(std::span<const HeldRef> held,
+                                         std::chrono::steady_clock::time_point reply_by) = 0;
+  /// Read-only: the lease left on `name`, empty when there is no row.
+  virtual std::optional<milliseconds> lease_left(std::string_view name) = 0;
+  /// Read-only: the row for `name`, if any.
+  std::optional<LockInfo> read(std::string_view name) {
+    auto rows = list_rows(name);
+    if (rows.empty()) return std::nullopt;
+    return std::move(rows.front());
+  }
+  /// Read-only: every row, ordered by name.
+  std::vector<LockInfo> list() { return list_rows({}); }
+  virtual bool force_release(std::string_view name) = 0;
+  /// Deletes at most `batch` rows whose lease has ended at the moment of deletion, skipping rows
+  /// another reaper or an acquirer is working on. Returns how many it deleted.
+  virtual std::size_t reap(std::size_t batch) = 0;
+  virtual LockCensus census() = 0;
+
+  /// A listener for release notifications, or nullptr when the database has none (waiters poll).
+  virtual std::unique_ptr<ReleaseListener> listen() { return nullptr; }
+
+  /// The applied schema version. @throws SchemaError(missing) when dblock's tables do not exist.
+  virtual int schema_version() = 0;
+
+ protected:
+  /// Rows ordered by name: all of them when `only_name` is empty (lock names never are).
+  virtual std::vector<LockInfo> list_rows(std::string_view only_name) = 0;
+};
+
+}  // namespace dblock::detail

@@ -1,0 +1,17 @@
+#include "core/bench_floor.hpp"
+
+#include "core/store_parts.hpp"
+
+namespace dblock::detail {
+
+BenchFloor::BenchFloor(Store& store) : bench_(StoreParts::backend(store)), locks_(StoreParts::backend(store)) {}
+
+std::unique_ptr<RawLockClient> BenchFloor::raw_client() { return bench_.raw_client(); }
+
+void BenchFloor::seed_expired(std::string_view stem, std::size_t count) { bench_.seed_expired(stem, count); }
+
+std::size_t BenchFloor::renew(std::span<const HeldRef> held) {
+  return locks_.renew(held, std::chrono::steady_clock::time_point::max()).size();
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,35 @@
+#pragma once
+// What `dblock bench` needs below the public API, and nothing more: the backend's bare-driver
+// floor for each scenario, rows whose lease has ended (the reap scenario), and one renewal
+// statement over given locks (the watchdog's cycle, measured without the watchdog). The CLI's one
+// internal header.
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include <dblock/store.hpp>
+
+#include "backends/bench_backend.hpp"
+#include "backends/lock_backend.hpp"
+
+namespace dblock::detail {
+
+class BenchFloor {
+ public:
+  explicit BenchFloor(Store& store);
+
+  /// A client running the backend's own lock statements on a dedicated session, prepared once.
+  [[nodiscard]] std::unique_ptr<RawLockClient> raw_client();
+  /// Inserts `count` rows named `<stem><i>` whose lease has already ended.
+  void seed_expired(std::string_view stem, std::size_t count);
+  /// One renewal statement over `held`; returns how many were renewed.
+  std::size_t renew(std::span<const HeldRef> held);
+
+ private:
+  BenchBackend& bench_;
+  LockBackend& locks_;
+};
+
+}  // namespace dblock::detail
