@@ -4,11 +4,14 @@
 
 #include "backends/runtime_grants.hpp"
 #include "backends/sqlite/sqlite_backend.hpp"
+#include "backends/sqlite/sqlite_migration.hpp"
 #if DBLOCK_WITH_MYSQL
 #include "backends/mysql/my_backend.hpp"
+#include "backends/mysql/my_migration.hpp"
 #endif
 #if DBLOCK_WITH_POSTGRES
 #include "backends/postgres/pg_backend.hpp"
+#include "backends/postgres/pg_migration.hpp"
 #endif
 
 // The backends a build holds follow its CMake options (DBLOCK_WITH_POSTGRES, DBLOCK_WITH_MYSQL);

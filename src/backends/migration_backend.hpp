@@ -36,6 +36,10 @@ struct AppliedMigration {
 class MigrationSession {
  public:
   virtual ~MigrationSession() = default;
+  /// One non-blocking attempt at the database-level migration lock, held until the session ends;
+  /// true when taken. The migrator polls it (never a blocking wait, which could deadlock with a
+  /// concurrent DDL). Nothing else may be called before it returned true.
+  virtual bool try_lock() = 0;
   /// Creates the schema and the history table when missing, then reads the history.
   virtual std::vector<AppliedMigration> history() = 0;
   /// Runs one migration and records it in the history, in one transaction where the dialect allows.
@@ -51,8 +55,8 @@ class MigrationBackend : public virtual DialectBound {
  public:
   /// Read-only, takes no lock: the history, or empty when there is no history table yet.
   virtual std::optional<std::vector<AppliedMigration>> read_history() = 0;
-  /// Takes the migration lock, polling until `lock_timeout`. @throws Timeout.
-  virtual std::unique_ptr<MigrationSession> begin_migration(milliseconds lock_timeout) = 0;
+  /// A session for one migration run on a connection of its own; the lock is taken with try_lock().
+  virtual std::unique_ptr<MigrationSession> open_migration() = 0;
   /// Read-only: what the catalog holds under any of `names` in dblock's schema (PostgreSQL), database
   /// (MySQL) or file (SQLite): tables with their columns, sequences, indexes (MySQL: those of the
   /// tables named), functions and procedures with their bodies, triggers, views; any other relation

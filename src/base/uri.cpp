@@ -33,28 +33,10 @@ std::string percent_decode(std::string_view text, std::string_view uri_for_error
 
 namespace {
 
-/// %-decoding that never fails: a malformed escape stays as written.
-std::string lenient_decode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    unsigned value = 0;
-    if (text[i] == '%' && i + 2 < text.size()) {
-      auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
-      if (ec == std::errc() && end == text.data() + i + 3) {
-        out += static_cast<char>(value);
-        i += 2;
-        continue;
-      }
-    }
-    out += text[i];
-  }
-  return out;
-}
-
 void add_secret(std::vector<std::string>& secrets, std::string_view written) {
   if (written.empty()) return;
   secrets.emplace_back(written);
-  auto decoded = lenient_decode(written);
+  auto decoded = percent_decode_lenient(written);
   if (decoded != written && !decoded.empty()) secrets.push_back(std::move(decoded));
 }
 
@@ -85,7 +67,7 @@ std::vector<std::string> uri_secrets(std::string_view uri) {
     if (question != std::string_view::npos) pair = pair.substr(question + 1);
     auto eq = pair.find('=');
     if (eq != std::string_view::npos) {
-      auto key = lenient_decode(pair.substr(0, eq));
+      auto key = percent_decode_lenient(pair.substr(0, eq));
       if (key == "password" || key == "sslpassword") add_secret(secrets, pair.substr(eq + 1));
     }
     pos = end;
@@ -197,5 +179,23 @@ StoreUri resolve_store_uri(std::string_view uri, const StoreOptions& options) {
   validate_identifier("table prefix", parsed.prefix, 40, true);
   return parsed;
 }
+
+std::string percent_decode_lenient(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    unsigned value = 0;
+    if (text[i] == '%' && i + 2 < text.size()) {
+      auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
+      if (ec == std::errc() && end == text.data() + i + 3) {
+        out += static_cast<char>(value);
+        i += 2;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 
 }  // namespace dblock::detail

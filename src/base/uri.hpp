@@ -38,6 +38,9 @@ struct StoreUri {
 /// `text` with every secret of `uri` replaced by ***: for any message that may echo the URI or
 /// a part of it (a driver's connection error does).
 [[nodiscard]] std::string redact_secrets(std::string_view text, std::string_view uri);
+/// %-decoding that never fails: a malformed escape stays as written (user names, passwords and
+/// database names as drivers take them).
+[[nodiscard]] std::string percent_decode_lenient(std::string_view text);
 /// The URI itself, redacted: safe to print.
 [[nodiscard]] std::string redact_uri(std::string_view uri);
 

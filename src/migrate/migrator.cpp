@@ -13,9 +13,22 @@
 #include "backends/backend_factory.hpp"
 #include "core/store_parts.hpp"
 #include "base/uri.hpp"
+#include "migrate/catalog_checks.hpp"
 #include "migrate/embedded_migrations.hpp"
+#include "migrate/history.hpp"
+#include "migrate/migration_lock.hpp"
 
 namespace dblock {
+
+using detail::catalog_differences;
+using detail::compare;
+using detail::objects_of;
+using detail::refuse_foreign_objects;
+using detail::refuse_missing_rights;
+using detail::refuse_problems;
+using detail::resumable;
+using detail::status_file;
+using detail::status_of;
 
 namespace {
 
@@ -35,247 +48,8 @@ std::string applied_by() {
   return fmt::format("{}@{} (dblock pid {})", user != nullptr ? user : "?", host.data(), getpid());
 }
 
-std::vector<MigrationStatus> compare(const std::vector<detail::MigrationFile>& files,
-                                     const std::vector<detail::AppliedMigration>& history) {
-  std::map<int, MigrationStatus> by_version;
-  for (auto& file : files)
-    by_version[file.version] = {file.version, std::string(file.name), MigrationState::pending,
-                                std::string(file.checksum), {}};
-  for (auto& row : history) {
-    auto& status = by_version[row.version];
-    status.version = row.version;
-    status.recorded_checksum = row.checksum;
-    if (status.shipped_checksum.empty()) {
-      status.name = row.name;
-      status.state = MigrationState::unknown_newer;
-    } else if (!row.success) {
-      status.state = MigrationState::failed;
-    } else {
-      status.state = row.checksum == status.shipped_checksum ? MigrationState::applied : MigrationState::drifted;
-    }
-  }
-  std::vector<MigrationStatus> out;
-  for (auto& [version, status] : by_version) out.push_back(std::move(status));
-  return out;
-}
-
-/// A failed record `up` completes by itself: the dialect's DDL is not transactional, every statement
-/// of its migrations is safe to run again, and the record is of the file this build ships.
-bool resumable(const MigrationStatus& status, bool dialect_resumes) {
-  return dialect_resumes && status.state == MigrationState::failed && status.recorded_checksum == status.shipped_checksum;
-}
-
-/// Throws for any state that must stop `up` (and fail `verify`), naming what to do; a failed record
-/// `up` can complete passes when `dialect_resumes`.
-void refuse_problems(const std::vector<MigrationStatus>& statuses, const std::string& where,
-                     bool dialect_resumes = false) {
-  for (auto& status : statuses) {
-    if (resumable(status, dialect_resumes)) continue;
-    auto label = fmt::format("{:04d}_{}", status.version, status.name);
-    switch (status.state) {
-      case MigrationState::unknown_newer:
-        throw SchemaError(SchemaError::Reason::newer,
-                          fmt::format("{} has dblock migration {}, which this build does not know: upgrade dblock",
-                                      where, label));
-      case MigrationState::drifted:
-        throw SchemaError(SchemaError::Reason::outdated,
-                          fmt::format("dblock migration {} in {} was applied from a different file (checksum {} "
-                                      "recorded, {} shipped): migrations must never be edited once released",
-                                      label, where, status.recorded_checksum, status.shipped_checksum));
-      case MigrationState::failed:
-        throw SchemaError(SchemaError::Reason::outdated,
-                          fmt::format("dblock migration {} in {} is recorded as failed: fix the cause, then run "
-                                      "`dblock migrate up` (MySQL completes it) or `dblock migrate repair`",
-                                      label, where));
-      default:
-        break;
-    }
-  }
-}
-
-std::string lowered(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-/// Whether two catalog names are the same object's: MySQL resolves routine names without case.
-bool same_name(detail::Dialect dialect, const detail::CatalogObject& a, const detail::CatalogObject& b) {
-  if (dialect == detail::Dialect::mysql && (a.kind == "function" || a.kind == "procedure")) return lowered(a.name) == lowered(b.name);
-  return a.name == b.name;
-}
-
-std::string describe(const detail::CatalogObject& object) {
-  if (object.kind == "index" && !object.table.empty()) return fmt::format("index '{}' on '{}'", object.name, object.table);
-  return fmt::format("{} '{}'", object.kind, object.name);
-}
-
-std::string_view trimmed(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) text.remove_suffix(1);
-  return text;
-}
-
-std::vector<std::string> names_of(const std::vector<detail::CatalogObject>& objects) {
-  std::vector<std::string> names;
-  for (auto& object : objects) {
-    names.push_back(object.name);
-    if (!object.table.empty()) names.push_back(object.table);
-  }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
-}
-
-/// The history table as the migration session creates it.
-detail::CatalogObject history_object(detail::MigrationBackend& backend) {
-  return detail::objects_created_by(backend.history_ddl(), backend.dialect()).front();
-}
-
-/// What the history table and the migrations in `files` whose version `counts` leave in the catalog.
-template <class Counts>
-std::vector<detail::CatalogObject> objects_of(detail::MigrationBackend& backend, const std::vector<detail::MigrationFile>& files,
-                                              Counts&& counts) {
-  auto objects = detail::objects_created_by(backend.history_ddl(), backend.dialect());
-  for (auto& file : files)
-    if (counts(file.version)) merge_objects(objects, detail::objects_created_by(backend.filled(file.sql), backend.dialect()));
-  return objects;
-}
-
-const detail::MigrationFile& status_file(const std::vector<detail::MigrationFile>& files, int version) {
-  return *std::find_if(files.begin(), files.end(), [&](auto& f) { return f.version == version; });
-}
-
-const MigrationStatus& status_of(const std::vector<MigrationStatus>& statuses, int version) {
-  return *std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.version == version; });
-}
-
-/// dblock never adopts what it did not create: before `up` creates anything, refuses when an
-/// object under one of the names it would create already exists (a history table of another shape
-/// included), naming each. Objects of migrations recorded as applied, or as started (MySQL, to be
-/// completed), are dblock's.
-void refuse_foreign_objects(detail::MigrationBackend& backend, const std::vector<detail::MigrationFile>& files,
-                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
-  auto dialect = backend.dialect();
-  auto history = history_object(backend);
-  auto ours = objects_of(backend, files, [&](int version) {
-    auto& status = status_of(statuses, version);
-    return status.state == MigrationState::applied || resumable(status, dialect_resumes);
-  });
-  auto planned = objects_of(backend, files, [&](int version) { return status_of(statuses, version).state == MigrationState::pending; });
-  std::vector<detail::CatalogObject> candidates;
-  bool history_recorded = std::any_of(statuses.begin(), statuses.end(), [](auto& s) { return s.state != MigrationState::pending; });
-  for (auto& object : planned) {
-    if (object.kind == "index" && dialect == detail::Dialect::mysql) continue;  // index names are the table's own there
-    bool is_history = object.kind == history.kind && object.name == history.name;
-    if (is_history ? history_recorded
-                   : std::any_of(ours.begin(), ours.end(), [&](auto& o) { return o.kind == object.kind && same_name(dialect, o, object); }))
-      continue;
-    candidates.push_back(object);
-  }
-  if (candidates.empty()) return;
-  std::vector<std::string> names;
-  for (auto& object : candidates) names.push_back(object.name);
-  std::vector<std::string> foreign;
-  for (auto& live : backend.catalog(names)) {
-    if (live.kind == "index" && dialect == detail::Dialect::mysql) continue;
-    auto planned_as = std::find_if(candidates.begin(), candidates.end(), [&](auto& o) { return lowered(o.name) == lowered(live.name) && (dialect == detail::Dialect::mysql || o.name == live.name); });
-    if (planned_as == candidates.end()) continue;
-    // The history table of an earlier, interrupted first run has exactly dblock's shape: ours.
-    if (planned_as->name == history.name && live.kind == "table" && live.columns == history.columns) continue;
-    foreign.push_back(describe(live));
-  }
-  if (foreign.empty()) return;
-  std::string list;
-  for (auto& item : foreign) list += (list.empty() ? "" : ", ") + item;
-  throw SchemaError(SchemaError::Reason::outdated,
-                    fmt::format("{} already has {} under the name(s) dblock's migrations create, not created by "
-                                "dblock: dblock does not adopt or replace objects it did not create. Nothing was "
-                                "changed. Rename or drop them, or give dblock a prefix= of its own",
-                                where, list));
-}
-
-/// Refuses, before anything is created, a run the role lacks the rights for, naming each right:
-/// without this a role that may create tables but not functions (say) would leave half a
-/// migration behind on MySQL, whose DDL is not transactional.
-void refuse_missing_rights(detail::MigrationBackend& backend, const std::vector<detail::MigrationFile>& files,
-                           const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
-  auto dialect = backend.dialect();
-  auto runs = objects_of(backend, files, [&](int version) {
-    auto& status = status_of(statuses, version);
-    return status.state == MigrationState::pending || resumable(status, dialect_resumes);
-  });
-  auto live = backend.catalog(names_of(runs));
-  std::vector<detail::CatalogObject> to_create;
-  std::vector<detail::CatalogObject> to_redefine;
-  for (auto& object : runs) {
-    bool exists = std::any_of(live.begin(), live.end(), [&](auto& have) { return have.kind == object.kind && same_name(dialect, have, object); });
-    (exists ? to_redefine : to_create).push_back(object);
-  }
-  auto missing = backend.missing_migration_rights(to_create, to_redefine);
-  if (missing.empty()) return;
-  std::string list;
-  for (auto& right : missing) list += (list.empty() ? "" : "; ") + right;
-  throw PermissionDenied(fmt::format(
-      "`dblock migrate up` cannot migrate {}: the role it connects as lacks {}. Nothing was changed. Grant those rights, or run "
-      "`migrate up` as the role that owns dblock's objects (a runtime role needs only what `dblock migrate grants "
-      "--role NAME` prints)",
-      where, list));
-}
-
-/// Every difference between what the applied migrations create and the live catalog.
-/// `bodies_hidden`: set when the catalog would not show this role a body to compare (MySQL shows a
-/// routine's body only to its definer and to roles that may alter it).
-std::vector<std::string> catalog_differences(detail::MigrationBackend& backend, const std::vector<detail::CatalogObject>& expected,
-                                             bool& bodies_hidden) {
-  auto dialect = backend.dialect();
-  auto live = backend.catalog(names_of(expected));
-  std::vector<std::string> differences;
-  for (auto& want : expected) {
-    std::vector<const detail::CatalogObject*> found;
-    for (auto& have : live)
-      if (have.kind == want.kind && same_name(dialect, have, want) && (want.kind != "index" || have.table == want.table))
-        found.push_back(&have);
-    if (found.empty()) {
-      auto other = std::find_if(live.begin(), live.end(), [&](auto& have) { return same_name(dialect, have, want) && have.kind != want.kind && have.kind != "index"; });
-      differences.push_back(other == live.end() ? fmt::format("{} is missing", describe(want))
-                                                : fmt::format("{} is a {}", describe(want), other->kind));
-      continue;
-    }
-    if (found.size() > 1) {
-      differences.push_back(fmt::format("{} has {} definitions (an overload dblock did not create)", describe(want), found.size()));
-      continue;
-    }
-    auto& have = *found.front();
-    if (want.kind == "table" && have.columns != want.columns) {
-      auto join = [](auto& columns) {
-        std::string out;
-        for (auto& column : columns) out += (out.empty() ? "" : ",") + column;
-        return out;
-      };
-      differences.push_back(fmt::format("{} has columns ({}), dblock's migrations create ({})", describe(want),
-                                        join(have.columns), join(want.columns)));
-    }
-    if (have.definition_hidden) {
-      bodies_hidden = true;
-      continue;
-    }
-    if (!want.definition.empty() && trimmed(have.definition) != trimmed(want.definition))
-      differences.push_back(fmt::format("{} is not the one dblock's migrations install (its {} was replaced)",
-                                        describe(want), want.kind == "trigger" ? "statement" : "body"));
-  }
-  // Indexes on dblock's tables that its migrations do not create (where the catalog lists them all).
-  for (auto& have : live) {
-    if (have.kind != "index") continue;
-    bool known = std::any_of(expected.begin(), expected.end(), [&](auto& want) {
-      return want.kind == "index" && want.name == have.name && want.table == have.table;
-    });
-    if (!known) differences.push_back(fmt::format("{} is not dblock's", describe(have)));
-  }
-  return differences;
-}
-
 }  // namespace
+
 
 std::string_view to_string(MigrationState state) noexcept {
   switch (state) {
@@ -370,7 +144,8 @@ MigrationResult Migrator::up(std::optional<int> to) {
   };
   if (auto result = up_to_date()) return *result;
   bool resumes = backend.migrations_resume();
-  auto session = backend.begin_migration(lock_timeout_);
+  auto session = backend.open_migration();
+  detail::take_migration_lock(*session, lock_timeout_);
   // Under the lock (a concurrent `up` has finished, or left a record it can be told by) and before
   // anything is created, so that nothing of a refused run is left behind.
   history = read_history();
@@ -405,7 +180,8 @@ std::vector<int> Migrator::repair() {
   auto& uri = detail::StoreParts::uri(*store_);
   auto files = migrations_for(uri.dialect);
   bool resumes = backend.migrations_resume();
-  auto session = backend.begin_migration(lock_timeout_);
+  auto session = backend.open_migration();
+  detail::take_migration_lock(*session, lock_timeout_);
   std::vector<int> repaired;
   auto who = applied_by();
   // PostgreSQL and SQLite run each migration in one transaction, so a failed record left nothing

@@ -206,7 +206,7 @@ class ScriptedBackend final : public dblock::detail::Backend {
   std::optional<std::vector<dblock::detail::AppliedMigration>> read_history() override { return std::nullopt; }
   std::unique_ptr<dblock::detail::RawLockClient> raw_client() override { return nullptr; }
   void seed_expired(std::string_view, std::size_t) override {}
-  std::unique_ptr<dblock::detail::MigrationSession> begin_migration(std::chrono::milliseconds) override {
+  std::unique_ptr<dblock::detail::MigrationSession> open_migration() override {
     throw dblock::InvalidArgument("no migrations here");
   }
   std::vector<dblock::detail::CatalogObject> catalog(std::span<const std::string>) override { return {}; }

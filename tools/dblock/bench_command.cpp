@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <map>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -13,115 +11,13 @@
 #include <fmt/format.h>
 
 #include "core/bench_floor.hpp"
+#include "dblock/bench_harness.hpp"
+#include "dblock/bench_report.hpp"
 #include "dblock/exit_codes.hpp"
 
 namespace dblock::cli {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-struct Latencies {
-  std::vector<double> ms;  // one entry per operation
-
-  void add(Clock::duration d) { ms.push_back(std::chrono::duration<double, std::milli>(d).count()); }
-  void merge(const Latencies& other) { ms.insert(ms.end(), other.ms.begin(), other.ms.end()); }
-  [[nodiscard]] double percentile(double p) {
-    if (ms.empty()) return 0;
-    std::sort(ms.begin(), ms.end());
-    return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * static_cast<double>(ms.size())))];
-  }
-};
-
-struct Figure {
-  double ops_per_sec = 0;
-  double p50_ms = 0;
-  double p99_ms = 0;
-};
-
-struct Result {
-  std::string scenario;
-  std::string mode;
-  std::size_t threads = 0;
-  Figure dblock;
-  std::optional<Figure> floor;
-  std::string floor_name;
-  std::optional<double> ratio;  // dblock against the floor; see compare()
-  std::map<std::string, std::string> extra;  // scenario-specific numbers, already formatted
-};
-
-Figure figure_of(Latencies& latencies, std::size_t ops, Clock::duration elapsed) {
-  double seconds = std::chrono::duration<double>(elapsed).count();
-  return {seconds > 0 ? static_cast<double>(ops) / seconds : 0, latencies.percentile(0.50),
-          latencies.percentile(0.99)};
-}
-
-/// Runs `body(thread_index, latencies)` on `threads` threads until `duration` passes.
-template <class Body>
-Figure run_threads(std::size_t threads, milliseconds duration, Body body) {
-  std::vector<Latencies> per_thread(threads);
-  std::atomic<bool> stop{false};
-  std::atomic<std::size_t> ops{0};
-  auto started = Clock::now();
-  {
-    std::vector<std::jthread> workers;
-    for (std::size_t t = 0; t < threads; ++t)
-      workers.emplace_back([&, t] {
-        std::size_t mine = 0;
-        while (!stop) {
-          body(t, per_thread[t]);
-          ++mine;
-        }
-        ops += mine;
-      });
-    std::this_thread::sleep_for(duration);
-    stop = true;
-  }
-  auto elapsed = Clock::now() - started;
-  Latencies all;
-  for (auto& latencies : per_thread) all.merge(latencies);
-  return figure_of(all, ops, elapsed);
-}
-
-struct Comparison {
-  Figure floor;
-  Figure library;
-  double ratio = 0;  // median over the pairs of library ops/s ÷ floor ops/s
-};
-
-/// Floor and dblock, compared fairly on a shared, noisy machine: each first runs once unmeasured
-/// (connections opened, statements prepared), then they alternate in short pairs (ABBA order, so a
-/// drift hits both alike), and the ratio is the median of the pairs' ratios (a burst of load from
-/// elsewhere spoils one pair, not the figure).
-template <class Floor, class Library>
-Comparison compare(std::size_t threads, milliseconds duration, Floor floor, Library library) {
-  constexpr std::size_t kPairs = 8;
-  auto slice = std::max(milliseconds(50), duration / static_cast<int>(2 * kPairs));
-  run_threads(threads, slice, floor);
-  run_threads(threads, slice, library);
-  std::vector<Figure> floors, libraries;
-  std::vector<double> ratios;
-  for (std::size_t pair = 0; pair < kPairs; ++pair) {
-    bool floor_first = pair % 2 == 0;
-    Figure first = floor_first ? run_threads(threads, slice, floor) : run_threads(threads, slice, library);
-    Figure second = floor_first ? run_threads(threads, slice, library) : run_threads(threads, slice, floor);
-    floors.push_back(floor_first ? first : second);
-    libraries.push_back(floor_first ? second : first);
-    ratios.push_back(libraries.back().ops_per_sec / std::max(1e-9, floors.back().ops_per_sec));
-  }
-  auto mean = [](const std::vector<Figure>& figures) {
-    Figure sum;
-    for (auto& f : figures) {
-      sum.ops_per_sec += f.ops_per_sec / static_cast<double>(figures.size());
-      sum.p50_ms += f.p50_ms / static_cast<double>(figures.size());
-      sum.p99_ms += f.p99_ms / static_cast<double>(figures.size());
-    }
-    return sum;
-  };
-  std::sort(ratios.begin(), ratios.end());
-  return {mean(floors), mean(libraries), (ratios[kPairs / 2 - 1] + ratios[kPairs / 2]) / 2};
-}
 
 class Bench {
  public:
@@ -295,44 +191,6 @@ class Bench {
   LockMode mode_;
   std::string run_id_;
 };
-
-void print_table(const std::vector<Result>& results, std::string_view dialect) {
-  fmt::print("dblock bench on {} (each figure next to its floor from the same run)\n\n", dialect);
-  fmt::print("{:<12} {:>7} {:>14} {:>9} {:>9} {:>14} {:>9} {:>9} {:>7}\n", "scenario", "threads", "ops/s", "p50 ms",
-             "p99 ms", "floor ops/s", "floor p50", "floor p99", "ratio");
-  for (auto& r : results) {
-    if (r.floor)
-      fmt::print("{:<12} {:>7} {:>14.0f} {:>9.3f} {:>9.3f} {:>14.0f} {:>9.3f} {:>9.3f} {:>7.3f}\n", r.scenario, r.threads,
-                 r.dblock.ops_per_sec, r.dblock.p50_ms, r.dblock.p99_ms, r.floor->ops_per_sec, r.floor->p50_ms,
-                 r.floor->p99_ms, r.ratio.value_or(0));
-    else
-      fmt::print("{:<12} {:>7} {:>14.0f} {:>9.3f} {:>9.3f} {:>14} {:>9} {:>9} {:>7}\n", r.scenario, r.threads,
-                 r.dblock.ops_per_sec, r.dblock.p50_ms, r.dblock.p99_ms, "-", "-", "-", "-");
-    for (auto& [key, value] : r.extra) fmt::print("{:<12}   {} = {}\n", "", key, value);
-    if (r.floor) fmt::print("{:<12}   floor = {}\n", "", r.floor_name);
-  }
-}
-
-void print_json(const std::vector<Result>& results, std::string_view dialect) {
-  fmt::print("[");
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    auto& r = results[i];
-    fmt::print("{}\n  {{\"scenario\":\"{}\",\"dialect\":\"{}\",\"mode\":\"{}\",\"threads\":{},\"ops_per_sec\":{:.1f},"
-               "\"p50_ms\":{:.4f},\"p99_ms\":{:.4f}",
-               i == 0 ? "" : ",", r.scenario, dialect, r.mode, r.threads, r.dblock.ops_per_sec, r.dblock.p50_ms,
-               r.dblock.p99_ms);
-    if (r.floor)
-      fmt::print(",\"floor_ops_per_sec\":{:.1f},\"floor_p50_ms\":{:.4f},\"floor_p99_ms\":{:.4f},\"ratio\":{:.4f},"
-                 "\"floor\":\"{}\"",
-                 r.floor->ops_per_sec, r.floor->p50_ms, r.floor->p99_ms, r.ratio.value_or(0),
-                 r.floor_name);
-    else
-      fmt::print(",\"floor_ops_per_sec\":null,\"ratio\":null");
-    for (auto& [key, value] : r.extra) fmt::print(",\"{}\":\"{}\"", key, value);
-    fmt::print("}}");
-  }
-  fmt::print("\n]\n");
-}
 
 }  // namespace
 

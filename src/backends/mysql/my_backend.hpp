@@ -1,6 +1,5 @@
 #pragma once
 #include <memory>
-#include <span>
 #include <string>
 
 #include "backends/backend.hpp"
@@ -13,14 +12,10 @@ namespace dblock::detail {
 /// @throws ConnectionError when the first session fails.
 [[nodiscard]] std::unique_ptr<Backend> make_mysql_backend(const StoreUri& uri, const BackendSettings& settings);
 
-/// The SQL `up` runs for `migrations` on an empty database, history records included, as a
-/// script for the `mysql`/`mariadb` client.
 /// "MySQL Connector/C++ 1.1.12": the driver this process was built with.
 [[nodiscard]] std::string mysql_driver_version();
 
 /// The database the URI names (dblock's objects live there). @throws InvalidArgument.
 [[nodiscard]] std::string mysql_database_of(const StoreUri& uri);
-
-[[nodiscard]] std::string render_mysql_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);
 
 }  // namespace dblock::detail

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "backends/backend.hpp"
+#include "base/uri.hpp"
 
 namespace dblock::detail {
 
@@ -35,21 +36,6 @@ constexpr int kServerShutdown = 1053;
 constexpr int kServerGone = 2006;           // the session had already broken: the statement did not run
 constexpr int kLostDuringQuery = 2013;      // broke (or timed out) while the statement ran: outcome unknown
 constexpr int kFirstClientError = 2000;     // 2000-2999: the client library's own errors
-
-std::string percent_decode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    unsigned value = 0;
-    if (text[i] == '%' && i + 2 < text.size() &&
-        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ptr == text.data() + i + 3) {
-      out += static_cast<char>(value);
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 sql::mysql::MySQL_Driver& driver() {
   // Thread-safe static initialisation: the driver instance is created once, before any connect.
@@ -88,15 +74,15 @@ MyEndpoint parse_mysql_uri(std::string_view driver_uri, std::string_view redacte
   auto slash = rest.find('/');
   if (slash == std::string_view::npos || slash + 1 == rest.size()) fail("the database name is missing");
   MyEndpoint endpoint;
-  endpoint.database = percent_decode(rest.substr(slash + 1));
+  endpoint.database = percent_decode_lenient(rest.substr(slash + 1));
   if (endpoint.database.find('/') != std::string::npos) fail("the database name contains '/'");
   auto authority = rest.substr(0, slash);
   if (auto at = authority.rfind('@'); at != std::string_view::npos) {
     auto credentials = authority.substr(0, at);
     authority = authority.substr(at + 1);
     auto colon = credentials.find(':');
-    endpoint.user = percent_decode(credentials.substr(0, colon));
-    if (colon != std::string_view::npos) endpoint.password = percent_decode(credentials.substr(colon + 1));
+    endpoint.user = percent_decode_lenient(credentials.substr(0, colon));
+    if (colon != std::string_view::npos) endpoint.password = percent_decode_lenient(credentials.substr(colon + 1));
   }
   std::string socket;
   while (!query.empty()) {
@@ -105,7 +91,7 @@ MyEndpoint parse_mysql_uri(std::string_view driver_uri, std::string_view redacte
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     auto eq = pair.find('=');
     if (pair.substr(0, eq) == "socket" && eq != std::string_view::npos)
-      socket = percent_decode(pair.substr(eq + 1));
+      socket = percent_decode_lenient(pair.substr(eq + 1));
     else
       fail(fmt::format("unknown parameter '{}' (mysql accepts socket, prefix and pool)", pair.substr(0, eq)));
   }

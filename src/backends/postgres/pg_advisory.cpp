@@ -185,20 +185,8 @@ std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql,
     for (auto& param : params) values.push_back(param.c_str());
     result = exec(sql.wait(), values);
   }
-  if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
-    if (!result || PQstatus(conn) == CONNECTION_BAD)
-      throw ConnectionError(fmt::format("xact lock: the connection broke: {}", PQerrorMessage(conn)), "08006");
-    const char* state = PQresultErrorField(result.get(), PG_DIAG_SQLSTATE);
-    std::string message = PQresultErrorMessage(result.get());
-    while (!message.empty() && message.back() == '\n') message.pop_back();
-    std::string sqlstate = state != nullptr ? state : "";
-    if (sqlstate == "42883" || sqlstate == "42P01" || sqlstate == "3F000")
-      throw SchemaError(SchemaError::Reason::missing,
-                        fmt::format("xact lock: dblock's schema is missing or older than this build ({}): run `dblock "
-                                    "migrate up`",
-                                    message));
-    throw DatabaseError(fmt::format("xact lock: {}", message), sqlstate);
-  }
+  if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK)
+    throw_pg_error(conn, result.get(), "xact lock", "the database of the application's connection");
   return token_at(result.get());
 }
 

@@ -117,10 +117,10 @@ PgResult PgConnection::await(bool sent, std::string_view what, std::chrono::mill
   return last;
 }
 
-void PgConnection::fail(const PGresult* result, std::string_view what) const {
-  if (result == nullptr || PQstatus(conn_.get()) == CONNECTION_BAD) {
-    throw OutcomeUnknown(fmt::format("{}: connection to {} broke: {}", what, redacted_uri_,
-                                     trimmed(PQerrorMessage(conn_.get()))),
+void throw_pg_error(PGconn* conn, const PGresult* result, std::string_view what, std::string_view where) {
+  if (result == nullptr || PQstatus(conn) == CONNECTION_BAD) {
+    throw OutcomeUnknown(fmt::format("{}: connection to {} broke: {}", what, where,
+                                     trimmed(PQerrorMessage(conn))),
                          "08006");
   }
   const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE);
@@ -130,20 +130,24 @@ void PgConnection::fail(const PGresult* result, std::string_view what) const {
     throw TransientError(message, sqlstate);
   if (sqlstate == "42P01" || sqlstate == "3F000" || sqlstate == "42883")
     throw SchemaError(SchemaError::Reason::missing,
-                      fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_,
+                      fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", where,
                                   message.substr(0, message.find('\n'))));
   if (starts_with(sqlstate, "08") || starts_with(sqlstate, "57P")) throw ConnectionError(message, sqlstate);
   if (sqlstate == "42501")
     throw PermissionDenied(fmt::format("the role dblock connects to {} as lacks a right: {} (`dblock migrate grants "
                                        "--role NAME` prints the grants a runtime role needs)",
-                                       redacted_uri_, message));
+                                       where, message));
   if (sqlstate == "25006")
     throw DatabaseError(fmt::format("{} is read-only (a hot standby, or default_transaction_read_only is on): dblock "
                                     "needs the primary; a multi-host URI finds it unless it sets target_session_attrs "
                                     "itself: {}",
-                                    redacted_uri_, message),
+                                    where, message),
                         sqlstate);
   throw DatabaseError(message, sqlstate);
+}
+
+void PgConnection::fail(const PGresult* result, std::string_view what) const {
+  throw_pg_error(conn_.get(), result, what, redacted_uri_);
 }
 
 PgResult PgConnection::exec(std::string_view sql) {

@@ -20,6 +20,12 @@
 
 namespace dblock::detail {
 
+/// The one translation of a failed libpq statement into a dblock exception, for dblock's sessions
+/// and the application's connection alike: transient (40001, 40P01, 55P03, 26000), schema missing,
+/// connection, permission (42501), read-only (25006) or any other DatabaseError. `where` names the
+/// server in messages (a redacted URI).
+[[noreturn]] void throw_pg_error(PGconn* conn, const PGresult* result, std::string_view what, std::string_view where);
+
 struct PgResultDeleter {
   void operator()(PGresult* result) const noexcept { PQclear(result); }
 };

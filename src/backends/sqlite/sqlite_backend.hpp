@@ -16,10 +16,7 @@ namespace dblock::detail {
 [[nodiscard]] std::unique_ptr<Backend> make_sqlite_backend(const StoreUri& uri, std::chrono::milliseconds busy_timeout,
                                                            std::shared_ptr<spdlog::logger> logger);
 
-/// The SQL `up` runs for `migrations` on an empty file, history records included, as a script.
 /// "SOCI 4.0.3, SQLite 3.40.1": the libraries this process runs with.
 [[nodiscard]] std::string sqlite_driver_version();
-
-[[nodiscard]] std::string render_sqlite_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);
 
 }  // namespace dblock::detail

@@ -1,4 +1,4 @@
-#include "backends/mysql/my_named_lock.hpp"
+#include "backends/mysql/my_advisory.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,0 +1,14 @@
+#pragma once
+// MySQL/MariaDB's bench floor: the same prepared statements with bare Connector/C++ on one connection.
+
+#include <memory>
+
+#include "backends/bench_backend.hpp"
+#include "backends/mysql/my_connection.hpp"
+#include "backends/mysql/my_sql.hpp"
+
+namespace dblock::detail {
+
+[[nodiscard]] std::unique_ptr<RawLockClient> make_my_raw_client(std::unique_ptr<MyConnection> connection, const MySql& sql);
+
+}  // namespace dblock::detail

@@ -1,0 +1,126 @@
+#pragma once
+// Every SQL statement MySQL/MariaDB's table mode and migrations send, built once per store for its
+// prefix, and the readers of their results.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backends/lock_backend.hpp"
+#include "backends/migration_backend.hpp"
+#include "backends/mysql/my_advisory.hpp"
+#include "backends/mysql/my_connection.hpp"
+#include "base/sql_template.hpp"
+
+namespace dblock::detail {
+
+inline std::int64_t micros(std::chrono::milliseconds duration) { return duration.count() * 1000; }
+
+/// Every SQL statement of table mode, built once per store for its prefix. Tables are not
+/// qualified: they live in the database the URI names, which every session uses.
+struct MySql {
+  explicit MySql(std::string_view prefix) {
+    std::size_t id = 0;
+    auto make = [&](const char* name, std::string_view sql) {
+      return MyStatement{id++, name, fill(sql, {{"{prefix}", prefix}, {"{held}", kHeldTable}})};
+    };
+    acquire = make("acquire", "SELECT `{prefix}acquire_held`(?, ?, ?, ?)");
+    release = make("release", "SELECT `{prefix}release`(?, ?, ?)");
+    // One statement renews every lock; affected rows says whether all were renewed (no UPDATE
+    // ... RETURNING on MariaDB), and only when some were not does renewed_of ask which.
+    renew = make("renew", R"(
+UPDATE `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
+SET l.expires_at = GREATEST(l.expires_at, UTC_TIMESTAMP(6) + INTERVAL h.ttl_us MICROSECOND)
+WHERE l.expires_at > UTC_TIMESTAMP(6))");
+    renewed_of = make("renewed", R"(
+SELECT h.position - 1 FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
+WHERE l.expires_at > UTC_TIMESTAMP(6))");
+    lease_left = make("lease_left", R"(
+SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) FROM `{prefix}locks` WHERE name = ?)");
+    list = make("list", R"(
+SELECT name, owner, count, token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000)
+FROM `{prefix}locks` WHERE (? = '' OR name = ?) ORDER BY name)");
+    force_release = make("force_release", "DELETE FROM `{prefix}locks` WHERE name = ?");
+    // DELETE re-checks the expiry on the newest row version under its row lock, so a row taken
+    // over or renewed meanwhile stays. Oldest first: the plain ORDER BY form deadlocked least
+    // with acquirers (doc/database-facts.md §3); what deadlocks is retried.
+    reap = make("reap", "DELETE FROM `{prefix}locks` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?");
+    census = make("census", R"(
+SELECT COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0),
+       COALESCE(FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(IF(expires_at > UTC_TIMESTAMP(6), acquired_at, NULL)),
+                                    UTC_TIMESTAMP(6)) / 1000), 0)
+FROM `{prefix}locks`)");
+    seed_expired = make("seed_expired", R"(
+INSERT INTO `{prefix}locks` (name, owner, count, token, acquired_at, expires_at)
+WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?)
+SELECT CONCAT(?, ? + i), 'dblock-bench', 1, NEXTVAL(`{prefix}token_seq`), UTC_TIMESTAMP(6) - INTERVAL 2 SECOND,
+       UTC_TIMESTAMP(6) - INTERVAL 1 SECOND FROM g)");
+    schema_version = make("schema_version",
+                          "SELECT COALESCE(MAX(version), 0) FROM `{prefix}schema_history` WHERE success");
+    history = make("history", "SELECT version, name, checksum, success FROM `{prefix}schema_history` ORDER BY version");
+    record_started = make("record_started", R"(
+INSERT INTO `{prefix}schema_history` (version, name, checksum, applied_at, applied_by, execution_ms, success)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), ?, 0, FALSE)
+ON DUPLICATE KEY UPDATE applied_at = VALUES(applied_at), applied_by = VALUES(applied_by), success = FALSE)");
+    record_done = make("record_done",
+                       "UPDATE `{prefix}schema_history` SET success = TRUE, execution_ms = ? WHERE version = ?");
+    forget = make("forget", "DELETE FROM `{prefix}schema_history` WHERE version = ?");
+    migration_lock = make("migration_lock", fmt::format("SELECT GET_LOCK({}, ?)", kServerLockName));
+    migration_unlock = make("migration_unlock", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName));
+    // Names as one comma-separated parameter (dblock's never hold a comma); routine names compare
+    // without case, as MySQL resolves them.
+    grants = make("grants", "SHOW GRANTS");
+    catalog = make("catalog", R"(
+SELECT TABLE_NAME, CASE TABLE_TYPE WHEN 'BASE TABLE' THEN 'table' WHEN 'SEQUENCE' THEN 'sequence'
+                                   WHEN 'VIEW' THEN 'view' ELSE 'other' END, '',
+       IF(TABLE_TYPE = 'BASE TABLE', (SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS c
+                                      WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME), ''), '', 0
+FROM information_schema.TABLES t WHERE TABLE_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TABLE_NAME USING utf8mb4), ?)
+UNION ALL
+SELECT DISTINCT INDEX_NAME, 'index', TABLE_NAME, '', '', 0 FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TABLE_NAME USING utf8mb4), ?)
+UNION ALL
+SELECT ROUTINE_NAME, LOWER(ROUTINE_TYPE), '', '', COALESCE(ROUTINE_DEFINITION, ''), ROUTINE_DEFINITION IS NULL
+FROM information_schema.ROUTINES
+WHERE ROUTINE_SCHEMA = DATABASE() AND FIND_IN_SET(LOWER(CONVERT(ROUTINE_NAME USING utf8mb4)), ?)
+UNION ALL
+SELECT TRIGGER_NAME, 'trigger', EVENT_OBJECT_TABLE, '', ACTION_STATEMENT, 0 FROM information_schema.TRIGGERS
+WHERE TRIGGER_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TRIGGER_NAME USING utf8mb4), ?))");
+    history_table = fill(R"(
+CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
+  version      INT NOT NULL PRIMARY KEY,
+  name         VARCHAR(255) NOT NULL,
+  checksum     VARCHAR(64) NOT NULL,
+  applied_at   DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  applied_by   VARCHAR(512) NOT NULL,
+  execution_ms BIGINT NOT NULL,
+  success      BOOLEAN NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4)",
+                         {{"{prefix}", prefix}});
+  }
+
+  // The held locks as a table: one JSON parameter, [[name, owner, token, ttl_us], ...], which
+  // keeps 10,000 locks clear of the 65,535-placeholder limit.
+  static constexpr std::string_view kHeldTable = R"(JSON_TABLE(?, '$[*]' COLUMNS (
+  name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[0]',
+  owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[1]',
+  token BIGINT PATH '$[2]',
+  ttl_us BIGINT PATH '$[3]',
+  position FOR ORDINALITY)) h)";
+
+  MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, census, seed_expired,
+      schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock, grants, catalog;
+  std::string history_table;
+};
+
+/// The rows of MySql::history.
+[[nodiscard]] std::vector<AppliedMigration> parse_history(const MyRows& rows);
+/// 'count token' from the acquire function: the grant, or empty for NULL (held by another owner).
+[[nodiscard]] std::optional<Grant> parse_grant(const MyRows& rows);
+
+}  // namespace dblock::detail

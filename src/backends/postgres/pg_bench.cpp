@@ -1,0 +1,86 @@
+#include "backends/postgres/pg_bench.hpp"
+
+#include <array>
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace dblock::detail {
+
+namespace {
+
+/// Bare libpq on one connection, parameters formatted into stack buffers: PQexecPrepared, or behind
+/// a transaction pooler the same statements sent unnamed with PQexecParams.
+class PgRawClient final : public RawLockClient {
+ public:
+  PgRawClient(const std::string& uri, const PgSql& sql, bool unnamed) : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed) {
+    if (PQstatus(conn_.get()) != CONNECTION_OK)
+      throw ConnectionError(fmt::format("raw client: {}", PQerrorMessage(conn_.get())));
+    prepare(0, sql.acquire.sql);
+    prepare(1, sql.release.sql);
+    prepare(2, "SELECT pg_advisory_lock($1::bigint)");
+    prepare(3, "SELECT pg_advisory_unlock($1::bigint)");
+  }
+
+  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
+                                      std::int64_t ttl_ms) override {
+    char ttl[24];
+    *std::to_chars(ttl, ttl + sizeof ttl - 1, ttl_ms).ptr = '\0';
+    const char* values[] = {name.c_str(), owner.c_str(), ttl, "0"};
+    auto result = run(0, values);
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return to_int64(result.get(), 0, 1);
+  }
+
+  bool release(const std::string& name, const std::string& owner, std::int64_t token) override {
+    char token_text[24];
+    *std::to_chars(token_text, token_text + sizeof token_text - 1, token).ptr = '\0';
+    const char* values[] = {name.c_str(), owner.c_str(), token_text};
+    return PQntuples(run(1, values).get()) > 0;
+  }
+
+  bool blocking_lock(std::int64_t key) override { return run_with_key(2, key); }
+  void blocking_unlock(std::int64_t key) override { run_with_key(3, key); }
+  std::string_view blocking_lock_functions() const noexcept override { return "pg_advisory_lock + pg_advisory_unlock"; }
+
+ private:
+  struct ConnDeleter {
+    void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
+  };
+
+  void prepare(std::size_t id, const std::string& sql) {
+    statements_[id] = PgStatement(id, sql);
+    if (unnamed_) return;
+    PgResult result(PQprepare(conn_.get(), statements_[id].name.c_str(), sql.c_str(), 0, nullptr));
+    if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+  }
+
+  template <std::size_t N>
+  PgResult run(std::size_t id, const char* const (&values)[N]) {
+    auto& statement = statements_[id];
+    PgResult result(unnamed_ ? PQexecParams(conn_.get(), statement.sql.c_str(), N, nullptr, values, nullptr, nullptr, 0)
+                             : PQexecPrepared(conn_.get(), statement.name.c_str(), N, values, nullptr, nullptr, 0));
+    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+    return result;
+  }
+
+  bool run_with_key(std::size_t id, std::int64_t key) {
+    char key_text[24];
+    *std::to_chars(key_text, key_text + sizeof key_text - 1, key).ptr = '\0';
+    const char* values[] = {key_text};
+    run(id, values);
+    return true;
+  }
+
+  std::unique_ptr<PGconn, ConnDeleter> conn_;
+  bool unnamed_;
+  std::array<PgStatement, 4> statements_;
+};
+
+}  // namespace
+
+std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed) {
+  return std::make_unique<PgRawClient>(uri, sql, unnamed);
+}
+
+}  // namespace dblock::detail

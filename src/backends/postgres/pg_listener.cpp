@@ -1,0 +1,95 @@
+#include "backends/postgres/pg_listener.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+namespace dblock::detail {
+
+namespace {
+
+/// Owns an eventfd so a blocked listener wait can be interrupted from another thread.
+class EventFd {
+ public:
+  EventFd() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw ConnectionError(fmt::format("eventfd failed: errno {}", errno));
+  }
+  ~EventFd() { close(fd_); }
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  void signal() const noexcept {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto written = write(fd_, &one, sizeof one);
+  }
+  void drain() const noexcept {
+    std::uint64_t value = 0;
+    [[maybe_unused]] auto got = read(fd_, &value, sizeof value);
+  }
+
+ private:
+  int fd_;
+};
+
+class PgListener final : public ReleaseListener {
+ public:
+  PgListener(std::unique_ptr<PgConnection> connection, std::int32_t key, std::string channel)
+      : connection_(std::move(connection)), key_(std::to_string(key)), channel_(std::move(channel)) {
+    connection_->exec(fmt::format("LISTEN \"{}\"", channel_));
+  }
+
+  void watch(std::string_view name) override {
+    std::array<std::string, 2> params{key_, std::string(name)};
+    connection_->exec_params("SELECT pg_advisory_lock_shared($1::integer, hashtext($2))", params);
+  }
+
+  void unwatch(std::string_view name) override {
+    std::array<std::string, 2> params{key_, std::string(name)};
+    connection_->exec_params("SELECT pg_advisory_unlock_shared($1::integer, hashtext($2))", params);
+  }
+
+  std::vector<std::string> wait(milliseconds timeout) override {
+    std::vector<std::string> released;
+    collect(released);
+    if (!released.empty()) return released;
+    std::array<pollfd, 2> fds{pollfd{PQsocket(connection_->raw()), POLLIN, 0}, pollfd{wake_.fd(), POLLIN, 0}};
+    int ready = poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+    if (ready < 0 && errno != EINTR) throw ConnectionError(fmt::format("poll on listener failed: errno {}", errno));
+    if (fds[1].revents != 0) wake_.drain();
+    if (fds[0].revents != 0) {
+      if (PQconsumeInput(connection_->raw()) == 0 || PQstatus(connection_->raw()) == CONNECTION_BAD)
+        throw ConnectionError(fmt::format("listener session broke: {}", PQerrorMessage(connection_->raw())));
+      collect(released);
+    }
+    return released;
+  }
+
+  void interrupt() noexcept override { wake_.signal(); }
+
+ private:
+  void collect(std::vector<std::string>& released) {
+    while (PGnotify* notify = PQnotifies(connection_->raw())) {
+      if (channel_ == notify->relname) released.emplace_back(notify->extra);
+      PQfreemem(notify);
+    }
+  }
+
+  std::unique_ptr<PgConnection> connection_;
+  std::string key_;
+  std::string channel_;
+  EventFd wake_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReleaseListener> make_pg_listener(std::unique_ptr<PgConnection> connection, std::int32_t key,
+                                                  std::string channel) {
+  return std::make_unique<PgListener>(std::move(connection), key, std::move(channel));
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,142 @@
+#pragma once
+// Every SQL statement PostgreSQL's table mode, waiting and migrations send, built once per store
+// for its schema and prefix, and the small readers of their results.
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/migration_backend.hpp"
+#include "backends/postgres/pg_connection.hpp"
+#include "base/sql_template.hpp"
+
+namespace dblock::detail {
+
+[[nodiscard]] std::int64_t to_int64(const PGresult* result, int row, int column);
+[[nodiscard]] std::string text_of(const PGresult* result, int row, int column);
+/// FNV-1a: a stable 32-bit namespace for this installation's advisory keys and channel name.
+[[nodiscard]] std::int32_t installation_key(std::string_view schema, std::string_view prefix);
+/// The rows of PgSql::history.
+[[nodiscard]] std::vector<AppliedMigration> parse_history(const PGresult* result);
+
+/// Every SQL statement of table mode, built once per store for its schema and prefix.
+struct PgSql {
+  PgSql(std::string_view schema, std::string_view prefix, std::int32_t key, std::string_view channel) {
+    auto key_text = std::to_string(key);
+    auto fill = [&](std::string_view sql) {
+      return detail::fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}, {"{key}", key_text}, {"{channel}", channel}});
+    };
+    // The server-side function draws fencing tokens while holding the row lock (doc/database-facts.md §1).
+    acquire = {0, fill(R"(SELECT lock_count, lock_token FROM "{schema}"."{prefix}acquire_held"($1, $2, $3::bigint, $4::bigint))")};
+    // At zero the row is deleted; NOTIFY only when a waiter holds the shared advisory key
+    // (then our exclusive try fails), so uncontended releases pay no notify cost.
+    release = {1, fill(R"(
+WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint AND count <= 1
+           RETURNING name),
+     u AS (UPDATE "{schema}"."{prefix}locks" SET count = count - 1
+           WHERE name = $1 AND owner = $2 AND token = $3::bigint AND count > 1 RETURNING count)
+SELECT 0::bigint, CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
+                       ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END FROM d
+UNION ALL SELECT count::bigint, 0 FROM u)")};
+    renew = {2, fill(R"(SELECT "{schema}"."{prefix}renew_held"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
+    lease_left = {3, fill(R"(
+SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
+    list = {4, fill(R"(
+SELECT name, owner, count, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+FROM "{schema}"."{prefix}locks" WHERE ($1 = '' OR name = $1) ORDER BY name)")};
+    force_release = {5, fill(R"(
+WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 RETURNING name)
+SELECT (SELECT 1 FROM pg_notify('{channel}', d.name)) FROM d)")};
+    // SKIP LOCKED: concurrent reapers and acquirers never wait for each other. The row lock is
+    // taken on the newest row version and the expiry re-checked there, so a row an acquirer has
+    // just taken over or renewed is left alone.
+    reap = {6, fill(R"(
+WITH victim AS (SELECT name FROM "{schema}"."{prefix}locks" WHERE expires_at <= clock_timestamp()
+                ORDER BY expires_at LIMIT $1::bigint FOR UPDATE SKIP LOCKED),
+     gone AS (DELETE FROM "{schema}"."{prefix}locks" l USING victim v
+              WHERE l.name = v.name AND l.expires_at <= clock_timestamp() RETURNING 1)
+SELECT count(*) FROM gone)")};
+    census = {7, fill(R"(
+SELECT count(*) FILTER (WHERE expires_at > clock_timestamp()),
+       count(*) FILTER (WHERE expires_at <= clock_timestamp()),
+       coalesce(floor(extract(epoch FROM clock_timestamp() - min(acquired_at) FILTER (WHERE expires_at > clock_timestamp())) * 1000), 0)::bigint
+FROM "{schema}"."{prefix}locks")")};
+    seed_expired = fill(R"(
+INSERT INTO "{schema}"."{prefix}locks" (name, owner, count, token, acquired_at, expires_at)
+SELECT $1 || g, 'dblock-bench', 1, nextval('"{schema}"."{prefix}token_seq"'), clock_timestamp() - interval '2 s',
+       clock_timestamp() - interval '1 s'
+FROM generate_series(1, $2::bigint) g)");
+    schema_version = fill(R"(SELECT coalesce(max(version), 0) FROM "{schema}"."{prefix}schema_history" WHERE success)");
+    history_table = fill(R"(
+CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}schema_history" (
+  version      integer PRIMARY KEY,
+  name         text NOT NULL,
+  checksum     text NOT NULL,
+  applied_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+  applied_by   text NOT NULL,
+  execution_ms bigint NOT NULL,
+  success      boolean NOT NULL
+))");
+    history = fill(R"(SELECT version, name, checksum, success FROM "{schema}"."{prefix}schema_history" ORDER BY version)");
+    record = fill(R"(INSERT INTO "{schema}"."{prefix}schema_history" (version, name, checksum, applied_by, execution_ms, success)
+VALUES ($1::integer, $2, $3, $4, $5::bigint, true))");
+    forget = fill(R"(DELETE FROM "{schema}"."{prefix}schema_history" WHERE version = $1::integer)");
+    migration_lock = fill("SELECT pg_try_advisory_lock({key}, hashtext('dblock:migrate'))");
+    migration_xact_lock = fill("SELECT pg_try_advisory_xact_lock({key}, hashtext('dblock:migrate'))");
+    migration_lock_blocking = fill("SELECT pg_advisory_lock({key}, hashtext('dblock:migrate'))");
+    migration_unlock = fill("SELECT pg_advisory_unlock({key}, hashtext('dblock:migrate'))");
+    create_schema = fill(R"(CREATE SCHEMA IF NOT EXISTS "{schema}")");
+    // USAGE and CREATE on the schema (CREATE on the database when the schema is to be created),
+    // SELECT and INSERT on an existing history, ownership of what is re-defined ($2).
+    migration_rights = fill(R"(
+SELECT format('CREATE on database %I (to create schema %I)', current_database(), $1::text)
+WHERE NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AND NOT has_database_privilege(current_database(), 'CREATE')
+UNION ALL
+SELECT format('%s on schema %I', p.priv, n.nspname) FROM pg_namespace n, unnest(ARRAY['USAGE', 'CREATE']) p(priv)
+WHERE n.nspname = $1 AND NOT has_schema_privilege(n.oid, p.priv)
+UNION ALL
+SELECT format('%s on table %I.%I', p.priv, n.nspname, c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, unnest(ARRAY['SELECT', 'INSERT']) p(priv)
+WHERE n.nspname = $1 AND c.relname = '{prefix}schema_history' AND NOT has_table_privilege(c.oid, p.priv)
+UNION ALL
+SELECT format('ownership of %s %I.%I (owned by %I)', CASE c.relkind WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index' ELSE 'table' END,
+              n.nspname, c.relname, pg_get_userbyid(c.relowner))
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = ANY ($2::text[]) AND c.relname <> '{prefix}schema_history'
+  AND NOT pg_has_role(c.relowner, 'USAGE')
+UNION ALL
+SELECT format('ownership of function %I.%I (owned by %I)', n.nspname, p.proname, pg_get_userbyid(p.proowner))
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = $1 AND p.proname = ANY ($2::text[]) AND NOT pg_has_role(p.proowner, 'USAGE'))");
+    catalog = fill(R"(
+SELECT c.relname,
+       CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index'
+                      WHEN 'I' THEN 'index' WHEN 'v' THEN 'view' WHEN 'm' THEN 'view' ELSE 'other' END,
+       coalesce((SELECT t.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid WHERE x.indexrelid = c.oid), ''),
+       coalesce((SELECT string_agg(a.attname, ',' ORDER BY a.attnum) FROM pg_attribute a
+                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p')), ''),
+       ''
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = ANY ($2::text[])
+UNION ALL
+SELECT p.proname, CASE p.prokind WHEN 'p' THEN 'procedure' WHEN 'f' THEN 'function' ELSE 'other' END, '', '', p.prosrc
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])
+UNION ALL
+SELECT t.typname, 'other', '', '', '' FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = $1 AND t.typname = ANY ($2::text[]) AND t.typtype IN ('c', 'd', 'e', 'r')
+  AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.typrelid AND c.relkind <> 'c')
+ORDER BY 2, 1)");
+  }
+
+  PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
+  std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_xact_lock,
+      migration_lock_blocking,
+      migration_unlock, create_schema, migration_rights, catalog;
+};
+
+}  // namespace dblock::detail

@@ -1,0 +1,111 @@
+// SOCI's sqlite3 header wraps <sqlite3.h> in namespace sqlite_api: include it first, and never
+// <sqlite3.h> directly (doc/database-facts.md §4).
+#include <soci/soci.h>
+#include <soci/sqlite3/soci-sqlite3.h>
+
+#include "backends/sqlite/sqlite_bench.hpp"
+
+#include <fmt/format.h>
+
+#include <dblock/errors.hpp>
+
+namespace dblock::detail {
+
+namespace {
+
+/// Bare sqlite3: the backend's statements prepared once on one connection, bound and stepped.
+class SqliteRawClient final : public RawLockClient {
+ public:
+  SqliteRawClient(const std::string& path, std::chrono::milliseconds busy_timeout, const SqliteSql& sql) {
+    sqlite_api::sqlite3* db = nullptr;
+    int rc = sqlite_api::sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+    db_.reset(db);
+    if (rc != 0) throw ConnectionError(fmt::format("raw client: cannot open {}", path));
+    sqlite_api::sqlite3_busy_timeout(db, static_cast<int>(busy_timeout.count()));
+    exec("PRAGMA synchronous = NORMAL");
+    acquire_ = prepare(sql.acquire);
+    release_last_ = prepare(sql.release_last);
+    release_inner_ = prepare(sql.release_inner);
+    begin_ = prepare("BEGIN IMMEDIATE");
+    commit_ = prepare("COMMIT");
+  }
+
+  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
+                                      std::int64_t ttl_ms) override {
+    auto* st = acquire_.get();
+    bind(st, name, owner, ttl_ms);
+    sqlite_api::sqlite3_bind_int64(st, 4, 0);  // :held, no grant held
+    std::optional<std::int64_t> token;
+    if (step(st) == SQLITE_ROW) token = sqlite_api::sqlite3_column_int64(st, 1);
+    while (step(st) == SQLITE_ROW) {
+    }
+    sqlite_api::sqlite3_reset(st);
+    return token;
+  }
+
+  bool release(const std::string& name, const std::string& owner, std::int64_t token) override {
+    run(begin_.get());
+    bool released = run_returning(release_last_.get(), name, owner, token) ||
+                    run_returning(release_inner_.get(), name, owner, token);
+    run(commit_.get());
+    return released;
+  }
+
+  bool blocking_lock(std::int64_t) override { return false; }
+  void blocking_unlock(std::int64_t) override {}
+
+ private:
+  struct DbCloser {
+    void operator()(sqlite_api::sqlite3* db) const noexcept { sqlite_api::sqlite3_close(db); }
+  };
+  struct StatementFinalizer {
+    void operator()(sqlite_api::sqlite3_stmt* st) const noexcept { sqlite_api::sqlite3_finalize(st); }
+  };
+  using Statement = std::unique_ptr<sqlite_api::sqlite3_stmt, StatementFinalizer>;
+
+  Statement prepare(const std::string& sql) {
+    sqlite_api::sqlite3_stmt* st = nullptr;
+    if (sqlite_api::sqlite3_prepare_v2(db_.get(), sql.c_str(), -1, &st, nullptr) != 0)
+      throw DatabaseError(fmt::format("raw client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
+    return Statement(st);
+  }
+  void exec(const char* sql) { sqlite_api::sqlite3_exec(db_.get(), sql, nullptr, nullptr, nullptr); }
+  static void bind(sqlite_api::sqlite3_stmt* st, const std::string& name, const std::string& owner, std::int64_t n) {
+    sqlite_api::sqlite3_bind_text(st, 1, name.c_str(), static_cast<int>(name.size()), nullptr);
+    sqlite_api::sqlite3_bind_text(st, 2, owner.c_str(), static_cast<int>(owner.size()), nullptr);
+    sqlite_api::sqlite3_bind_int64(st, 3, n);
+  }
+  int step(sqlite_api::sqlite3_stmt* st) {
+    int rc = sqlite_api::sqlite3_step(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      sqlite_api::sqlite3_reset(st);
+      throw DatabaseError(fmt::format("raw client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
+    }
+    return rc;
+  }
+  void run(sqlite_api::sqlite3_stmt* st) {
+    step(st);
+    sqlite_api::sqlite3_reset(st);
+  }
+  bool run_returning(sqlite_api::sqlite3_stmt* st, const std::string& name, const std::string& owner,
+                     std::int64_t token) {
+    bind(st, name, owner, token);
+    bool got = step(st) == SQLITE_ROW;
+    while (got && step(st) == SQLITE_ROW) {
+    }
+    sqlite_api::sqlite3_reset(st);
+    return got;
+  }
+
+  std::unique_ptr<sqlite_api::sqlite3, DbCloser> db_;
+  Statement acquire_, release_last_, release_inner_, begin_, commit_;
+};
+
+}  // namespace
+
+std::unique_ptr<RawLockClient> make_sqlite_raw_client(const std::string& path, std::chrono::milliseconds busy_timeout,
+                                                      const SqliteSql& sql) {
+  return std::make_unique<SqliteRawClient>(path, busy_timeout, sql);
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,17 @@
+#pragma once
+// SQLite's bench floor: the backend's statements with bare sqlite3 on one connection.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "backends/bench_backend.hpp"
+#include "backends/sqlite/sqlite_sql.hpp"
+
+namespace dblock::detail {
+
+[[nodiscard]] std::unique_ptr<RawLockClient> make_sqlite_raw_client(const std::string& path,
+                                                                    std::chrono::milliseconds busy_timeout,
+                                                                    const SqliteSql& sql);
+
+}  // namespace dblock::detail

@@ -1,0 +1,87 @@
+// SQLite's lock operations: each binds its parameters to the session's prepared statement, runs
+// it and reads the bound results.
+#include "backends/sqlite/sqlite_session.hpp"
+
+#include <map>
+
+namespace dblock::detail {
+
+std::optional<Grant> SqliteSession::try_acquire(std::string_view name, std::string_view owner,
+                                                std::chrono::milliseconds ttl, std::int64_t held_token) {
+  name_ = name;
+  owner_ = owner;
+  number_ = ttl.count();
+  held_token_ = held_token;
+  if (!execute_single(acquire_statement())) return std::nullopt;
+  return Grant{result_a_, result_b_};
+}
+
+std::optional<std::int64_t> SqliteSession::release(std::string_view name, std::string_view owner, std::int64_t token) {
+  name_ = name;
+  owner_ = owner;
+  number_ = token;
+  // Delete-at-one and decrement are two statements: one IMMEDIATE transaction makes them atomic.
+  begin_immediate_statement().execute(true);
+  std::optional<std::int64_t> remaining;
+  if (execute_single(release_last_statement())) remaining = 0;
+  else if (execute_single(release_inner_statement())) remaining = result_a_;
+  commit_statement().execute(true);
+  return remaining;
+}
+
+std::vector<std::size_t> SqliteSession::renew(std::span<const HeldRef> held, const std::string& held_json) {
+  text_ = held_json;
+  // SQLite's RETURNING cannot name the joined list: the row's owner and token say which it was.
+  std::vector<std::size_t> renewed;
+  std::multimap<std::string_view, std::size_t> by_name;
+  for (std::size_t i = 0; i < held.size(); ++i) by_name.emplace(held[i].name, i);
+  auto position_of_row = [&] {
+    auto [first, last] = by_name.equal_range(out_name_);
+    for (auto it = first; it != last; ++it)
+      if (held[it->second].owner == out_owner_ && held[it->second].token == result_a_) return it->second;
+    return held.size();
+  };
+  if (renew_statement().execute(true)) {
+    do renewed.push_back(position_of_row());
+    while (renew_statement().fetch());
+  }
+  return renewed;
+}
+
+std::optional<std::chrono::milliseconds> SqliteSession::lease_left(std::string_view name) {
+  name_ = name;
+  if (!execute_single(lease_left_statement())) return std::nullopt;
+  return std::chrono::milliseconds(result_a_);
+}
+
+bool SqliteSession::force_release(std::string_view name) {
+  name_ = name;
+  return execute_single(force_release_statement());
+}
+
+std::size_t SqliteSession::reap(std::size_t batch) {
+  number_ = static_cast<std::int64_t>(batch);
+  std::size_t deleted = 0;
+  if (reap_statement().execute(true)) {
+    do ++deleted;
+    while (reap_statement().fetch());
+  }
+  return deleted;
+}
+
+LockCensus SqliteSession::census() {
+  execute_single(census_statement());
+  return LockCensus{result_a_, result_b_, std::chrono::milliseconds(result_c_)};
+}
+
+std::vector<LockInfo> SqliteSession::list(std::string_view only_name) {
+  name_ = only_name;
+  std::vector<LockInfo> rows;
+  if (list_statement().execute(true)) {
+    do rows.push_back(LockInfo{out_name_, out_owner_, result_a_, result_b_, std::chrono::milliseconds(result_c_)});
+    while (list_statement().fetch());
+  }
+  return rows;
+}
+
+}  // namespace dblock::detail

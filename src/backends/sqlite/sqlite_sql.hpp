@@ -1,0 +1,89 @@
+#pragma once
+// Every SQL statement SQLite's table mode and migrations run, built once per store for its prefix.
+
+#include <string>
+#include <string_view>
+
+#include "base/sql_template.hpp"
+
+namespace dblock::detail {
+
+// SQLite's clock in epoch milliseconds; exact, unlike the julianday() form (1 ms low).
+inline constexpr std::string_view kNow =
+    "(CAST(strftime('%s','now') AS INTEGER) * 1000 + CAST(substr(strftime('%f','now'), 4) AS INTEGER))";
+
+inline constexpr int kSqliteBusy = 5;
+inline constexpr int kSqliteLocked = 6;
+
+struct SqliteSql {
+  explicit SqliteSql(std::string_view prefix) {
+    auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
+    // A re-entry needs the token of the grant the caller holds (:held, 0 for none): a live row of
+    // the caller's with another token is a leftover it no longer counts, taken over afresh.
+    acquire = detail::fill(fill(R"(
+INSERT INTO "{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at)
+VALUES (:name, :owner, 1, (SELECT value + 1 FROM "{prefix}token_counter" WHERE id = 1), {now}, {now} + :ttl)
+ON CONFLICT (name) DO UPDATE SET
+  count       = CASE WHEN {reenter} THEN l.count + 1 ELSE 1 END,
+  token       = CASE WHEN {reenter} THEN l.token ELSE excluded.token END,
+  acquired_at = CASE WHEN {reenter} THEN l.acquired_at ELSE excluded.acquired_at END,
+  owner       = excluded.owner,
+  expires_at  = CASE WHEN {reenter} THEN max(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END
+WHERE l.owner = excluded.owner OR l.expires_at <= {now}
+RETURNING count, token)"), {{"{reenter}", "l.owner = excluded.owner AND l.expires_at > " + std::string(kNow) +
+                                             " AND l.token = :held"}});
+    release_last = fill(R"(
+DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token AND count = 1 RETURNING 0)");
+    release_inner = fill(R"(
+UPDATE "{prefix}locks" SET count = count - 1
+WHERE name = :name AND owner = :owner AND token = :token AND count > 1 RETURNING count)");
+    renew = fill(R"(
+UPDATE "{prefix}locks" SET expires_at = max(expires_at, {now} + h.ttl)
+FROM (SELECT value ->> 0 AS name, value ->> 1 AS owner, value ->> 2 AS token, value ->> 3 AS ttl
+      FROM json_each(:held)) AS h
+WHERE "{prefix}locks".name = h.name AND "{prefix}locks".owner = h.owner AND "{prefix}locks".token = h.token
+  AND "{prefix}locks".expires_at > {now}
+RETURNING name, owner, token)");
+    lease_left = fill(R"(SELECT expires_at - {now} FROM "{prefix}locks" WHERE name = :name)");
+    list = fill(R"(
+SELECT name, owner, count, token, expires_at - {now} FROM "{prefix}locks"
+WHERE (:name = '' OR name = :name2) ORDER BY name)");
+    force_release = fill(R"(DELETE FROM "{prefix}locks" WHERE name = :name RETURNING name)");
+    // One statement: SQLite serialises writers, so the expiry re-check sees any takeover.
+    reap = fill(R"(
+DELETE FROM "{prefix}locks" WHERE name IN (SELECT name FROM "{prefix}locks" WHERE expires_at <= {now}
+                                           ORDER BY expires_at LIMIT :batch)
+  AND expires_at <= {now}
+RETURNING name)");
+    census = fill(R"(
+SELECT coalesce(sum(expires_at > {now}), 0), coalesce(sum(expires_at <= {now}), 0),
+       coalesce({now} - min(CASE WHEN expires_at > {now} THEN acquired_at END), 0)
+FROM "{prefix}locks")");
+    seed_expired = fill(R"(
+WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < :count)
+INSERT INTO "{prefix}locks" (name, owner, count, token, acquired_at, expires_at)
+SELECT :stem || i, 'dblock-bench', 1, (SELECT value FROM "{prefix}token_counter") + i, {now} - 2000, {now} - 1000
+FROM g)");
+    schema_version = fill(R"(SELECT coalesce(max(version), 0) FROM "{prefix}schema_history" WHERE success)");
+    history_table = fill(R"(
+CREATE TABLE IF NOT EXISTS "{prefix}schema_history" (
+  version      INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL,
+  checksum     TEXT NOT NULL,
+  applied_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  applied_by   TEXT NOT NULL,
+  execution_ms INTEGER NOT NULL,
+  success      INTEGER NOT NULL
+))");
+    history = fill(R"(SELECT version, name, checksum, success FROM "{prefix}schema_history" ORDER BY version)");
+    record = fill(R"(
+INSERT INTO "{prefix}schema_history" (version, name, checksum, applied_by, execution_ms, success)
+VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
+    forget = fill(R"(DELETE FROM "{prefix}schema_history" WHERE version = :version)");
+  }
+
+  std::string acquire, release_last, release_inner, renew, lease_left, list, force_release, reap, census;
+  std::string seed_expired, schema_version, history_table, history, record, forget;
+};
+
+}  // namespace dblock::detail

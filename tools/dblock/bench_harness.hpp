@@ -1,0 +1,120 @@
+#pragma once
+// How `dblock bench` measures: latencies per operation, threads run for a duration, and the fair
+// comparison of dblock with its floor on a shared, noisy machine. What a scenario reports.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dblock::cli {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct Latencies {
+  std::vector<double> ms;  // one entry per operation
+
+  void add(Clock::duration d) { ms.push_back(std::chrono::duration<double, std::milli>(d).count()); }
+  void merge(const Latencies& other) { ms.insert(ms.end(), other.ms.begin(), other.ms.end()); }
+  [[nodiscard]] double percentile(double p) {
+    if (ms.empty()) return 0;
+    std::sort(ms.begin(), ms.end());
+    return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * static_cast<double>(ms.size())))];
+  }
+};
+
+struct Figure {
+  double ops_per_sec = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+};
+
+struct Result {
+  std::string scenario;
+  std::string mode;
+  std::size_t threads = 0;
+  Figure dblock;
+  std::optional<Figure> floor;
+  std::string floor_name;
+  std::optional<double> ratio;  // dblock against the floor; see compare()
+  std::map<std::string, std::string> extra;  // scenario-specific numbers, already formatted
+};
+
+inline Figure figure_of(Latencies& latencies, std::size_t ops, Clock::duration elapsed) {
+  double seconds = std::chrono::duration<double>(elapsed).count();
+  return {seconds > 0 ? static_cast<double>(ops) / seconds : 0, latencies.percentile(0.50),
+          latencies.percentile(0.99)};
+}
+
+/// Runs `body(thread_index, latencies)` on `threads` threads until `duration` passes.
+template <class Body>
+Figure run_threads(std::size_t threads, milliseconds duration, Body body) {
+  std::vector<Latencies> per_thread(threads);
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> ops{0};
+  auto started = Clock::now();
+  {
+    std::vector<std::jthread> workers;
+    for (std::size_t t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        std::size_t mine = 0;
+        while (!stop) {
+          body(t, per_thread[t]);
+          ++mine;
+        }
+        ops += mine;
+      });
+    std::this_thread::sleep_for(duration);
+    stop = true;
+  }
+  auto elapsed = Clock::now() - started;
+  Latencies all;
+  for (auto& latencies : per_thread) all.merge(latencies);
+  return figure_of(all, ops, elapsed);
+}
+
+struct Comparison {
+  Figure floor;
+  Figure library;
+  double ratio = 0;  // median over the pairs of library ops/s ÷ floor ops/s
+};
+
+/// Floor and dblock, compared fairly on a shared, noisy machine: each first runs once unmeasured
+/// (connections opened, statements prepared), then they alternate in short pairs (ABBA order, so a
+/// drift hits both alike), and the ratio is the median of the pairs' ratios (a burst of load from
+/// elsewhere spoils one pair, not the figure).
+template <class Floor, class Library>
+Comparison compare(std::size_t threads, milliseconds duration, Floor floor, Library library) {
+  constexpr std::size_t kPairs = 8;
+  auto slice = std::max(milliseconds(50), duration / static_cast<int>(2 * kPairs));
+  run_threads(threads, slice, floor);
+  run_threads(threads, slice, library);
+  std::vector<Figure> floors, libraries;
+  std::vector<double> ratios;
+  for (std::size_t pair = 0; pair < kPairs; ++pair) {
+    bool floor_first = pair % 2 == 0;
+    Figure first = floor_first ? run_threads(threads, slice, floor) : run_threads(threads, slice, library);
+    Figure second = floor_first ? run_threads(threads, slice, library) : run_threads(threads, slice, floor);
+    floors.push_back(floor_first ? first : second);
+    libraries.push_back(floor_first ? second : first);
+    ratios.push_back(libraries.back().ops_per_sec / std::max(1e-9, floors.back().ops_per_sec));
+  }
+  auto mean = [](const std::vector<Figure>& figures) {
+    Figure sum;
+    for (auto& f : figures) {
+      sum.ops_per_sec += f.ops_per_sec / static_cast<double>(figures.size());
+      sum.p50_ms += f.p50_ms / static_cast<double>(figures.size());
+      sum.p99_ms += f.p99_ms / static_cast<double>(figures.size());
+    }
+    return sum;
+  };
+  std::sort(ratios.begin(), ratios.end());
+  return {mean(floors), mean(libraries), (ratios[kPairs / 2 - 1] + ratios[kPairs / 2]) / 2};
+}
+
+}  // namespace dblock::cli
