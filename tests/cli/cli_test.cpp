@@ -337,7 +337,7 @@ TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
     if (!dblock::test::is_built(dblock::test::dialect_of_env(variable))) continue;
     std::string dsn;
     DBLOCK_REQUIRE_DSN(dsn, variable);
-    backends.emplace_back(variable, dsn + "?prefix=" + dblock::test::unique_prefix());
+    backends.emplace_back(variable, dblock::test::with_params(dsn, "prefix=" + dblock::test::unique_prefix()));
   }
   for (auto& [label, dsn] : backends) {
     ASSERT_EQ(run({"--dsn", dsn, "migrate", "up"}).exit_code, 0) << label;
@@ -427,7 +427,7 @@ TEST_F(Cli, ServerErrorsExit69And78WithoutPrintingThePassword) {
   auto unreachable = run({"--dsn", "postgresql://u:pw@127.0.0.1:1/db", "locks"});
   EXPECT_EQ(unreachable.exit_code, 69) << unreachable.output;
 
-  auto unmigrated = dsn + "?prefix=" + dblock::test::unique_prefix();
+  auto unmigrated = dblock::test::with_params(dsn, "prefix=" + dblock::test::unique_prefix());
   auto missing = run({"--dsn", unmigrated, "run", "--name", "x", "--", "true"});
   EXPECT_EQ(missing.exit_code, 78) << missing.output;
   EXPECT_NE(missing.output.find("dblock migrate up"), std::string::npos) << missing.output;
@@ -439,7 +439,7 @@ TEST_F(Cli, EverySubcommandWorksWithAMysqlDsn) {
   std::string server;
   DBLOCK_REQUIRE_DSN(server, "DBLOCK_TEST_MYSQL_DSN");
   auto prefix = dblock::test::unique_prefix();
-  auto dsn = server + "?prefix=" + prefix;
+  auto dsn = dblock::test::with_params(server, "prefix=" + prefix);
   auto up = run({"--dsn", dsn, "migrate", "up"});
   ASSERT_EQ(up.exit_code, 0) << up.output;
   auto status = run({"--dsn", dsn, "migrate", "status"});

@@ -137,11 +137,11 @@ TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
   std::string server_dsn;
   DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
   auto prefix = dblock::test::unique_prefix();
-  dblock::migrate(*dblock::Store::open(server_dsn + "?prefix=" + prefix));
+  dblock::migrate(*dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix)));
   auto admin = dblock::test::make_admin("postgresql", server_dsn, "public", prefix);
 
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn), /*start_down=*/true);
-  auto proxied = dblock::test::with_port(server_dsn, proxy.port()) + "?prefix=" + prefix;
+  auto proxied = dblock::test::with_params(dblock::test::with_port(server_dsn, proxy.port()), "prefix=" + prefix);
   auto port = dblock::test::free_port();
   Sidecar sidecar(proxied, port, {"--unhealthy-after", "2"});
 

@@ -15,6 +15,7 @@
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -31,12 +32,11 @@ class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
 
   void SetUp() override {
     DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
-    prefix_ = dblock::test::unique_prefix();
-    dsn_ = with_params(server_dsn_, "prefix=" + prefix_);
-    store_ = dblock::Store::open(dsn_);
-    dblock::migrate(*store_);
-    admin_ = dblock::test::make_admin(GetParam().dialect, dblock::test::admin_dsn(GetParam(), server_dsn_),
-                                      dblock::test::default_schema(GetParam()), prefix_);
+    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn_);
+    prefix_ = installation_->prefix();
+    dsn_ = installation_->dsn();
+    store_ = installation_->store();
+    admin_ = &installation_->admin();
   }
 
   std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
@@ -65,7 +65,8 @@ class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
   std::string prefix_;
   std::string dsn_;
   std::shared_ptr<dblock::Store> store_;
-  std::unique_ptr<Admin> admin_;
+  std::unique_ptr<dblock::test::Installation> installation_;
+  dblock::test::Admin* admin_ = nullptr;
 };
 
 /// Leases, rows and renewal: table mode only (advisory mode has its equivalents below).

@@ -542,7 +542,7 @@ TEST_P(MySqlMigrations, AMigratingUserMissingAPrivilegeIsRefusedBeforeAnythingIs
                            user));
   auto limited = server_dsn_;
   limited.replace(limited.find("://") + 3, limited.find('@') - limited.find("://") - 3, user + ":pw");
-  auto store = dblock::Store::open(limited + "?prefix=" + prefix_);
+  auto store = dblock::Store::open(dblock::test::with_params(limited, "prefix=" + prefix_));
   dblock::Migrator migrator(store);
   EXPECT_THROW(migrator.up(), dblock::PermissionDenied);
   EXPECT_FALSE(admin_->table_exists(prefix_ + "locks"));
@@ -552,7 +552,7 @@ TEST_P(MySqlMigrations, AMigratingUserMissingAPrivilegeIsRefusedBeforeAnythingIs
   admin_->exec(fmt::format("GRANT CREATE ROUTINE, ALTER ROUTINE, EXECUTE ON dblock.* TO '{}'@'%'", user));
   // Sessions see new database privileges only once they connect: a fresh store, as another
   // replica would be.
-  auto granted = dblock::Store::open(limited + "?prefix=" + prefix_);
+  auto granted = dblock::Store::open(dblock::test::with_params(limited, "prefix=" + prefix_));
   dblock::Migrator again(granted);
   EXPECT_EQ(again.up().applied, all_versions());
   EXPECT_NO_THROW(again.verify());

@@ -23,8 +23,8 @@ TEST_P(RoundTrips, UncontendedAcquireAndReleaseAreOneRoundTripEach) {
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
   auto proxied = dblock::test::with_port(server_dsn, proxy.port());
   auto prefix = dblock::test::unique_prefix();
-  dblock::migrate(*dblock::Store::open(server_dsn + "?prefix=" + prefix));
-  auto store = dblock::Store::open(proxied + "?prefix=" + prefix + "&pool=1");
+  dblock::migrate(*dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix)));
+  auto store = dblock::Store::open(dblock::test::with_params(proxied, "prefix=" + prefix + "&pool=1"));
   dblock::LockManager locks(store, {.mode = GetParam().mode, .default_ttl = 60s});
   locks.try_acquire(fmt::format("warm-up/{}", getpid()))->release();  // connects and prepares
   proxy.reset_round_trips();

@@ -14,6 +14,7 @@
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
 
@@ -25,10 +26,10 @@ class MySql : public ::testing::Test {
  protected:
   void SetUp() override {
     DBLOCK_REQUIRE_DSN(server_dsn_, "DBLOCK_TEST_MYSQL_DSN");
-    prefix_ = dblock::test::unique_prefix();
-    store_ = dblock::Store::open(server_dsn_ + "?prefix=" + prefix_);
-    dblock::migrate(*store_);
-    admin_ = dblock::test::make_admin("mysql", server_dsn_, "dblock", prefix_);
+    installation_ = std::make_unique<dblock::test::Installation>("mysql", server_dsn_);
+    prefix_ = installation_->prefix();
+    store_ = installation_->store();
+    admin_ = &installation_->admin();
     other_ = dblock::test::make_admin("mysql", server_dsn_, "dblock", prefix_);
   }
 
@@ -41,7 +42,8 @@ class MySql : public ::testing::Test {
   std::string server_dsn_;
   std::string prefix_;
   std::shared_ptr<dblock::Store> store_;
-  std::unique_ptr<dblock::test::Admin> admin_;  // also a plain client session holding GET_LOCK locks
+  std::unique_ptr<dblock::test::Installation> installation_;
+  dblock::test::Admin* admin_ = nullptr;  // also a plain client session holding GET_LOCK locks
   std::unique_ptr<dblock::test::Admin> other_;
 };
 
@@ -92,7 +94,7 @@ TEST_F(MySql, AGetLockDeadlockIsBrokenAndTheWaiterBacksOffInsteadOfSpinning) {
   // a holds p and waits for q; b holds q and asks for p: MariaDB reports the cycle to b at once
   // (1213). b keeps waiting until its deadline, backing off, so its round trips stay few.
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn_));
-  auto proxied = dblock::Store::open(dblock::test::with_port(server_dsn_, proxy.port()) + "?prefix=" + prefix_);
+  auto proxied = dblock::Store::open(dblock::test::with_params(dblock::test::with_port(server_dsn_, proxy.port()), "prefix=" + prefix_));
   dblock::LockManager a(store_, {.mode = dblock::LockMode::advisory, .owner_scope = dblock::OwnerScope::manager});
   dblock::LockManager b(proxied, {.mode = dblock::LockMode::advisory});
   auto p = a.try_acquire("p");
@@ -154,7 +156,7 @@ TEST_F(MySql, NamesLongerThan64CharactersAreLockedUnderTheirSha2) {
 
 TEST_F(MySql, TwoInstallationsOnOneServerDoNotCollide) {
   auto other_prefix = dblock::test::unique_prefix();
-  auto other_store = dblock::Store::open(server_dsn_ + "?prefix=" + other_prefix);
+  auto other_store = dblock::Store::open(dblock::test::with_params(server_dsn_, "prefix=" + other_prefix));
   dblock::migrate(*other_store);
   dblock::LockManager here(store_, {.mode = dblock::LockMode::advisory});
   dblock::LockManager there(other_store, {.mode = dblock::LockMode::advisory});
@@ -224,7 +226,7 @@ TEST_F(MySql, LockWaitTimeoutsAreRetriedAndCounted) {
   admin_->exec("SET GLOBAL innodb_lock_wait_timeout = 1");
   std::shared_ptr<dblock::Store> impatient;
   try {
-    impatient = dblock::Store::open(server_dsn_ + "?prefix=" + prefix_ + "&pool=1");
+    impatient = dblock::Store::open(installation_->dsn("pool=1"));
     admin_->exec("SET GLOBAL innodb_lock_wait_timeout = DEFAULT");
   } catch (...) {
     admin_->exec("SET GLOBAL innodb_lock_wait_timeout = DEFAULT");

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "support/eventually.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -51,9 +52,9 @@ class Advisory : public ::testing::Test {
  protected:
   void SetUp() override {
     DBLOCK_REQUIRE_DSN(server_dsn_, "DBLOCK_TEST_PG_DSN");
-    prefix_ = dblock::test::unique_prefix();
-    store_ = dblock::Store::open(server_dsn_ + "?prefix=" + prefix_);
-    dblock::migrate(*store_);
+    installation_ = std::make_unique<dblock::test::Installation>("postgresql", server_dsn_);
+    prefix_ = installation_->prefix();
+    store_ = installation_->store();
     raw_ = std::make_unique<RawSession>(server_dsn_);
     // Keys are database-wide: each test process uses keys of its own.
     base_ = static_cast<std::int64_t>(getpid()) * 1000;
@@ -74,6 +75,7 @@ class Advisory : public ::testing::Test {
   }
 
   std::string server_dsn_;
+  std::unique_ptr<dblock::test::Installation> installation_;
   std::string prefix_;
   std::shared_ptr<dblock::Store> store_;
   std::unique_ptr<RawSession> raw_;
@@ -186,7 +188,7 @@ TEST_F(Advisory, AnOwnersSessionLingersBetweenLocksAndGoesBackWhenThePoolRunsDry
 
   // One pooled session, kept by an idle owner: another owner, and a table-mode manager on the same
   // store, get it back at once instead of waiting out the pool's timeout.
-  auto small = dblock::Store::open(server_dsn_ + "?prefix=" + prefix_ + "&pool=1");
+  auto small = dblock::Store::open(installation_->dsn("pool=1"));
   auto b = std::make_unique<dblock::LockManager>(small, dblock::ManagerOptions{.mode = dblock::LockMode::advisory});
   ASSERT_TRUE(b->try_acquire(dblock::AdvisoryKey::of(base_ + 9)));
   std::optional<dblock::Lock> from_another_owner;
@@ -294,7 +296,7 @@ TEST_F(Advisory, XactLockRefusesAConnectionWithoutAHealthyTransaction) {
 TEST_F(Advisory, RefusesLoudlyThroughAPoolerInTransactionMode) {
   std::string pooler_dsn;
   DBLOCK_REQUIRE_DSN(pooler_dsn, "DBLOCK_TEST_PGBOUNCER_DSN");
-  auto through_pooler = dblock::Store::open(pooler_dsn + "?prefix=" + prefix_ + "&pool=1");
+  auto through_pooler = dblock::Store::open(dblock::test::with_params(pooler_dsn, "prefix=" + prefix_ + "&pool=1"));
   dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
   auto key = dblock::AdvisoryKey::of(base_ + 10);
   decltype(locks.try_acquire(key)) held;

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "support/admin.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -24,14 +25,14 @@ class BadInput : public ::testing::TestWithParam<dblock::test::BackendCase> {
   void SetUp() override {
     DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
     sqlite_ = std::string(GetParam().dialect) == "sqlite";
-    prefix_ = dblock::test::unique_prefix();
-    store_ = dblock::Store::open(dsn(prefix_));
-    dblock::migrate(*store_);
-    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, dblock::test::default_schema(GetParam()), prefix_);
+    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn_);
+    prefix_ = installation_->prefix();
+    store_ = installation_->store();
+    admin_ = &installation_->admin();
   }
 
   [[nodiscard]] std::string dsn(const std::string& prefix) const {
-    return server_dsn_ + (server_dsn_.find('?') == std::string::npos ? "?" : "&") + "prefix=" + prefix;
+    return dblock::test::with_params(server_dsn_, "prefix=" + prefix);
   }
 
   template <class Fn>
@@ -48,7 +49,8 @@ class BadInput : public ::testing::TestWithParam<dblock::test::BackendCase> {
   std::string prefix_;
   bool sqlite_ = false;
   std::shared_ptr<dblock::Store> store_;
-  std::unique_ptr<dblock::test::Admin> admin_;
+  std::unique_ptr<dblock::test::Installation> installation_;
+  dblock::test::Admin* admin_ = nullptr;
 };
 
 TEST_P(BadInput, HostileNamesAndTtlsAreRefusedAndWriteNothing) {
