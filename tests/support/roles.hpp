@@ -3,6 +3,7 @@
 // no rights at all, given exactly the statements the test hands it, dropped at the end with
 // everything granted to it. PostgreSQL roles and MySQL/MariaDB users.
 
+#include <exception>
 #include <sstream>
 #include <string>
 
@@ -22,8 +23,8 @@ class TestRole {
   }
   ~TestRole() {
     try {
-      admin_.exec(mysql_ ? fmt::format("DROP USER '{}'@'%'", name_)
-                         : fmt::format("DROP OWNED BY \"{0}\"; DROP ROLE \"{0}\"", name_));
+      exec_granting(mysql_ ? fmt::format("DROP USER '{}'@'%'", name_)
+                           : fmt::format("DROP OWNED BY \"{0}\"; DROP ROLE \"{0}\"", name_));
     } catch (...) {  // a failed test may have left the server unreachable: nothing more to clean
     }
   }
@@ -45,7 +46,7 @@ class TestRole {
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("GRANT ", 0) != 0) continue;
       if (!line.empty() && line.back() == ';') line.pop_back();
-      admin_.exec(line);
+      exec_granting(line);
       ++ran;
     }
     return ran;
@@ -55,10 +56,24 @@ class TestRole {
     auto grantee = mysql_ ? fmt::format("'{}'@'%'", name_) : fmt::format("\"{}\"", name_);
     std::string sql = sql_with_role;
     for (std::size_t at; (at = sql.find("{role}")) != std::string::npos;) sql.replace(at, 6, grantee);
-    admin_.exec(sql);
+    exec_granting(sql);
   }
 
  private:
+  /// PostgreSQL refuses a GRANT on an object whose ACL another session's GRANT is changing at the
+  /// same moment ("tuple concurrently updated"; tests run in parallel and share schema public):
+  /// run it again, a bounded number of times.
+  void exec_granting(const std::string& sql) {
+    for (int attempt = 1;; ++attempt) {
+      try {
+        admin_.exec(sql);
+        return;
+      } catch (const std::exception& e) {
+        if (attempt == 50 || std::string(e.what()).find("tuple concurrently updated") == std::string::npos) throw;
+      }
+    }
+  }
+
   static constexpr const char* kPassword = "rolepw";
   Admin& admin_;
   bool mysql_;
