@@ -10,5 +10,5 @@ cp "$root"/tests/fuzz/corpus/* "$work/corpus/"
 clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$root/src" -I"$root/include" \
   "$root/tests/fuzz/parsers_fuzz.cpp" "$root/src/base/uri.cpp" "$root/src/base/duration.cpp" \
-  "$root/src/base/validate.cpp" "$root/src/core/errors.cpp" -lfmt -o "$work/parsers_fuzz"
+  "$root/src/base/validate.cpp" "$root/src/base/errors.cpp" -lfmt -o "$work/parsers_fuzz"
 "$work/parsers_fuzz" -artifact_prefix="$work/" -max_total_time="$seconds" -max_len=512 -print_final_stats=1 "$work/corpus" 2>&1 | tail -6

@@ -1,3 +1,4 @@
+// The public error classes (include/dblock/errors.hpp): base-layer code throws them, so they live here.
 #include <dblock/errors.hpp>
 
 #include <algorithm>
