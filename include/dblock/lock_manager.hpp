@@ -2,7 +2,10 @@
 /// LockManager hands out Lock guards for names such as "orders/42". It owns an owner identity
 /// (host + pid + random nonce + manager sequence, plus the thread under OwnerScope::thread), a
 /// watchdog thread that renews every held lock in one statement per cycle, and the wait policy.
-/// Thread-safe. Locks may outlive the manager object: they keep its state alive.
+/// Thread-safe. Locks may outlive the manager object: they keep its state alive. Whichever of
+/// them goes last stops and joins the watchdog on the calling thread, so that may wait for a
+/// renewal in flight (bounded by the statement timeout); dropping the last one inside on_lost
+/// leaves the watchdog to finish on its own, so do not end the process from there.
 ///
 /// Example:
 ///   auto store = dblock::Store::open("postgresql://app:pw@db/app");

@@ -23,13 +23,15 @@ namespace dblock::detail {
 class AdvisoryCore final : public ManagerBase {
  public:
   AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options);
-  void start() override;
 
   std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) override;
   Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) override;
   std::optional<Lock> try_acquire(const AdvisoryKey& key, const LockOptions& options) override;
   Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options) override;
   void release(const std::shared_ptr<HeldLock>& held) override;
+
+ protected:
+  void start() override;
 
  private:
   struct AdvisoryHeld;

@@ -7,11 +7,12 @@ namespace dblock {
 
 LockManager::LockManager(std::shared_ptr<Store> store, ManagerOptions options) {
   if (!store) throw InvalidArgument("LockManager needs a Store (got a null pointer)");
+  std::shared_ptr<detail::ManagerBase> core;
   if (options.mode == LockMode::advisory)
-    core_ = std::make_shared<detail::AdvisoryCore>(std::move(store), std::move(options));
+    core = std::make_shared<detail::AdvisoryCore>(std::move(store), std::move(options));
   else
-    core_ = std::make_shared<detail::TableCore>(std::move(store), std::move(options));
-  core_->start();
+    core = std::make_shared<detail::TableCore>(std::move(store), std::move(options));
+  core_ = detail::ManagerBase::start_for_users(std::move(core));
 }
 
 LockManager::~LockManager() = default;

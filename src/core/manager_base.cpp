@@ -38,12 +38,27 @@ ManagerBase::ManagerBase(std::shared_ptr<Store> store, ManagerOptions options)
       logger_(StoreParts::logger(*store_)),
       owner_id_(make_manager_owner_id(options_.owner_tag)) {}
 
-ManagerBase::~ManagerBase() {
-  // The last Lock can be dropped by the user's on_lost callback, i.e. on one of these threads.
+ManagerBase::~ManagerBase() { stop_threads(); }
+
+void ManagerBase::stop_threads() {
+  for (auto* thread : {&watchdog_, &timer_}) thread->request_stop();
   for (auto* thread : {&watchdog_, &timer_}) {
-    thread->request_stop();
-    if (thread->joinable() && thread->get_id() == std::this_thread::get_id()) thread->detach();
+    if (!thread->joinable()) continue;
+    // The last Lock can be dropped by the user's on_lost callback, i.e. on one of these threads.
+    if (thread->get_id() == std::this_thread::get_id()) thread->detach();
+    else thread->join();
   }
+}
+
+std::shared_ptr<ManagerBase> ManagerBase::start_for_users(std::shared_ptr<ManagerBase> core) {
+  core->start();
+  auto* manager = core.get();
+  std::shared_ptr<ManagerBase> handle(manager, [core = std::move(core)](ManagerBase*) mutable {
+    core->stop_threads();
+    core.reset();  // the deleter lives as long as the weak user_handle_: let go of the core now
+  });
+  manager->user_handle_ = handle;
+  return handle;
 }
 
 void ManagerBase::start() {

@@ -90,8 +90,12 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   ManagerBase(const ManagerBase&) = delete;
   ManagerBase& operator=(const ManagerBase&) = delete;
 
-  /// Called once the manager is owned by a shared_ptr: starts the watchdog.
-  virtual void start();
+  /// Starts `core`'s threads and returns the handle its users hold (LockManager and every Lock).
+  /// When the last handle goes, the threads are stopped and joined on that thread, so the manager
+  /// never ends on one of its own threads, which nobody would join (and which could still be
+  /// closing connections while the process exits). The one exception: the last handle dropped
+  /// inside an on_lost callback, on the watchdog thread itself, which then finishes detached.
+  static std::shared_ptr<ManagerBase> start_for_users(std::shared_ptr<ManagerBase> core);
 
   virtual std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) = 0;
   virtual Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) = 0;
@@ -116,7 +120,7 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   virtual void deadline_passed(const std::shared_ptr<HeldLock>& held) = 0;
 
   Lock make_guard(std::shared_ptr<HeldLock> held, std::int64_t count) {
-    return Lock(shared_from_this(), std::move(held), count);
+    return Lock(user_handle_.lock(), std::move(held), count);
   }
   void emit(LockEventKind kind, std::string_view name, std::int64_t token = 0, std::int64_t count = 0,
             std::chrono::milliseconds waited = std::chrono::milliseconds(0)) const;
@@ -144,7 +148,12 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   std::shared_ptr<spdlog::logger> logger_;
   mutable std::mutex mutex_;
 
+  /// Called once the manager is owned by a shared_ptr: starts the watchdog.
+  virtual void start();
+
  private:
+  /// Stops both threads and joins them (detaches the calling one). Idempotent.
+  void stop_threads();
   void watchdog(std::stop_token stop);
   /// Reports each lock lost when its local deadline passes, whatever the watchdog's I/O is doing.
   void deadline_timer(std::stop_token stop);
@@ -155,6 +164,7 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   std::atomic<std::int64_t> waited_ms_{0};
   std::mutex timer_mutex_;
   std::condition_variable_any wake_timer_;
+  std::weak_ptr<ManagerBase> user_handle_;  // set by start_for_users
   std::jthread watchdog_;  // last two: joined before the members above go
   std::jthread timer_;
 };

@@ -146,8 +146,7 @@ class ScriptedSession final : public AdvisorySession {
 
 class ScriptedBackend final : public dblock::detail::Backend {
  public:
-  // Shared: a renewal stalled in it may outlive the test's manager (its watchdog keeps the core
-  // alive until the statement returns), as the Store keeps a real backend alive.
+  // The script is shared: the test reads and steers it while the Store owns this backend.
   explicit ScriptedBackend(std::shared_ptr<Script> script) : script_(std::move(script)) {}
   dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
 
@@ -234,11 +233,16 @@ class CorePolicy : public ::testing::Test {
     script_->renewals_gate.open();
     script_->checks_gate.open();
   }
-  std::shared_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
+  const std::shared_ptr<dblock::Store>& store() {
     if (!store_)
       store_ = dblock::detail::StoreParts::over(std::make_unique<ScriptedBackend>(script_),
                                                  std::make_shared<spdlog::logger>("scripted", std::make_shared<spdlog::sinks::null_sink_mt>()));
-    return std::make_shared<dblock::LockManager>(store_, std::move(options));
+    return store_;
+  }
+  /// A manager that lives until after TearDown, which opens the gates: a manager's end waits for
+  /// its watchdog's statement, so one ended with a renewal stalled in a closed gate would wait.
+  std::shared_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
+    return managers_.emplace_back(std::make_shared<dblock::LockManager>(store(), std::move(options)));
   }
   /// Polls `condition` until it holds or `limit` passes.
   static bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 5s) {
@@ -252,6 +256,7 @@ class CorePolicy : public ::testing::Test {
 
   std::shared_ptr<Script> script_ = std::make_shared<Script>();
   std::shared_ptr<dblock::Store> store_;
+  std::vector<std::shared_ptr<dblock::LockManager>> managers_;
 };
 
 TEST_F(CorePolicy, AStalledRenewalIsReportedLostAtTheLocalDeadlineNotWhenItReturns) {
@@ -280,6 +285,24 @@ TEST_F(CorePolicy, AStalledRenewalIsReportedLostAtTheLocalDeadlineNotWhenItRetur
   EXPECT_TRUE(eventually([&] { return script_->renewals.load() > renewals; })) << "the watchdog goes on after the stall";
   EXPECT_TRUE(held->lost()) << "lost is for good: a renewal that returns late revives nothing";
   EXPECT_THROW(held->release(), dblock::LockLost);
+}
+
+TEST_F(CorePolicy, TheLastHandleDroppedDuringARenewalEndsTheManagerOnThatThreadNotOnTheWatchdog) {
+  auto locks = std::make_unique<dblock::LockManager>(store(), dblock::ManagerOptions{.default_ttl = 300ms});
+  script_->renewals_gate.close();
+  auto held = locks->try_acquire("held-to-the-end");
+  ASSERT_TRUE(held);
+  ASSERT_TRUE(eventually([&] { return script_->renewals.load() > 0; })) << "a renewal is under way, stalled";
+  // The watchdog holds the manager for its cycle. A manager ended by it would run its destructor
+  // on a thread nobody joins, racing the process's exit (seen as a TSan report at exit).
+  auto ended = std::async(std::launch::async, [&] {
+    held.reset();
+    locks.reset();
+    return store_.use_count();  // the manager holds the store until it has ended
+  });
+  (void)ended.wait_for(300ms);  // a bound: the end may return only once the renewal does
+  script_->renewals_gate.open();
+  EXPECT_EQ(ended.get(), 1) << "the manager had not ended when its last handle was dropped";
 }
 
 TEST_F(CorePolicy, LostTurnsTrueAtTheDeadlineEvenBeforeAnyThreadNoticed) {
