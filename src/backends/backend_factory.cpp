@@ -55,29 +55,30 @@ std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings
   }
 }
 
-std::string render_migration_script(const StoreUri& uri, std::span<const MigrationFile> migrations) {
+std::unique_ptr<MigrationDialect> make_migration_dialect(const StoreUri& uri) {
   switch (uri.dialect) {
 #if DBLOCK_WITH_POSTGRES
-    case Dialect::postgresql: return render_postgres_migrations(uri, migrations);
+    case Dialect::postgresql: return std::make_unique<PgMigrationDialect>(uri);
 #endif
 #if DBLOCK_WITH_MYSQL
-    case Dialect::mysql: return render_mysql_migrations(uri, migrations);
+    case Dialect::mysql: return std::make_unique<MyMigrationDialect>(mysql_database_of(uri), uri.prefix);
 #endif
-    case Dialect::sqlite: return render_sqlite_migrations(uri, migrations);
+    case Dialect::sqlite: return std::make_unique<SqliteMigrationDialect>(uri.prefix);
     default: not_built(uri);
   }
 }
 
-std::string render_runtime_grants(const StoreUri& uri, std::span<const MigrationFile> migrations, std::string_view role) {
+std::string render_runtime_grants(const StoreUri& uri, std::span<const CatalogObject> objects, std::string_view role) {
   if (uri.dialect == Dialect::sqlite)
     return "-- SQLite has no roles: whoever may write the database file (and its directory) can use dblock.\n";
-  auto objects = objects_created_by(render_migration_script(uri, migrations), uri.dialect);
 #if DBLOCK_WITH_POSTGRES
   if (uri.dialect == Dialect::postgresql) return postgres_runtime_grants(uri.schema, uri.prefix, objects, role);
 #endif
 #if DBLOCK_WITH_MYSQL
   if (uri.dialect == Dialect::mysql) return mysql_runtime_grants(mysql_database_of(uri), uri.prefix, objects, role);
 #endif
+  (void)objects;
+  (void)role;
   not_built(uri);
 }
 

@@ -1,16 +1,19 @@
 #pragma once
 // The migration role of a backend: the history, the migration session under the database-level
-// lock, the live catalog for `verify` and foreign objects, and the rights a run needs.
+// lock, the dialect's migration SQL, the live catalog for `verify` and foreign objects, and the
+// rights a run needs.
 
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/dialect_bound.hpp"
+#include "backends/migration_dialect.hpp"
 #include "backends/schema_objects.hpp"
 
 namespace dblock::detail {
@@ -32,7 +35,9 @@ struct AppliedMigration {
   bool success = false;
 };
 
-/// Holds the database-level migration lock on a dedicated session for as long as it lives.
+/// A dedicated connection for one migration run, holding the database-level migration lock for as
+/// long as it lives. It offers the steps; the protocol (what runs when, what a failure means) is the
+/// migration engine's, in src/migrate.
 class MigrationSession {
  public:
   virtual ~MigrationSession() = default;
@@ -42,12 +47,29 @@ class MigrationSession {
   virtual bool try_lock() = 0;
   /// Creates the schema and the history table when missing, then reads the history.
   virtual std::vector<AppliedMigration> history() = 0;
-  /// Runs one migration and records it in the history, in one transaction where the dialect allows.
-  virtual void apply(const MigrationFile& migration, std::string_view applied_by) = 0;
+  /// Starts, ends and undoes one migration's transaction (by default nothing: where DDL commits by
+  /// itself). undo_migration() may throw; the engine then still reports the migration's own error.
+  virtual void begin_migration() {}
+  virtual void commit_migration() {}
+  virtual void undo_migration() {}
+  /// Runs one statement of a migration (MigrationDialect::statements()).
+  virtual void execute(const std::string& statement) = 0;
+  /// Records `migration` as started (success false), replacing a record of it. Called only where
+  /// DDL commits by itself (MigrationDialect::ddl_commits_itself()).
+  virtual void record_started(const MigrationFile& migration, std::string_view applied_by) {
+    (void)applied_by;
+    throw std::logic_error("migration " + std::to_string(migration.version) +
+                           ": DDL is transactional here, so nothing is recorded as started");
+  }
+  /// Records `migration` as applied, replacing a started record of it.
+  virtual void record_applied(const MigrationFile& migration, std::string_view applied_by, milliseconds took) = 0;
   /// Deletes the history record of `version` (repair of a failed record).
   virtual void forget(int version) = 0;
-  /// Makes the run durable where the dialect holds the whole run in one transaction (SQLite);
-  /// without it, the destructor rolls back. Called once, after the last apply().
+  /// True where the whole run is one transaction (SQLite; PostgreSQL behind a transaction pooler):
+  /// a failed migration then takes the run's earlier ones with it.
+  [[nodiscard]] virtual bool one_transaction() const noexcept = 0;
+  /// Makes the run durable where it is one transaction; without it, ending the session rolls the
+  /// run back. Called once, after the last migration.
   virtual void finish() = 0;
 };
 
@@ -57,6 +79,8 @@ class MigrationBackend : public virtual DialectBound {
   virtual std::optional<std::vector<AppliedMigration>> read_history() = 0;
   /// A session for one migration run on a connection of its own; the lock is taken with try_lock().
   virtual std::unique_ptr<MigrationSession> open_migration() = 0;
+  /// This store's migration SQL (schema and prefix filled in).
+  [[nodiscard]] virtual const MigrationDialect& migration_dialect() const = 0;
   /// Read-only: what the catalog holds under any of `names` in dblock's schema (PostgreSQL), database
   /// (MySQL) or file (SQLite): tables with their columns, sequences, indexes (MySQL: those of the
   /// tables named), functions and procedures with their bodies, triggers, views; any other relation
@@ -73,14 +97,6 @@ class MigrationBackend : public virtual DialectBound {
     (void)to_redefine;
     return {};
   }
-  /// Whether a migration recorded as failed may be completed by running it again: DDL is not
-  /// transactional here (a failed record may mean "broken off part-way") and every statement of
-  /// the shipped migrations is safe to run again.
-  [[nodiscard]] virtual bool migrations_resume() const noexcept { return false; }
-  /// A migration's SQL with this store's schema and prefix filled in, as `up` runs it.
-  [[nodiscard]] virtual std::string filled(std::string_view migration_sql) const = 0;
-  /// The history table's DDL, as the migration session runs it.
-  [[nodiscard]] virtual std::string history_ddl() const = 0;
 };
 
 }  // namespace dblock::detail

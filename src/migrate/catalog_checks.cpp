@@ -47,29 +47,30 @@ std::vector<std::string> names_of(const std::vector<CatalogObject>& objects) {
 }
 
 /// The history table as the migration session creates it.
-CatalogObject history_object(MigrationBackend& backend) {
-  return objects_created_by(backend.history_ddl(), backend.dialect()).front();
+CatalogObject history_object(const MigrationDialect& dialect) {
+  return objects_created_by(dialect.history_ddl(), dialect.dialect()).front();
 }
 
 }  // namespace
 
-std::vector<CatalogObject> objects_of(MigrationBackend& backend, const std::vector<MigrationFile>& files,
+std::vector<CatalogObject> objects_of(const MigrationDialect& dialect, const std::vector<MigrationFile>& files,
                                      const std::function<bool(int version)>& counts) {
-  auto objects = objects_created_by(backend.history_ddl(), backend.dialect());
+  auto objects = objects_created_by(dialect.history_ddl(), dialect.dialect());
   for (auto& file : files)
-    if (counts(file.version)) merge_objects(objects, objects_created_by(backend.filled(file.sql), backend.dialect()));
+    if (counts(file.version)) merge_objects(objects, objects_created_by(dialect.filled(file.sql), dialect.dialect()));
   return objects;
 }
 
 void refuse_foreign_objects(MigrationBackend& backend, const std::vector<MigrationFile>& files,
                             const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
   auto dialect = backend.dialect();
-  auto history = history_object(backend);
-  auto ours = objects_of(backend, files, [&](int version) {
+  auto history = history_object(backend.migration_dialect());
+  auto ours = objects_of(backend.migration_dialect(), files, [&](int version) {
     auto& status = status_of(statuses, version);
     return status.state == MigrationState::applied || resumable(status, dialect_resumes);
   });
-  auto planned = objects_of(backend, files, [&](int version) { return status_of(statuses, version).state == MigrationState::pending; });
+  auto planned = objects_of(backend.migration_dialect(), files,
+                            [&](int version) { return status_of(statuses, version).state == MigrationState::pending; });
   std::vector<CatalogObject> candidates;
   bool history_recorded = std::any_of(statuses.begin(), statuses.end(), [](auto& s) { return s.state != MigrationState::pending; });
   for (auto& object : planned) {
@@ -105,7 +106,7 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
 void refuse_missing_rights(MigrationBackend& backend, const std::vector<MigrationFile>& files,
                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
   auto dialect = backend.dialect();
-  auto runs = objects_of(backend, files, [&](int version) {
+  auto runs = objects_of(backend.migration_dialect(), files, [&](int version) {
     auto& status = status_of(statuses, version);
     return status.state == MigrationState::pending || resumable(status, dialect_resumes);
   });

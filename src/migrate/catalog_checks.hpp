@@ -14,7 +14,7 @@
 namespace dblock::detail {
 
 /// What the history table and the migrations in `files` whose version `counts` leave in the catalog.
-[[nodiscard]] std::vector<CatalogObject> objects_of(MigrationBackend& backend, const std::vector<MigrationFile>& files,
+[[nodiscard]] std::vector<CatalogObject> objects_of(const MigrationDialect& dialect, const std::vector<MigrationFile>& files,
                                                     const std::function<bool(int version)>& counts);
 
 /// dblock never adopts what it did not create: before `up` creates anything, refuses (SchemaError)

@@ -16,6 +16,7 @@
 #include "migrate/catalog_checks.hpp"
 #include "migrate/embedded_migrations.hpp"
 #include "migrate/history.hpp"
+#include "migrate/migration_engine.hpp"
 #include "migrate/migration_lock.hpp"
 
 namespace dblock {
@@ -87,7 +88,7 @@ void Migrator::verify() {
   auto statuses = status();
   refuse_problems(statuses, uri.redacted);
   auto files = migrations_for(uri.dialect);
-  auto expected = objects_of(backend, files, [&](int version) {
+  auto expected = objects_of(backend.migration_dialect(), files, [&](int version) {
     return status_of(statuses, version).state == MigrationState::applied;
   });
   bool bodies_hidden = false;
@@ -143,7 +144,7 @@ MigrationResult Migrator::up(std::optional<int> to) {
     return result;
   };
   if (auto result = up_to_date()) return *result;
-  bool resumes = backend.migrations_resume();
+  bool resumes = backend.migration_dialect().ddl_commits_itself();
   auto session = backend.open_migration();
   detail::take_migration_lock(*session, lock_timeout_);
   // Under the lock (a concurrent `up` has finished, or left a record it can be told by) and before
@@ -166,7 +167,7 @@ MigrationResult Migrator::up(std::optional<int> to) {
     if ((state.state != MigrationState::pending && !resume) || (to && file.version > *to)) continue;
     detail::StoreParts::logger(*store_)->info("{} dblock migration {:04d}_{} to {}", resume ? "completing the broken-off" : "applying",
                       file.version, file.name, uri.redacted);
-    session->apply(file, who);
+    detail::apply_migration(*session, backend.migration_dialect(), file, who);
     result.applied.push_back(file.version);
     result.current_version = file.version;
   }
@@ -179,7 +180,7 @@ std::vector<int> Migrator::repair() {
   detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
   auto& uri = detail::StoreParts::uri(*store_);
   auto files = migrations_for(uri.dialect);
-  bool resumes = backend.migrations_resume();
+  bool resumes = backend.migration_dialect().ddl_commits_itself();
   auto session = backend.open_migration();
   detail::take_migration_lock(*session, lock_timeout_);
   std::vector<int> repaired;
@@ -192,7 +193,7 @@ std::vector<int> Migrator::repair() {
     if (status.state != MigrationState::failed) continue;
     if (resumable(status, resumes)) {
       detail::StoreParts::logger(*store_)->warn("completing dblock migration {:04d}_{}, recorded as failed", status.version, status.name);
-      session->apply(status_file(files, status.version), who);
+      detail::apply_migration(*session, backend.migration_dialect(), status_file(files, status.version), who);
     } else {
       detail::StoreParts::logger(*store_)->warn("clearing the failed record of dblock migration {:04d}_{}", status.version, status.name);
       session->forget(status.version);
@@ -211,12 +212,14 @@ std::string Migrator::sql(std::string_view uri, std::optional<int> from, std::op
   if (files.empty())
     throw InvalidArgument(fmt::format("no dblock migration between --from {} and --to {} (this build has 1..{})",
                                       from.value_or(1), to.value_or(latest_schema_version()), latest_schema_version()));
-  return detail::render_migration_script(parsed, files);
+  return detail::render_migration_script(*detail::make_migration_dialect(parsed), files);
 }
 
 std::string Migrator::grants(std::string_view uri, std::string_view role, StoreOptions options) {
   auto parsed = detail::resolve_store_uri(uri, options);
-  return detail::render_runtime_grants(parsed, migrations_for(parsed.dialect), role);
+  auto every = [](int) { return true; };
+  auto objects = objects_of(*detail::make_migration_dialect(parsed), migrations_for(parsed.dialect), every);
+  return detail::render_runtime_grants(parsed, objects, role);
 }
 
 MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout) {

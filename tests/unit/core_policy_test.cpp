@@ -209,8 +209,9 @@ class ScriptedBackend final : public dblock::detail::Backend {
     throw dblock::InvalidArgument("no migrations here");
   }
   std::vector<dblock::detail::CatalogObject> catalog(std::span<const std::string>) override { return {}; }
-  std::string filled(std::string_view sql) const override { return std::string(sql); }
-  std::string history_ddl() const override { return {}; }
+  const dblock::detail::MigrationDialect& migration_dialect() const override {
+    throw dblock::InvalidArgument("no migrations here");
+  }
 
  protected:
   std::vector<dblock::LockInfo> list_rows(std::string_view only_name) override {

@@ -37,6 +37,7 @@ class MyBackend final : public Backend {
         prefix_(uri.prefix),
         sql_(uri.prefix),
         named_lock_sql_(endpoint_.database, uri.prefix),
+        migration_dialect_(endpoint_.database, uri.prefix),
         pool_([this] { return connect(); }, uri.redacted, uri.pool_size, settings.connect_timeout) {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
   }
@@ -159,12 +160,10 @@ class MyBackend final : public Backend {
       rows.push_back(row.str(0));
     return missing_mysql_migration_rights(rows, endpoint_.database, needs);
   }
-  std::string filled(std::string_view migration_sql) const override { return fill_placeholders(migration_sql, "", prefix_); }
-  std::string history_ddl() const override { return sql_.history_table; }
-  bool migrations_resume() const noexcept override { return true; }
+  const MigrationDialect& migration_dialect() const override { return migration_dialect_; }
 
   std::unique_ptr<MigrationSession> open_migration() override {
-    return make_my_migration_session(connect(), sql_, migration_lock_name_, prefix_);
+    return make_my_migration_session(connect(), sql_, migration_lock_name_);
   }
 
  private:
@@ -187,6 +186,7 @@ class MyBackend final : public Backend {
   std::string prefix_;
   MySql sql_;
   MyNamedLockSql named_lock_sql_;
+  MyMigrationDialect migration_dialect_;
   SessionPool<MyConnection> pool_;
 };
 

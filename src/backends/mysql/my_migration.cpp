@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "backends/mysql/my_script.hpp"
+#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 
@@ -12,13 +13,41 @@ std::string migration_lock_name(const StoreUri& uri, std::string_view database) 
   return fmt::format("{}.{}#migrate", database, uri.prefix);
 }
 
+MyMigrationDialect::MyMigrationDialect(std::string database, std::string prefix)
+    : database_(std::move(database)), prefix_(std::move(prefix)), sql_(prefix_) {}
+
+std::string MyMigrationDialect::filled(std::string_view migration_sql) const {
+  return fill_placeholders(migration_sql, "", prefix_);
+}
+
+std::vector<std::string> MyMigrationDialect::statements(std::string_view migration_sql) const {
+  return split_mysql_script(filled(migration_sql));
+}
+
+std::string MyMigrationDialect::script_record(const MigrationFile& migration) const {
+  return fmt::format("INSERT INTO `{}schema_history` (version, name, checksum, applied_at, applied_by, execution_ms, "
+                     "success)\nVALUES ({}, '{}', '{}', UTC_TIMESTAMP(6), 'dblock migrate sql', 0, TRUE)",
+                     prefix_, migration.version, migration.name, migration.checksum);
+}
+
+ScriptFrame MyMigrationDialect::script_frame() const {
+  // Statements end with $$ so that the client passes the function bodies' ';' to the server.
+  return {.header = fmt::format("-- dblock migrations for MySQL/MariaDB: database `{}`, table prefix \"{}\". Apply with\n"
+                                "--   mariadb --database={} < THIS_FILE      (or mysql)\n",
+                                database_, prefix_, database_),
+          .opening = "DELIMITER $$\n",
+          .preamble = {sql_.history_table},
+          .closing = "DELIMITER ;\n",
+          .terminator = "$$"};
+}
+
 namespace {
 
+/// DDL commits on its own here: the engine records each migration as started before it runs.
 class MyMigrationSession final : public MigrationSession {
  public:
-  MyMigrationSession(std::unique_ptr<MyConnection> connection, const MySql& sql, std::string lock_name,
-                     std::string prefix)
-      : connection_(std::move(connection)), sql_(sql), lock_name_(std::move(lock_name)), prefix_(std::move(prefix)) {}
+  MyMigrationSession(std::unique_ptr<MyConnection> connection, const MySql& sql, std::string lock_name)
+      : connection_(std::move(connection)), sql_(sql), lock_name_(std::move(lock_name)) {}
 
   bool try_lock() override {
     std::array<MyParam, 5> params{lock_name_, lock_name_, lock_name_, lock_name_, std::int64_t{0}};
@@ -40,73 +69,36 @@ class MyMigrationSession final : public MigrationSession {
     return parse_history(connection_->query(sql_.history, {}));
   }
 
+  void execute(const std::string& statement) override { connection_->execute(statement); }
+
+  void record_started(const MigrationFile& migration, std::string_view applied_by) override {
+    std::array<MyParam, 4> record{std::int64_t{migration.version}, migration.name, migration.checksum, applied_by};
+    connection_->update(sql_.record_started, record);
+  }
+  void record_applied(const MigrationFile& migration, std::string_view, milliseconds took) override {
+    std::array<MyParam, 2> done{std::int64_t{took.count()}, std::int64_t{migration.version}};
+    connection_->update(sql_.record_done, done);  // completes the started record
+  }
+
   void forget(int version) override {
     std::array<MyParam, 1> params{std::int64_t{version}};
     connection_->update(sql_.forget, params);
   }
 
-  /// DDL commits on its own here, so a migration cannot be rolled back: it is recorded as failed
-  /// before it starts and as applied once every statement ran. One that breaks off part-way stays
-  /// recorded as failed, and the next `up` (from any replica) or `repair` runs it again, which
-  /// completes it: every statement of the shipped migrations is safe to run again, and `up` has
-  /// checked before the first run that none of their names belonged to anything else.
-  void apply(const MigrationFile& migration, std::string_view applied_by) override {
-    auto started = std::chrono::steady_clock::now();
-    std::array<MyParam, 4> record{std::int64_t{migration.version}, migration.name, migration.checksum, applied_by};
-    connection_->update(sql_.record_started, record);
-    try {
-      for (auto& statement : split_mysql_script(fill_placeholders(migration.sql, "", prefix_)))
-        connection_->execute(statement);
-    } catch (const Error& e) {
-      throw DatabaseError(fmt::format("migration {:04d}_{} failed part-way and is recorded as failed (MySQL cannot "
-                                      "roll back DDL; its statements are safe to run again): {}. Fix the cause, then "
-                                      "run `dblock migrate up` again: it completes the migration",
-                                      migration.version, migration.name, e.what()),
-                          e.sqlstate());
-    }
-    auto elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
-    std::array<MyParam, 2> done{std::int64_t{elapsed.count()}, std::int64_t{migration.version}};
-    connection_->update(sql_.record_done, done);
-  }
-
+  [[nodiscard]] bool one_transaction() const noexcept override { return false; }
   void finish() override {}
 
  private:
   std::unique_ptr<MyConnection> connection_;
   const MySql& sql_;
   std::string lock_name_;
-  std::string prefix_;
 };
 
 }  // namespace
 
 std::unique_ptr<MigrationSession> make_my_migration_session(std::unique_ptr<MyConnection> connection, const MySql& sql,
-                                                            std::string lock_name, std::string prefix) {
-  return std::make_unique<MyMigrationSession>(std::move(connection), sql, std::move(lock_name), std::move(prefix));
-}
-
-std::string render_mysql_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations) {
-  auto endpoint = parse_mysql_uri(uri.driver_uri, uri.redacted);
-  MySql sql(uri.prefix);
-  // Statements end with $$ so that the client passes the function bodies' ';' to the server.
-  std::string script = fmt::format(
-      "-- dblock migrations for MySQL/MariaDB: database `{}`, table prefix \"{}\". Apply with\n"
-      "--   mariadb --database={} < THIS_FILE      (or mysql)\n"
-      "-- The history records make `dblock migrate status` recognise what was applied by hand.\n"
-      "DELIMITER $$\n{}$$\n",
-      endpoint.database, uri.prefix, endpoint.database, sql.history_table);
-  for (auto& migration : migrations) {
-    // name and checksum are [a-z0-9_] and hex, safe as literals.
-    std::string statements;
-    for (auto& statement : split_mysql_script(fill_placeholders(migration.sql, "", uri.prefix)))
-      statements += statement + "$$\n";
-    script += fmt::format(
-        "\n-- {:04d}_{}\n{}INSERT INTO `{}schema_history` (version, name, checksum, applied_at, applied_by, "
-        "execution_ms, success)\nVALUES ({}, '{}', '{}', UTC_TIMESTAMP(6), 'dblock migrate sql', 0, TRUE)$$\n",
-        migration.version, migration.name, statements, uri.prefix,
-        migration.version, migration.name, migration.checksum);
-  }
-  return script + "DELIMITER ;\n";
+                                                            std::string lock_name) {
+  return std::make_unique<MyMigrationSession>(std::move(connection), sql, std::move(lock_name));
 }
 
 }  // namespace dblock::detail

@@ -1,10 +1,8 @@
 #pragma once
-// MySQL/MariaDB's migration dialect: the migration session under GET_LOCK, and the script
-// `dblock migrate sql` prints.
+// MySQL/MariaDB's migration dialect: its migration SQL and script frame, and the steps of a
+// migration session under GET_LOCK.
 
-#include <chrono>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -18,13 +16,26 @@ namespace dblock::detail {
 /// The migration lock's name: '#' keeps it apart from every lock name (those follow ':').
 [[nodiscard]] std::string migration_lock_name(const StoreUri& uri, std::string_view database);
 
+class MyMigrationDialect final : public MigrationDialect {
+ public:
+  MyMigrationDialect(std::string database, std::string prefix);
+  [[nodiscard]] Dialect dialect() const noexcept override { return Dialect::mysql; }
+  [[nodiscard]] std::string filled(std::string_view migration_sql) const override;
+  /// One statement per call: the connection never runs in multi-statement mode (my_script.hpp).
+  [[nodiscard]] std::vector<std::string> statements(std::string_view migration_sql) const override;
+  [[nodiscard]] std::string history_ddl() const override { return sql_.history_table; }
+  [[nodiscard]] bool ddl_commits_itself() const noexcept override { return true; }
+  [[nodiscard]] std::string script_record(const MigrationFile& migration) const override;
+  [[nodiscard]] ScriptFrame script_frame() const override;
+
+ private:
+  std::string database_;
+  std::string prefix_;
+  MySql sql_;
+};
+
 /// A migration session on `connection` whose lock is GET_LOCK(`lock_name`).
 [[nodiscard]] std::unique_ptr<MigrationSession> make_my_migration_session(std::unique_ptr<MyConnection> connection,
-                                                                          const MySql& sql, std::string lock_name,
-                                                                          std::string prefix);
-
-/// The SQL `up` runs for `migrations` on an empty database, history records included, as a script
-/// for the `mysql`/`mariadb` client.
-[[nodiscard]] std::string render_mysql_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);
+                                                                          const MySql& sql, std::string lock_name);
 
 }  // namespace dblock::detail

@@ -12,7 +12,6 @@
 #include "backends/postgres/pg_migration.hpp"
 #include "backends/postgres/pg_sql.hpp"
 #include "backends/session_pool.hpp"
-#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 
@@ -22,12 +21,12 @@ class PgBackend final : public Backend {
  public:
   PgBackend(const StoreUri& uri, const BackendSettings& settings)
       : schema_(uri.schema),
-        prefix_(uri.prefix),
         driver_uri_(uri.driver_uri),
         key_(installation_key(uri.schema, uri.prefix)),
         channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
         sql_(uri.schema, uri.prefix, key_, channel_),
         advisory_sql_(uri.schema, uri.prefix),
+        migration_dialect_(uri),
         mode_(std::make_shared<PgStatementMode>(uri.transaction_pooler)),
         pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, settings, mode = mode_] {
                 return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
@@ -179,13 +178,10 @@ class PgBackend final : public Backend {
   std::optional<std::int64_t> xact_lock(pg_conn* conn, const AdvisoryTarget& target, milliseconds wait) override {
     return pg_xact_lock(conn, advisory_sql_, target, wait);
   }
-  std::string filled(std::string_view migration_sql) const override {
-    return fill_placeholders(migration_sql, schema_, prefix_);
-  }
-  std::string history_ddl() const override { return sql_.history_table; }
+  const MigrationDialect& migration_dialect() const override { return migration_dialect_; }
 
   std::unique_ptr<MigrationSession> open_migration() override {
-    return make_pg_migration_session(pool_.connect_dedicated(), sql_, schema_, prefix_,
+    return make_pg_migration_session(pool_.connect_dedicated(), sql_, schema_,
                                                 mode_->behind_transaction_pooler());
   }
 
@@ -213,12 +209,12 @@ class PgBackend final : public Backend {
   }
 
   std::string schema_;
-  std::string prefix_;
   std::string driver_uri_;
   std::int32_t key_;
   std::string channel_;
   PgSql sql_;
   PgAdvisorySql advisory_sql_;
+  PgMigrationDialect migration_dialect_;
   std::shared_ptr<PgStatementMode> mode_;
   SessionPool<PgConnection> pool_;
 };

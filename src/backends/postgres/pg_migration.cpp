@@ -8,6 +8,32 @@
 
 namespace dblock::detail {
 
+PgMigrationDialect::PgMigrationDialect(const StoreUri& uri)
+    : schema_(uri.schema), prefix_(uri.prefix), sql_(uri.schema, uri.prefix, installation_key(uri.schema, uri.prefix), "") {}
+
+std::string PgMigrationDialect::filled(std::string_view migration_sql) const {
+  return fill_placeholders(migration_sql, schema_, prefix_);
+}
+
+std::vector<std::string> PgMigrationDialect::statements(std::string_view migration_sql) const {
+  return {as_one_statement(filled(migration_sql))};  // the simple query protocol runs them all
+}
+
+std::string PgMigrationDialect::script_record(const MigrationFile& migration) const {
+  return fmt::format("INSERT INTO \"{}\".\"{}schema_history\" (version, name, checksum, applied_by, execution_ms, "
+                     "success)\nVALUES ({}, '{}', '{}', 'dblock migrate sql', 0, true)",
+                     schema_, prefix_, migration.version, migration.name, migration.checksum);
+}
+
+ScriptFrame PgMigrationDialect::script_frame() const {
+  return {.header = fmt::format("-- dblock migrations for PostgreSQL: schema \"{}\", table prefix \"{}\". Apply with\n"
+                                "--   psql -v ON_ERROR_STOP=1 -X -f THIS_FILE\n",
+                                schema_, prefix_),
+          .preamble = {sql_.migration_lock_blocking, sql_.create_schema, sql_.history_table},
+          .epilogue = {sql_.migration_unlock},
+          .transaction_per_migration = true};
+}
+
 namespace {
 
 /// Directly connected, the migration lock is a session lock and each migration commits on its own.
@@ -16,12 +42,8 @@ namespace {
 class PgMigrationSession final : public MigrationSession {
  public:
   PgMigrationSession(std::unique_ptr<PgConnection> connection, const PgSql& sql, std::string schema,
-                     std::string prefix, bool one_transaction)
-      : connection_(std::move(connection)),
-        sql_(sql),
-        schema_(std::move(schema)),
-        prefix_(std::move(prefix)),
-        one_transaction_(one_transaction) {}
+                     bool one_transaction)
+      : connection_(std::move(connection)), sql_(sql), schema_(std::move(schema)), one_transaction_(one_transaction) {}
 
   bool try_lock() override {
     if (!one_transaction_) return text_of(connection_->exec(sql_.migration_lock).get(), 0, 0) == "t";
@@ -40,31 +62,30 @@ class PgMigrationSession final : public MigrationSession {
     return parse_history(connection_->exec(sql_.history).get());
   }
 
+  void begin_migration() override {
+    if (!one_transaction_) connection_->exec("BEGIN");
+  }
+  void commit_migration() override {
+    if (!one_transaction_) connection_->exec("COMMIT");
+  }
+  void undo_migration() override {
+    if (PQstatus(connection_->raw()) == CONNECTION_OK) connection_->exec("ROLLBACK");
+  }
+  void execute(const std::string& statement) override { connection_->exec(statement); }
+
+  void record_applied(const MigrationFile& migration, std::string_view applied_by, milliseconds took) override {
+    std::array<std::string, 5> params{std::to_string(migration.version), std::string(migration.name),
+                                      std::string(migration.checksum), std::string(applied_by),
+                                      std::to_string(took.count())};
+    connection_->exec_params(sql_.record, params);
+  }
+
   void forget(int version) override {
     std::array<std::string, 1> params{std::to_string(version)};
     connection_->exec_params(sql_.forget, params);
   }
 
-  void apply(const MigrationFile& migration, std::string_view applied_by) override {
-    auto started = std::chrono::steady_clock::now();
-    if (!one_transaction_) connection_->exec("BEGIN");
-    try {
-      connection_->exec(fill_placeholders(migration.sql, schema_, prefix_));
-      auto elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
-      std::array<std::string, 5> params{std::to_string(migration.version), std::string(migration.name),
-                                        std::string(migration.checksum), std::string(applied_by),
-                                        std::to_string(elapsed.count())};
-      connection_->exec_params(sql_.record, params);
-      if (!one_transaction_) connection_->exec("COMMIT");
-    } catch (const Error& e) {
-      if (PQstatus(connection_->raw()) == CONNECTION_OK) connection_->exec("ROLLBACK");
-      throw DatabaseError(fmt::format("migration {:04d}_{} failed and was rolled back, nothing of it{} applied: {}",
-                                      migration.version, migration.name,
-                                      one_transaction_ ? " nor of this run" : "", e.what()),
-                          e.sqlstate());
-    }
-  }
-
+  [[nodiscard]] bool one_transaction() const noexcept override { return one_transaction_; }
   void finish() override {
     if (one_transaction_) connection_->exec("COMMIT");
   }
@@ -73,38 +94,14 @@ class PgMigrationSession final : public MigrationSession {
   std::unique_ptr<PgConnection> connection_;
   const PgSql& sql_;
   std::string schema_;
-  std::string prefix_;
   bool one_transaction_;
 };
 
 }  // namespace
 
 std::unique_ptr<MigrationSession> make_pg_migration_session(std::unique_ptr<PgConnection> connection, const PgSql& sql,
-                                                            std::string schema, std::string prefix,
-                                                            bool one_transaction) {
-  return std::make_unique<PgMigrationSession>(std::move(connection), sql, std::move(schema), std::move(prefix),
-                                              one_transaction);
-}
-
-std::string render_postgres_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations) {
-  auto key = installation_key(uri.schema, uri.prefix);
-  PgSql sql(uri.schema, uri.prefix, key, "");
-  std::string script = fmt::format(
-      "-- dblock migrations for PostgreSQL: schema \"{}\", table prefix \"{}\". Apply with\n"
-      "--   psql -v ON_ERROR_STOP=1 -X -f THIS_FILE\n"
-      "-- The history records make `dblock migrate status` recognise what was applied by hand.\n"
-      "{};\n{};\n{};\n",
-      uri.schema, uri.prefix, sql.migration_lock_blocking, sql.create_schema, sql.history_table);
-  for (auto& migration : migrations) {
-    // The same fill() `up` applies; name and checksum are [a-z0-9_] and hex, safe as literals.
-    script += fmt::format(
-        "\n-- {:04d}_{}\nBEGIN;\n{}\nINSERT INTO \"{}\".\"{}schema_history\" "
-        "(version, name, checksum, applied_by, execution_ms, success)\nVALUES ({}, '{}', '{}', 'dblock migrate sql', 0, "
-        "true);\nCOMMIT;\n",
-        migration.version, migration.name, fill_placeholders(migration.sql, uri.schema, uri.prefix), uri.schema,
-        uri.prefix, migration.version, migration.name, migration.checksum);
-  }
-  return script + fmt::format("\n{};\n", sql.migration_unlock);
+                                                            std::string schema, bool one_transaction) {
+  return std::make_unique<PgMigrationSession>(std::move(connection), sql, std::move(schema), one_transaction);
 }
 
 }  // namespace dblock::detail

@@ -1,10 +1,8 @@
 #pragma once
-// PostgreSQL's migration dialect: the migration session under the database-level lock, and the
-// script `dblock migrate sql` prints.
+// PostgreSQL's migration dialect: its migration SQL and script frame, and the steps of a migration
+// session under the database-level lock.
 
-#include <chrono>
 #include <memory>
-#include <span>
 #include <string>
 
 #include "backends/migration_backend.hpp"
@@ -14,13 +12,26 @@
 
 namespace dblock::detail {
 
+class PgMigrationDialect final : public MigrationDialect {
+ public:
+  explicit PgMigrationDialect(const StoreUri& uri);
+  [[nodiscard]] Dialect dialect() const noexcept override { return Dialect::postgresql; }
+  [[nodiscard]] std::string filled(std::string_view migration_sql) const override;
+  [[nodiscard]] std::vector<std::string> statements(std::string_view migration_sql) const override;
+  [[nodiscard]] std::string history_ddl() const override { return sql_.history_table; }
+  [[nodiscard]] std::string script_record(const MigrationFile& migration) const override;
+  [[nodiscard]] ScriptFrame script_frame() const override;
+
+ private:
+  std::string schema_;
+  std::string prefix_;
+  PgSql sql_;
+};
+
 /// A migration session on `connection`. `one_transaction`: behind a transaction pooler, the whole
 /// run in one transaction under a transaction-scoped lock.
 [[nodiscard]] std::unique_ptr<MigrationSession> make_pg_migration_session(std::unique_ptr<PgConnection> connection,
                                                                           const PgSql& sql, std::string schema,
-                                                                          std::string prefix, bool one_transaction);
-
-/// The SQL `up` runs for `migrations` on an empty database, history records included, as a psql script.
-[[nodiscard]] std::string render_postgres_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations);
+                                                                          bool one_transaction);
 
 }  // namespace dblock::detail

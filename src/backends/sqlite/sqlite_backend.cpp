@@ -25,9 +25,9 @@ class SqliteBackend final : public Backend {
  public:
   SqliteBackend(const StoreUri& uri, std::chrono::milliseconds busy_timeout, std::shared_ptr<spdlog::logger> logger)
       : path_(uri.driver_uri),
-        prefix_(uri.prefix),
         busy_timeout_(busy_timeout),
         sql_(uri.prefix),
+        migration_dialect_(uri.prefix),
         logger_(std::move(logger)),
         pool_([this] { return std::make_unique<SqliteSession>(path_, busy_timeout_, sql_); }, uri.redacted,
               uri.pool_size, busy_timeout) {
@@ -130,13 +130,10 @@ FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0
       return objects;
     });
   }
-  std::string filled(std::string_view migration_sql) const override {
-    return fill_placeholders(migration_sql, "main", prefix_);
-  }
-  std::string history_ddl() const override { return sql_.history_table; }
+  const MigrationDialect& migration_dialect() const override { return migration_dialect_; }
 
   std::unique_ptr<MigrationSession> open_migration() override {
-    return make_sqlite_migration_session(pool_.connect_dedicated(), sql_, prefix_);
+    return make_sqlite_migration_session(pool_.connect_dedicated(), sql_);
   }
 
  private:
@@ -146,9 +143,9 @@ FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0
   }
 
   std::string path_;
-  std::string prefix_;
   std::chrono::milliseconds busy_timeout_;
   SqliteSql sql_;
+  SqliteMigrationDialect migration_dialect_;
   std::shared_ptr<spdlog::logger> logger_;
   SessionPool<SqliteSession> pool_;
 };

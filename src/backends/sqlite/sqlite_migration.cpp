@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/sql_template.hpp"
+
 namespace dblock::detail {
 
 std::vector<AppliedMigration> read_history_rows(soci::session& session, const SqliteSql& sql) {
@@ -13,12 +15,36 @@ std::vector<AppliedMigration> read_history_rows(soci::session& session, const Sq
   return applied;
 }
 
+SqliteMigrationDialect::SqliteMigrationDialect(std::string prefix) : prefix_(std::move(prefix)), sql_(prefix_) {}
+
+std::string SqliteMigrationDialect::filled(std::string_view migration_sql) const {
+  return fill_placeholders(migration_sql, "main", prefix_);
+}
+
+std::vector<std::string> SqliteMigrationDialect::statements(std::string_view migration_sql) const {
+  return {as_one_statement(filled(migration_sql))};  // sqlite3_exec runs them all
+}
+
+std::string SqliteMigrationDialect::script_record(const MigrationFile& migration) const {
+  return fmt::format("INSERT INTO \"{}schema_history\" (version, name, checksum, applied_by, execution_ms, success)\n"
+                     "VALUES ({}, '{}', '{}', 'dblock migrate sql', 0, 1)",
+                     prefix_, migration.version, migration.name, migration.checksum);
+}
+
+ScriptFrame SqliteMigrationDialect::script_frame() const {
+  return {.header = fmt::format("-- dblock migrations for SQLite, table prefix \"{}\". Apply with: sqlite3 FILE.db < "
+                                "THIS_FILE\n",
+                                prefix_),
+          .preamble = {"PRAGMA journal_mode = WAL", "BEGIN IMMEDIATE", sql_.history_table},
+          .epilogue = {"COMMIT"}};
+}
+
 namespace {
 
 class SqliteMigrationSession final : public MigrationSession {
  public:
-  SqliteMigrationSession(std::unique_ptr<SqliteSession> session, const SqliteSql& sql, std::string prefix)
-      : session_(std::move(session)), sql_(sql), prefix_(std::move(prefix)) {}
+  SqliteMigrationSession(std::unique_ptr<SqliteSession> session, const SqliteSql& sql)
+      : session_(std::move(session)), sql_(sql) {}
 
   /// The database-level lock: one writer at a time (BEGIN IMMEDIATE), held until finish(). Tried
   /// once without the busy handler, which would otherwise wait here.
@@ -47,6 +73,8 @@ class SqliteMigrationSession final : public MigrationSession {
       }
     }
   }
+  SqliteMigrationSession(const SqliteMigrationSession&) = delete;
+  SqliteMigrationSession& operator=(const SqliteMigrationSession&) = delete;
 
   std::vector<AppliedMigration> history() override {
     return session_->guarded("reading the migration history", [&] {
@@ -55,68 +83,48 @@ class SqliteMigrationSession final : public MigrationSession {
     });
   }
 
+  // Each migration is a savepoint inside the run's transaction.
+  void begin_migration() override { script("starting a migration", "SAVEPOINT dblock_migration"); }
+  void commit_migration() override { script("ending a migration", "RELEASE dblock_migration"); }
+  void undo_migration() override { session_->exec_script("ROLLBACK TO dblock_migration; RELEASE dblock_migration"); }
+  void execute(const std::string& statement) override { script("running a migration", statement); }
+
+  void record_applied(const MigrationFile& migration, std::string_view applied_by, milliseconds took) override {
+    session_->guarded("recording a migration", [&] {
+      int version = migration.version;
+      std::string name(migration.name), checksum(migration.checksum), by(applied_by);
+      std::int64_t took_ms = took.count();
+      session_->session() << sql_.record, soci::use(version, "version"), soci::use(name, "name"),
+          soci::use(checksum, "checksum"), soci::use(by, "applied_by"), soci::use(took_ms, "execution_ms");
+    });
+  }
+
   void forget(int version) override {
     session_->guarded("clearing a history record",
                       [&] { session_->session() << sql_.forget, soci::use(version, "version"); });
   }
 
-  void apply(const MigrationFile& migration, std::string_view applied_by) override {
-    auto started = std::chrono::steady_clock::now();
-    try {
-      session_->exec_script("SAVEPOINT dblock_migration");
-      session_->exec_script(fill_placeholders(migration.sql, "main", prefix_));
-      int version = migration.version;
-      std::string name(migration.name), checksum(migration.checksum), by(applied_by);
-      auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-      std::int64_t elapsed_ms = elapsed.count();
-      session_->session() << sql_.record, soci::use(version, "version"), soci::use(name, "name"),
-          soci::use(checksum, "checksum"), soci::use(by, "applied_by"), soci::use(elapsed_ms, "execution_ms");
-      session_->exec_script("RELEASE dblock_migration");
-    } catch (const std::exception& e) {
-      try {
-        session_->exec_script("ROLLBACK TO dblock_migration; RELEASE dblock_migration");
-      } catch (...) {
-      }
-      throw DatabaseError(fmt::format("migration {:04d}_{} failed and was rolled back, nothing of it applied: {}",
-                                      migration.version, migration.name, e.what()));
-    }
-  }
-
+  [[nodiscard]] bool one_transaction() const noexcept override { return true; }
   void finish() override {
-    session_->guarded("committing migrations", [&] { session_->exec_script("COMMIT"); });
+    script("committing migrations", "COMMIT");
     finished_ = true;
   }
 
  private:
+  void script(std::string_view what, const std::string& sql) {
+    session_->guarded(what, [&] { session_->exec_script(sql); });
+  }
+
   std::unique_ptr<SqliteSession> session_;
   const SqliteSql& sql_;
-  std::string prefix_;
   bool finished_ = false;
 };
 
 }  // namespace
 
 std::unique_ptr<MigrationSession> make_sqlite_migration_session(std::unique_ptr<SqliteSession> session,
-                                                                const SqliteSql& sql, std::string prefix) {
-  return std::make_unique<SqliteMigrationSession>(std::move(session), sql, std::move(prefix));
-}
-
-std::string render_sqlite_migrations(const StoreUri& uri, std::span<const MigrationFile> migrations) {
-  SqliteSql sql(uri.prefix);
-  std::string script = fmt::format(
-      "-- dblock migrations for SQLite, table prefix \"{}\". Apply with: sqlite3 FILE.db < THIS_FILE\n"
-      "-- The history records make `dblock migrate status` recognise what was applied by hand.\n"
-      "PRAGMA journal_mode = WAL;\nBEGIN IMMEDIATE;\n{};\n",
-      uri.prefix, sql.history_table);
-  for (auto& migration : migrations) {
-    // The same fill() `up` applies; name and checksum are [a-z0-9_] and hex, safe as literals.
-    script += fmt::format(
-        "\n-- {:04d}_{}\n{}\nINSERT INTO \"{}schema_history\" (version, name, checksum, applied_by, execution_ms, "
-        "success)\nVALUES ({}, '{}', '{}', 'dblock migrate sql', 0, 1);\n",
-        migration.version, migration.name, fill_placeholders(migration.sql, "main", uri.prefix), uri.prefix,
-        migration.version, migration.name, migration.checksum);
-  }
-  return script + "COMMIT;\n";
+                                                                const SqliteSql& sql) {
+  return std::make_unique<SqliteMigrationSession>(std::move(session), sql);
 }
 
 }  // namespace dblock::detail
