@@ -35,7 +35,8 @@ class AdvisorySession {
  public:
   virtual ~AdvisorySession() = default;
   /// One round trip: takes the lock and draws its fencing token. `wait` zero: try once; else the
-  /// server's own blocking wait, bounded by `wait`. Empty when not granted.
+  /// server's own blocking wait, bounded by `wait` (at most longest_server_wait(); the server may
+  /// end it a little early). Empty when not granted.
   /// @throws ConnectionError when the session broke (every lock on it is gone with it).
   virtual std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) = 0;
   /// False when the session did not hold the lock.
@@ -56,6 +57,10 @@ class AdvisoryBackend : public virtual DialectBound {
   /// @throws InvalidArgument when this database's advisory locks cannot take `target` (e.g. a
   /// shared lock or an integer key on MySQL), before anything is sent.
   virtual void check_advisory_target(const AdvisoryTarget& target) const { (void)target; }
+  /// The longest one server-side wait of AdvisorySession::lock() may last; the core serves a
+  /// longer wait in turns. PostgreSQL's lock_timeout takes at most 2^31-1 ms; MySQL's wait must end
+  /// before the client's read timeout gives up on the session.
+  [[nodiscard]] virtual milliseconds longest_server_wait() const { return std::chrono::hours(24); }
   /// Pins a pooled session for advisory locks. @throws InvalidArgument when the database has none.
   virtual std::unique_ptr<AdvisorySession> pin_advisory_session() {
     throw InvalidArgument(no_advisory_message());

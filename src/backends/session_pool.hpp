@@ -81,19 +81,6 @@ class SessionPool {
     }
   }
 
-  /// Runs `statement(session)` on a leased session; when its reply was lost (OutcomeUnknown), once
-  /// more on a fresh one. Only for statements that are safe to repeat (reads, renewals).
-  template <class Fn>
-  auto idempotent(Fn&& statement) -> decltype(statement(std::declval<Session&>())) {
-    try {
-      auto session = lease();
-      return statement(*session);
-    } catch (const OutcomeUnknown&) {
-      auto session = lease();
-      return statement(*session);
-    }
-  }
-
   /// `give_back` is called, without the pool's lock, when a lease finds the pool dry; it should
   /// hand back sessions kept idle outside the pool. Forgotten once expired.
   void add_reclaimer(std::weak_ptr<const std::function<void()>> give_back) {

@@ -112,9 +112,6 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
 
 namespace {
 
-// PostgreSQL's lock_timeout takes at most 2^31-1 ms; longer waits are served in turns.
-constexpr std::chrono::milliseconds kLongestServerWait = std::chrono::hours(24);
-
 bool server_cancelled(const Error& e) {
   std::string_view state = e.sqlstate();
   return state == "57014" || state == "70100";  // PostgreSQL query_canceled; MySQL query interrupted
@@ -148,7 +145,7 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
     // interval: each return proves the session (so those locks) alive, as the watchdog's check,
     // which skips a busy session, would.
     if (holds_others) wait = std::min(wait, check_interval_);
-    wait = std::min(wait, kLongestServerWait);
+    wait = std::min(wait, backend_.longest_server_wait());  // longer waits are served in turns
     auto sent = SteadyClock::now();
     if (!reentered) token = lock_on_session(use, pinned, target, wait);
     // A grant after a server-side wait came at the end of it: the reply, not the request, is the

@@ -131,6 +131,12 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   auto with_retries(Fn&& statement) {
     return retry_transient(std::forward<Fn>(statement), [this] { retried_.fetch_add(1, std::memory_order_relaxed); });
   }
+  /// with_retries for a statement safe to run twice (a read, a renewal): asked again once when its
+  /// reply was lost.
+  template <class Fn>
+  auto with_read_retries(Fn&& statement) {
+    return with_retries([&] { return repeat_if_reply_lost(statement); });
+  }
   /// Counts a wait that ended after `started` and returns its length.
   std::chrono::milliseconds count_wait(SteadyClock::time_point started);
   [[noreturn]] void throw_timeout(std::string_view name, std::chrono::milliseconds timeout,

@@ -1,7 +1,8 @@
 #pragma once
 // The one retry policy: run a statement again only on errors the backend classified as transient
-// (deadlock, serialization failure, busy database), a few times with a short growing pause; never
-// on anything else (usage errors, unknown outcomes, broken connections).
+// (deadlock, serialization failure, busy database), a few times with a short growing pause; and a
+// statement safe to repeat once more when its reply was lost. Never on anything else (usage
+// errors, broken connections, unknown outcomes of statements that change state).
 
 #include <chrono>
 #include <thread>
@@ -29,6 +30,25 @@ auto retry_transient(Fn&& statement, OnRetry&& on_retry) {
 template <class Fn>
 auto retry_transient(Fn&& statement) {
   return retry_transient(std::forward<Fn>(statement), [] {});
+}
+
+/// For statements safe to run twice (reads, renewals): one whose reply was lost (OutcomeUnknown)
+/// runs once more. Each backend call leases its own session and the pool never takes back one that
+/// lost a reply, so the repeat goes out on another. Statements that change state by more than
+/// they read (acquire, release) are resolved by reading instead (table_core.cpp), never repeated.
+template <class Fn>
+auto repeat_if_reply_lost(Fn&& statement) {
+  try {
+    return statement();
+  } catch (const OutcomeUnknown&) {
+    return statement();
+  }
+}
+
+/// A read's whole policy: transient errors retried, a lost reply asked again once.
+template <class Fn>
+auto retry_read(Fn&& statement) {
+  return retry_transient([&] { return repeat_if_reply_lost(statement); });
 }
 
 }  // namespace dblock::detail

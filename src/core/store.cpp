@@ -2,12 +2,15 @@
 #include <dblock/store.hpp>
 
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "backends/backend_factory.hpp"
+#include "core/backoff.hpp"
 #include "core/release_hub.hpp"
+#include "core/retry.hpp"
 #include "core/store_parts.hpp"
 #include "base/uri.hpp"
 #include "base/validate.hpp"
@@ -64,6 +67,23 @@ std::shared_ptr<spdlog::logger> silent_logger() {
   return logger;
 }
 
+/// A backend may find the database busy at open (SQLite: two openers of a new file racing to
+/// switch it to WAL): it is opened again, backing off, until the connect timeout.
+std::unique_ptr<detail::Backend> open_backend(const detail::StoreUri& uri, const detail::BackendSettings& settings) {
+  auto deadline = std::chrono::steady_clock::now() + settings.connect_timeout;
+  auto seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  detail::Backoff backoff(std::chrono::milliseconds(1), 2.0, std::chrono::milliseconds(50), seed);
+  for (;;) {
+    try {
+      return detail::make_backend(uri, settings);
+    } catch (const detail::TransientError&) {
+      auto pause = backoff.next();
+      if (std::chrono::steady_clock::now() + pause > deadline) throw;
+      std::this_thread::sleep_for(pause);
+    }
+  }
+}
+
 }  // namespace
 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -79,7 +99,7 @@ std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
   impl->logger = options.logger ? options.logger : silent_logger();
   if (options.statement_timeout.count() <= 0)
     throw InvalidArgument(fmt::format("statement_timeout {}ms must be positive", options.statement_timeout.count()));
-  impl->backend = detail::make_backend(parsed, {impl->connect_timeout, options.statement_timeout, impl->logger});
+  impl->backend = open_backend(parsed, {impl->connect_timeout, options.statement_timeout, impl->logger});
   impl->logger->debug("opened store {}", parsed.redacted);
   return std::shared_ptr<Store>(new Store(std::move(impl)));
 }
@@ -92,7 +112,7 @@ void Store::check_schema() {
     std::lock_guard lock(impl_->mutex);
     if (impl_->schema_checked) return;
   }
-  int found = impl_->backend->schema_version();
+  int found = detail::repeat_if_reply_lost([&] { return impl_->backend->schema_version(); });
   int known = latest_schema_version();
   if (found < known)
     throw SchemaError(SchemaError::Reason::outdated,
@@ -107,8 +127,12 @@ void Store::check_schema() {
   impl_->schema_checked = true;
 }
 
-std::vector<LockInfo> Store::locks() { return impl_->backend->list(); }
-LockCensus Store::census() { return impl_->backend->census(); }
+std::vector<LockInfo> Store::locks() {
+  return detail::repeat_if_reply_lost([&] { return impl_->backend->list(); });
+}
+LockCensus Store::census() {
+  return detail::repeat_if_reply_lost([&] { return impl_->backend->census(); });
+}
 
 bool Store::force_release(std::string_view name) {
   detail::validate_lock_name(name);

@@ -55,7 +55,7 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
 }
 
 std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
-  auto row = with_retries([&] { return backend_.read(name); });
+  auto row = with_read_retries([&] { return backend_.read(name); });
   if (!row || row->owner != owner || row->remaining.count() <= 0) return std::nullopt;
   std::lock_guard lock(mutex_);
   auto it = held_.find(Key{owner, std::string(name)});
@@ -107,7 +107,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
           count_contended(name);
         }
         // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
-        auto left = with_retries([&] { return backend_.lease_left(name); });
+        auto left = with_read_retries([&] { return backend_.lease_left(name); });
         auto now = SteadyClock::now();
         auto poll = notified ? kNotifiedSafetyPoll : backoff.next();
         auto wake_at = std::min(deadline, now + poll);
@@ -177,7 +177,7 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
     // delete the row under an outer guard. If it never runs, the row keeps one level more than
     // we hold and lapses with its lease once we stop renewing it.
     logger_->warn("release of '{}' lost its reply ({}); reading the row to resolve it", held.name, e.what());
-    auto row = with_retries([&] { return backend_.read(held.name); });
+    auto row = with_read_retries([&] { return backend_.read(held.name); });
     bool still_ours = row && row->owner == held.owner && row->token == held.token;
     if (still_ours) return std::min(row->count, depth_before - 1);
     return depth_before <= 1 ? std::optional<std::int64_t>(0) : std::nullopt;
@@ -237,7 +237,7 @@ bool TableCore::watchdog_cycle() {
   auto sent = SteadyClock::now();
   std::vector<std::size_t> renewed;
   try {
-    renewed = with_retries([&] { return backend_.renew(refs, reply_by); });
+    renewed = with_read_retries([&] { return backend_.renew(refs, reply_by); });
   } catch (const std::exception& e) {
     logger_->warn("renewing {} lock(s) failed, will retry: {}", snapshot.size(), e.what());
     return false;

@@ -6,6 +6,7 @@
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
 
+#include "core/retry.hpp"
 #include "migrate/history.hpp"
 
 namespace dblock::detail {
@@ -85,7 +86,7 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
   std::vector<std::string> names;
   for (auto& object : candidates) names.push_back(object.name);
   std::vector<std::string> foreign;
-  for (auto& live : backend.catalog(names)) {
+  for (auto& live : repeat_if_reply_lost([&] { return backend.catalog(names); })) {
     if (live.kind == "index" && dialect == Dialect::mysql) continue;
     auto planned_as = std::find_if(candidates.begin(), candidates.end(), [&](auto& o) { return lowered(o.name) == lowered(live.name) && (dialect == Dialect::mysql || o.name == live.name); });
     if (planned_as == candidates.end()) continue;
@@ -110,14 +111,14 @@ void refuse_missing_rights(MigrationBackend& backend, const std::vector<Migratio
     auto& status = status_of(statuses, version);
     return status.state == MigrationState::pending || resumable(status, dialect_resumes);
   });
-  auto live = backend.catalog(names_of(runs));
+  auto live = repeat_if_reply_lost([&] { return backend.catalog(names_of(runs)); });
   std::vector<CatalogObject> to_create;
   std::vector<CatalogObject> to_redefine;
   for (auto& object : runs) {
     bool exists = std::any_of(live.begin(), live.end(), [&](auto& have) { return have.kind == object.kind && same_name(dialect, have, object); });
     (exists ? to_redefine : to_create).push_back(object);
   }
-  auto missing = backend.missing_migration_rights(to_create, to_redefine);
+  auto missing = repeat_if_reply_lost([&] { return backend.missing_migration_rights(to_create, to_redefine); });
   if (missing.empty()) return;
   std::string list;
   for (auto& right : missing) list += (list.empty() ? "" : "; ") + right;
@@ -131,7 +132,7 @@ void refuse_missing_rights(MigrationBackend& backend, const std::vector<Migratio
 std::vector<std::string> catalog_differences(MigrationBackend& backend, const std::vector<CatalogObject>& expected,
                                              bool& bodies_hidden) {
   auto dialect = backend.dialect();
-  auto live = backend.catalog(names_of(expected));
+  auto live = repeat_if_reply_lost([&] { return backend.catalog(names_of(expected)); });
   std::vector<std::string> differences;
   for (auto& want : expected) {
     std::vector<const CatalogObject*> found;

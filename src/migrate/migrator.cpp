@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend_factory.hpp"
+#include "core/retry.hpp"
 #include "core/store_parts.hpp"
 #include "base/uri.hpp"
 #include "migrate/catalog_checks.hpp"
@@ -78,7 +79,7 @@ Migrator::Migrator(std::shared_ptr<Store> store, std::chrono::milliseconds lock_
 std::vector<MigrationStatus> Migrator::status() {
   detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
   auto& uri = detail::StoreParts::uri(*store_);
-  auto history = backend.read_history();
+  auto history = detail::repeat_if_reply_lost([&] { return backend.read_history(); });
   return compare(migrations_for(uri.dialect), history.value_or(std::vector<detail::AppliedMigration>{}));
 }
 
@@ -121,7 +122,7 @@ MigrationResult Migrator::up(std::optional<int> to) {
   // refused as a foreign object or for the rights missing, naming them.
   auto read_history = [&]() -> std::optional<std::vector<detail::AppliedMigration>> {
     try {
-      return backend.read_history();
+      return detail::repeat_if_reply_lost([&] { return backend.read_history(); });
     } catch (const DatabaseError&) {
       return std::nullopt;
     } catch (const PermissionDenied&) {

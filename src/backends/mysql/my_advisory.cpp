@@ -12,7 +12,7 @@ namespace {
 // Prepared-statement ids of GET_LOCK mode; table mode uses the ones below 20.
 constexpr std::size_t kFirstStatementId = 20;
 // A GET_LOCK wait must end before the client's read timeout (the statement timeout) gives up on
-// the session, so a longer wait is served as several server-side waits.
+// the session.
 constexpr std::chrono::milliseconds kReadTimeoutMargin{1000};
 
 class MyNamedLockSession final : public AdvisorySession {
@@ -31,23 +31,11 @@ class MyNamedLockSession final : public AdvisorySession {
   MyNamedLockSession& operator=(const MyNamedLockSession&) = delete;
 
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
-    using std::chrono::microseconds;
     auto full = sql_.full_name(target.name);
-    auto longest = std::chrono::duration_cast<microseconds>(
-        std::max(lease_->statement_timeout() - kReadTimeoutMargin, lease_->statement_timeout() / 2));
-    auto deadline = std::chrono::steady_clock::now() + wait;
-    while (true) {
-      // The server may end a wait a little early: wait again for what is left, to the deadline.
-      auto left = std::chrono::duration_cast<microseconds>(deadline - std::chrono::steady_clock::now());
-      auto slice = std::clamp(left, microseconds(0), longest);
-      std::array<MyParam, 5> params{full, full, full, full, static_cast<double>(slice.count()) / 1e6};
-      auto token = first_int64(lease_->query(sql_.lock, params));
-      if (token) {
-        ++grants_;
-        return token;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    }
+    std::array<MyParam, 5> params{full, full, full, full, static_cast<double>(wait.count()) / 1e3};
+    auto token = first_int64(lease_->query(sql_.lock, params));
+    if (token) ++grants_;
+    return token;
   }
 
   bool unlock(const AdvisoryTarget& target) override {
@@ -74,6 +62,10 @@ MyNamedLockSql::MyNamedLockSql(std::string_view database, std::string_view prefi
       unlock{kFirstStatementId + 1, "RELEASE_LOCK", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName)},
       ping{kFirstStatementId + 2, "ping", "SELECT 1"},
       namespace_(fmt::format("{}.{}:", database, prefix)) {}
+
+milliseconds longest_named_lock_wait(milliseconds statement_timeout) {
+  return std::max(statement_timeout - kReadTimeoutMargin, statement_timeout / 2);
+}
 
 std::unique_ptr<AdvisorySession> make_my_named_lock_session(SessionPool<MyConnection>::Lease lease,
                                                             const MyNamedLockSql& sql) {

@@ -34,6 +34,10 @@ class MyNamedLockSql {
   std::string namespace_;
 };
 
+/// The longest one GET_LOCK wait may last on sessions with this statement timeout: it must end
+/// before the client's read timeout gives up on the session.
+[[nodiscard]] milliseconds longest_named_lock_wait(milliseconds statement_timeout);
+
 /// Pins `lease` for GET_LOCK locks until destroyed; it then releases whatever is left on it
 /// before the session goes back to the pool.
 [[nodiscard]] std::unique_ptr<AdvisorySession> make_my_named_lock_session(SessionPool<MyConnection>::Lease lease,

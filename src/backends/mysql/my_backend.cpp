@@ -61,22 +61,20 @@ class MyBackend final : public Backend {
   std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     auto json = held_json(held);
     std::array<MyParam, 1> params{json};
-    // Extending a lease is idempotent: a session that turns out broken is replaced and the
-    // statement run once more.
-    auto renewed = pool_.idempotent([&](MyConnection& session) { return session.update(sql_.renew, params); });
+    auto renewed = pool_.lease()->update(sql_.renew, params);
     std::vector<std::size_t> positions;
     if (renewed == held.size()) {
       for (std::size_t i = 0; i < held.size(); ++i) positions.push_back(i);
       return positions;
     }
-    for (auto& row : pool_.idempotent([&](MyConnection& session) { return session.query(sql_.renewed_of, params); }))
+    for (auto& row : pool_.lease()->query(sql_.renewed_of, params))
       positions.push_back(static_cast<std::size_t>(row.num(0)));
     return positions;
   }
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
     std::array<MyParam, 1> params{name};
-    auto rows = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.lease_left, params); });
+    auto rows = pool_.lease()->query(sql_.lease_left, params);
     if (rows.empty()) return std::nullopt;
     return milliseconds(rows.front().num(0));
   }
@@ -92,12 +90,13 @@ class MyBackend final : public Backend {
   }
 
   LockCensus census() override {
-    auto row = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.census, {}); }).at(0);
+    auto row = pool_.lease()->query(sql_.census, {}).at(0);
     return LockCensus{row.num(0), row.num(1), milliseconds(row.num(2))};
   }
 
   bool has_advisory_locks() const noexcept override { return true; }
   void check_advisory_target(const AdvisoryTarget& target) const override { check_named_lock_target(target); }
+  milliseconds longest_server_wait() const override { return longest_named_lock_wait(settings_.statement_timeout); }
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
     return make_my_named_lock_session(pool_.lease(), named_lock_sql_);
   }
@@ -119,13 +118,13 @@ class MyBackend final : public Backend {
   }
 
   int schema_version() override {
-    auto rows = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.schema_version, {}); });
+    auto rows = pool_.lease()->query(sql_.schema_version, {});
     return static_cast<int>(first_int64(rows).value_or(0));
   }
 
   std::optional<std::vector<AppliedMigration>> read_history() override {
     try {
-      return parse_history(pool_.idempotent([&](MyConnection& session) { return session.query(sql_.history, {}); }));
+      return parse_history(pool_.lease()->query(sql_.history, {}));
     } catch (const SchemaError&) {
       return std::nullopt;  // no history table yet
     }
@@ -135,7 +134,7 @@ class MyBackend final : public Backend {
     std::string joined;
     for (auto& name : names) joined += (joined.empty() ? "" : ",") + name;
     std::array<MyParam, 4> params{joined, joined, joined, joined};
-    auto rows = pool_.idempotent([&](MyConnection& session) { return session.query(sql_.catalog, params); });
+    auto rows = pool_.lease()->query(sql_.catalog, params);
     std::vector<CatalogObject> objects;
     for (auto& row : rows)
       objects.push_back({row.str(1), row.str(0), row.str(2), split_list(row.str(3)), row.str(4), row.num(5) != 0});
@@ -156,7 +155,7 @@ class MyBackend final : public Backend {
       for (auto& object : objects)
         if (routine(object)) needs.replace_routines.push_back(object.name);
     std::vector<std::string> rows;
-    for (auto& row : pool_.idempotent([&](MyConnection& session) { return session.query(sql_.grants, {}); }))
+    for (auto& row : pool_.lease()->query(sql_.grants, {}))
       rows.push_back(row.str(0));
     return missing_mysql_migration_rights(rows, endpoint_.database, needs);
   }
@@ -174,7 +173,7 @@ class MyBackend final : public Backend {
   std::vector<LockInfo> list_rows(std::string_view only_name) override {
     std::array<MyParam, 2> params{only_name, only_name};
     std::vector<LockInfo> locks;
-    for (auto& row : pool_.idempotent([&](MyConnection& session) { return session.query(sql_.list, params); }))
+    for (auto& row : pool_.lease()->query(sql_.list, params))
       locks.push_back(LockInfo{row.str(0), row.str(1), row.num(2), row.num(3), milliseconds(row.num(4))});
     return locks;
   }

@@ -66,15 +66,12 @@ class PgBackend final : public Backend {
       ttls += fmt::format("{}{}", i == 0 ? "" : ",", held[i].ttl.count());
     }
     std::array<std::string, 4> params{pg_text_array(names), pg_text_array(owners), tokens + "}", ttls + "}"};
-    // Extending a lease is idempotent, so a session that turns out broken is replaced and the
-    // statement run once more.
-    auto result = pool_.idempotent([&](PgConnection& session) {
-      // A second try after a lost reply is pointless once the first deadline has passed.
-      if (std::chrono::steady_clock::now() >= reply_by)
-        throw OutcomeUnknown("renewal: no time left before the first local deadline", "57014");
-      auto limit = session.limit_replies(reply_by);
-      return run(session, sql_.renew, params);
-    });
+    // A try (the core repeats one whose reply was lost) is pointless once the first deadline has passed.
+    if (std::chrono::steady_clock::now() >= reply_by)
+      throw OutcomeUnknown("renewal: no time left before the first local deadline", "57014");
+    auto session = pool_.lease();
+    auto limit = session->limit_replies(reply_by);
+    auto result = run(*session, sql_.renew, params);
     std::vector<std::size_t> renewed;
     renewed.reserve(static_cast<std::size_t>(PQntuples(result.get())));
     for (int row = 0; row < PQntuples(result.get()); ++row)
@@ -84,7 +81,7 @@ class PgBackend final : public Backend {
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
     std::array<std::string, 1> params{std::string(name)};
-    auto result = pool_.idempotent([&](PgConnection& session) { return run(session, sql_.lease_left, params); });
+    auto result = run(*pool_.lease(), sql_.lease_left, params);
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return milliseconds(to_int64(result.get(), 0, 0));
   }
@@ -126,7 +123,7 @@ class PgBackend final : public Backend {
   }
 
   LockCensus census() override {
-    auto result = pool_.idempotent([&](PgConnection& session) { return run(session, sql_.census, std::span<const std::string>()); });
+    auto result = run(*pool_.lease(), sql_.census, std::span<const std::string>());
     return LockCensus{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1),
                       milliseconds(to_int64(result.get(), 0, 2))};
   }
@@ -141,13 +138,13 @@ class PgBackend final : public Backend {
   }
 
   int schema_version() override {
-    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec(sql_.schema_version); });
+    auto result = pool_.lease()->exec(sql_.schema_version);
     return static_cast<int>(to_int64(result.get(), 0, 0));
   }
 
   std::optional<std::vector<AppliedMigration>> read_history() override {
     try {
-      auto result = pool_.idempotent([&](PgConnection& session) { return session.exec(sql_.history); });
+      auto result = pool_.lease()->exec(sql_.history);
       return parse_history(result.get());
     } catch (const SchemaError&) {
       return std::nullopt;  // no history table (or schema) yet
@@ -157,7 +154,7 @@ class PgBackend final : public Backend {
   std::vector<CatalogObject> catalog(std::span<const std::string> names) override {
     std::vector<std::string_view> views(names.begin(), names.end());
     std::array<std::string, 2> params{schema_, pg_text_array(views)};
-    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_params(sql_.catalog, params); });
+    auto result = pool_.lease()->exec_params(sql_.catalog, params);
     std::vector<CatalogObject> objects;
     for (int row = 0; row < PQntuples(result.get()); ++row)
       objects.push_back({text_of(result.get(), row, 1), text_of(result.get(), row, 0), text_of(result.get(), row, 2),
@@ -170,7 +167,7 @@ class PgBackend final : public Backend {
     std::vector<std::string_view> redefined;
     for (auto& object : to_redefine) redefined.push_back(object.name);
     std::array<std::string, 2> params{schema_, pg_text_array(redefined)};
-    auto result = pool_.idempotent([&](PgConnection& session) { return session.exec_params(sql_.migration_rights, params); });
+    auto result = pool_.lease()->exec_params(sql_.migration_rights, params);
     std::vector<std::string> missing;
     for (int row = 0; row < PQntuples(result.get()); ++row) missing.push_back(text_of(result.get(), row, 0));
     return missing;
@@ -199,7 +196,7 @@ class PgBackend final : public Backend {
 
   std::vector<LockInfo> list_rows(std::string_view only_name) override {
     std::array<std::string, 1> params{std::string(only_name)};
-    auto result = pool_.idempotent([&](PgConnection& session) { return run(session, sql_.list, params); });
+    auto result = run(*pool_.lease(), sql_.list, params);
     std::vector<LockInfo> rows;
     for (int row = 0; row < PQntuples(result.get()); ++row)
       rows.push_back(LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1),

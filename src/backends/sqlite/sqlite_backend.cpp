@@ -6,7 +6,6 @@
 
 #include "backends/sqlite/sqlite_backend.hpp"
 
-#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

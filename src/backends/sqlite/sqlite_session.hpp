@@ -11,7 +11,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
@@ -39,7 +38,7 @@ class SqliteSession {
       session_.open(soci::sqlite3, fmt::format("db=\"{}\"", path));
       raw_ = static_cast<soci::sqlite3_session_backend*>(session_.get_backend())->conn_;
       session_ << fmt::format("PRAGMA busy_timeout = {}", busy_timeout.count());
-      switch_to_wal(busy_timeout);
+      switch_to_wal();
       session_ << "PRAGMA synchronous = NORMAL";
     } catch (const soci::soci_error& e) {
       throw ConnectionError(fmt::format("cannot open SQLite database sqlite://{}: {}", path, e.what()));
@@ -48,25 +47,20 @@ class SqliteSession {
 
   /// WAL is a property of the file: once one opener has set it, the others only read it. The
   /// switch needs an exclusive lock, and SQLite answers SQLITE_BUSY without calling the busy
-  /// handler when two openers of a new file race for it (deadlock avoidance), so the race is
-  /// retried here, bounded by the busy timeout.
-  void switch_to_wal(std::chrono::milliseconds busy_timeout) {
-    auto deadline = std::chrono::steady_clock::now() + busy_timeout;
-    auto pause = std::chrono::milliseconds(1);
-    for (;;) {
-      try {
-        std::string mode;
-        session_ << "PRAGMA journal_mode", soci::into(mode);
-        if (mode == "wal") return;
-        session_ << "PRAGMA journal_mode = WAL", soci::into(mode);
-        if (mode == "wal") return;
-        throw ConnectionError(fmt::format("sqlite://{} cannot use WAL (journal mode stays {})", path_, mode));
-      } catch (const soci::sqlite3_soci_error& e) {
-        bool busy = (e.result() & 0xff) == kSqliteBusy || (e.result() & 0xff) == kSqliteLocked;
-        if (!busy || std::chrono::steady_clock::now() + pause > deadline) throw;
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  /// handler when two openers of a new file race for it (deadlock avoidance): that is a
+  /// TransientError, and Store::open opens again.
+  void switch_to_wal() {
+    try {
+      std::string mode;
+      session_ << "PRAGMA journal_mode", soci::into(mode);
+      if (mode == "wal") return;
+      session_ << "PRAGMA journal_mode = WAL", soci::into(mode);
+      if (mode == "wal") return;
+      throw ConnectionError(fmt::format("sqlite://{} cannot use WAL (journal mode stays {})", path_, mode));
+    } catch (const soci::sqlite3_soci_error& e) {
+      bool busy = (e.result() & 0xff) == kSqliteBusy || (e.result() & 0xff) == kSqliteLocked;
+      if (!busy) throw;
+      throw TransientError(fmt::format("sqlite://{}: another opener is switching the new file to WAL: {}", path_, e.what()));
     }
   }
 
