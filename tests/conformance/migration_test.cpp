@@ -19,6 +19,7 @@
 #include "migrate/migration_engine.hpp"
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
+#include "support/installation.hpp"
 #include "support/roles.hpp"
 #include "support/servers.hpp"
 
@@ -34,13 +35,16 @@ class Migrations : public ::testing::TestWithParam<dblock::test::BackendCase> {
     DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
     sqlite_ = std::string(GetParam().dialect) == "sqlite";
     mysql_ = std::string(GetParam().dialect) == "mysql";
-    prefix_ = dblock::test::unique_prefix();
-    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn_, schema(), prefix_);
+    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn_,
+                                                                 dblock::test::InstallationSetup{.migrated = false});
+    prefix_ = installation_->prefix();
+    admin_ = &installation_->admin();
   }
 
   [[nodiscard]] std::string schema() const { return dblock::test::default_schema(GetParam()); }
+  /// The server DSN with `prefix` and `extra` URI parameters ("schema=x").
   [[nodiscard]] std::string dsn(const std::string& prefix, const std::string& extra = "") const {
-    return server_dsn_ + (server_dsn_.find('?') == std::string::npos ? "?" : "&") + "prefix=" + prefix + extra;
+    return dblock::test::with_params(server_dsn_, "prefix=" + prefix + (extra.empty() ? "" : "&" + extra));
   }
   [[nodiscard]] std::string history() const { return admin_->history_table(); }
   int count(const std::string& sql) { return std::stoi(admin_->query(sql).at(0)); }
@@ -114,7 +118,8 @@ class Migrations : public ::testing::TestWithParam<dblock::test::BackendCase> {
   std::string prefix_;
   bool sqlite_ = false;
   bool mysql_ = false;
-  std::unique_ptr<dblock::test::Admin> admin_;
+  std::unique_ptr<dblock::test::Installation> installation_;
+  dblock::test::Admin* admin_ = nullptr;
 };
 
 TEST_P(Migrations, FreshDatabaseThenIdempotent) {
@@ -270,11 +275,11 @@ TEST_P(Migrations, TwoInstallationsSideBySideAreIndependent) {
 TEST_P(Migrations, CustomSchema) {
   auto custom = fmt::format("dblock_s{}", getpid());
   if (sqlite_ || mysql_) {
-    EXPECT_THROW((void)dblock::Store::open(dsn(prefix_, "&schema=" + custom)), dblock::InvalidArgument)
+    EXPECT_THROW((void)dblock::Store::open(dsn(prefix_, "schema=" + custom)), dblock::InvalidArgument)
         << "SQLite has no schemas and MySQL's schema is the URI's database: refused, not ignored";
     return;
   }
-  auto store = dblock::Store::open(dsn(prefix_, "&schema=" + custom));
+  auto store = dblock::Store::open(dsn(prefix_, "schema=" + custom));
   dblock::migrate(*store);
   EXPECT_EQ(count(fmt::format("SELECT count(*) FROM pg_tables WHERE schemaname = '{}' AND tablename = '{}locks'",
                               custom, prefix_)),
@@ -459,7 +464,7 @@ TEST_P(Migrations, WithAnEmptyPrefixAForeignLocksTableIsRefused) {
   admin_->exec(create);
   admin_->exec(dialect == "mysql" ? "INSERT INTO `locks` VALUES (1, 'the application''s row')"
                                   : fmt::format(R"(INSERT INTO "{}"."locks" VALUES (1))", where));
-  auto extra = dialect == "postgresql" ? "&schema=" + where : std::string();
+  auto extra = dialect == "postgresql" ? "schema=" + where : std::string();
   EXPECT_THROW(dblock::Migrator(dblock::Store::open(dsn("", extra)), 10s).up(), dblock::SchemaError);
   auto qualified = dialect == "mysql" ? std::string("`locks`") : fmt::format(R"("{}"."locks")", where);
   EXPECT_EQ(count("SELECT count(*) FROM " + qualified), 1) << "the application's row is untouched";

@@ -14,6 +14,7 @@
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
 #include "support/admin.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -27,17 +28,17 @@ class Reaping : public ::testing::TestWithParam<dblock::test::BackendCase> {
   void SetUp() override {
     std::string server_dsn;
     DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
-    auto prefix = dblock::test::unique_prefix();
-    store_ = dblock::Store::open(server_dsn + (server_dsn.find('?') == std::string::npos ? "?" : "&") +
-                                 "prefix=" + prefix + "&pool=12");
-    dblock::migrate(*store_);
-    admin_ = dblock::test::make_admin(GetParam().dialect, server_dsn, dblock::test::default_schema(GetParam()), prefix);
+    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn,
+                                                                 dblock::test::InstallationSetup{.store_params = "pool=12"});
+    store_ = installation_->store();
+    admin_ = &installation_->admin();
   }
 
   dblock::detail::Backend& backend() { return dblock::detail::StoreParts::backend(*store_); }
 
+  std::unique_ptr<dblock::test::Installation> installation_;
   std::shared_ptr<dblock::Store> store_;
-  std::unique_ptr<dblock::test::Admin> admin_;
+  dblock::test::Admin* admin_ = nullptr;
 };
 
 TEST_P(Reaping, DeletesExpiredRowsAndKeepsLiveOnes) {

@@ -237,8 +237,7 @@ TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
   DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
   bool networked = GetParam().dsn_env != nullptr;
   bool advisory = GetParam().mode == dblock::LockMode::advisory;
-  auto base = server_dsn + (server_dsn.find('?') == std::string::npos ? "?" : "&") +
-              "prefix=" + dblock::test::unique_prefix();
+  auto base = dblock::test::with_params(server_dsn, "prefix=" + dblock::test::unique_prefix());
   {
     auto store = dblock::Store::open(base);
     dblock::migrate(*store);

@@ -32,8 +32,7 @@ class Crashes : public ::testing::TestWithParam<dblock::test::BackendCase> {
 TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
   std::string server_dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
-  auto dsn = server_dsn + (server_dsn.find('?') == std::string::npos ? "?" : "&") + "prefix=" +
-             dblock::test::unique_prefix();
+  auto dsn = dblock::test::with_params(server_dsn, "prefix=" + dblock::test::unique_prefix());
   dblock::migrate(*dblock::Store::open(dsn));
   auto journal = fmt::format("/tmp/dblock-crash-{}.log", getpid());
   std::remove(journal.c_str());

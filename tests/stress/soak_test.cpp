@@ -98,8 +98,7 @@ class Soak : public ::testing::TestWithParam<dblock::test::BackendCase> {
 TEST_P(Soak, ProcessesAndThreadsOnHotAndColdNames) {
   std::string server_dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
-  auto dsn = server_dsn + (server_dsn.find('?') == std::string::npos ? "?" : "&") + "prefix=" +
-             dblock::test::unique_prefix();
+  auto dsn = dblock::test::with_params(server_dsn, "prefix=" + dblock::test::unique_prefix());
   dblock::migrate(*dblock::Store::open(dsn));  // before fork: children must not inherit its threads
   auto configured = dblock::test::env_or_empty("DBLOCK_SOAK_SECONDS");
   int seconds = configured.empty() ? 3 : std::max(1, std::atoi(configured.c_str()));

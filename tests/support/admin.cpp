@@ -2,10 +2,23 @@
 
 #include <stdexcept>
 
+#include <dblock/store.hpp>
+
+#include "backends/backend.hpp"
+#include "core/store_parts.hpp"
+#include "support/servers.hpp"
+
 namespace dblock::test {
 
-std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
-                                  const std::string& prefix, bool client_found_rows) {
+void Admin::insert_expired(const std::string& stem, int count) {
+  auto store = Store::open(store_dsn_);
+  detail::StoreParts::backend(*store).seed_expired(stem, static_cast<std::size_t>(count));
+}
+
+namespace {
+
+std::unique_ptr<Admin> make_dialect_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
+                                          const std::string& prefix, bool client_found_rows) {
 #if DBLOCK_TEST_WITH_POSTGRES
   if (dialect == "postgresql") return make_postgres_admin(dsn, schema, prefix);
 #endif
@@ -16,6 +29,15 @@ std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string&
   (void)client_found_rows;
   if (dialect == "sqlite") return make_sqlite_admin(dsn.substr(std::string("sqlite://").size()), prefix);
   throw std::runtime_error("no test admin for dialect " + dialect + " in this build");
+}
+
+}  // namespace
+
+std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string& dsn, const std::string& schema,
+                                  const std::string& prefix, bool client_found_rows) {
+  auto admin = make_dialect_admin(dialect, dsn, schema, prefix, client_found_rows);
+  admin->store_dsn_ = with_params(dsn, "prefix=" + prefix + (dialect == "postgresql" ? "&schema=" + schema : ""));
+  return admin;
 }
 
 }  // namespace dblock::test

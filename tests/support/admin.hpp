@@ -15,8 +15,9 @@ class Admin {
   virtual void expire(const std::string& name) = 0;
   /// Hands the row to another owner with a new token, as a takeover by someone else would.
   virtual void steal(const std::string& name, const std::string& owner) = 0;
-  /// Inserts `count` rows named `<stem><i>` whose lease ended a second ago (abandoned locks).
-  virtual void insert_expired(const std::string& stem, int count) = 0;
+  /// Inserts `count` rows named `<stem><i>` whose lease ended a second ago (abandoned locks), with
+  /// the statement `dblock bench` seeds them with (BenchBackend::seed_expired).
+  void insert_expired(const std::string& stem, int count);
   /// Runs arbitrary SQL (dialect-specific tests only).
   virtual void exec(const std::string& sql) = 0;
   /// Runs a query and returns the first column of every row as text.
@@ -30,6 +31,11 @@ class Admin {
   /// Advisory mode: ends the server session holding `name`, as a crash or a cut network would,
   /// and returns once the server has released the lock. Returns how many sessions it ended.
   virtual int kill_advisory_holder(const std::string& name) = 0;
+
+ private:
+  friend std::unique_ptr<Admin> make_admin(const std::string&, const std::string&, const std::string&,
+                                           const std::string&, bool);
+  std::string store_dsn_;  // dblock's DSN for the admin's tables
 };
 
 /// `dsn` is the server DSN without dblock's query parameters. `client_found_rows`: MySQL only,

@@ -54,13 +54,6 @@ class MyAdmin final : public Admin {
                     "expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE name = {}",
                     table_, quote(owner), sequence_, quote(name)));
   }
-  void insert_expired(const std::string& stem, int count) override {
-    run(fmt::format("INSERT INTO {} (name, owner, count, token, acquired_at, expires_at) "
-                    "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {}) "
-                    "SELECT CONCAT({}, i), 'ghost', 1, NEXTVAL({}), UTC_TIMESTAMP(6) - INTERVAL 2 SECOND, "
-                    "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND FROM g",
-                    table_, count, quote(stem), sequence_));
-  }
 
   void exec(const std::string& sql) override { run(sql); }
 

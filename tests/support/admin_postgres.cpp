@@ -33,12 +33,6 @@ class PgAdmin final : public Admin {
                     "expires_at = clock_timestamp() + interval '1 hour' WHERE name = {}",
                     table_, quote(owner), sequence_, quote(name)));
   }
-  void insert_expired(const std::string& stem, int count) override {
-    run(fmt::format("INSERT INTO {} (name, owner, count, token, acquired_at, expires_at) "
-                    "SELECT {} || g, 'ghost', 1, nextval('{}'), clock_timestamp() - interval '2 s', "
-                    "clock_timestamp() - interval '1 s' FROM generate_series(1, {}) g",
-                    table_, quote(stem), sequence_, count));
-  }
 
   void exec(const std::string& sql) override { run(sql); }
 

@@ -35,12 +35,6 @@ class SqliteAdmin final : public Admin {
                     "expires_at = {} + 3600000 WHERE name = {}",
                     table_, quote(owner), counter_, kSqliteNow, quote(name)));
   }
-  void insert_expired(const std::string& stem, int count) override {
-    run(fmt::format("WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {0}) "
-                    "INSERT INTO {1} (name, owner, count, token, acquired_at, expires_at) "
-                    "SELECT {2} || i, 'ghost', 1, (SELECT value FROM {3}) + i, {4} - 2000, {4} - 1000 FROM g",
-                    count, table_, quote(stem), counter_, kSqliteNow));
-  }
 
   void exec(const std::string& sql) override { run(sql); }
 

@@ -13,20 +13,28 @@
 
 namespace dblock::test {
 
+/// How an installation is set up: URI parameters of its store ("pool=12"), and whether it is
+/// migrated (false: the migration suites start from nothing).
+struct InstallationSetup {
+  std::string store_params;
+  bool migrated = true;
+};
+
 class Installation {
  public:
   /// `backend`'s case on `server_dsn` as DBLOCK_REQUIRE_BACKEND_DSN gives it (the case's URI
   /// parameters included); the admin connects where the case says.
-  Installation(const BackendCase& backend, const std::string& server_dsn)
+  Installation(const BackendCase& backend, const std::string& server_dsn, InstallationSetup setup = {})
       : server_dsn_(server_dsn), prefix_(unique_prefix()) {
-    open();
+    open(setup);
     admin_ = make_admin(backend.dialect, admin_dsn(backend, server_dsn), default_schema(backend), prefix_);
   }
-  /// A dialect-only suite's installation on `server_dsn` ("postgresql" or "mysql").
-  Installation(const std::string& dialect, const std::string& server_dsn)
+  /// A dialect-only suite's installation on `server_dsn` ("postgresql", "mysql" or "sqlite").
+  Installation(const std::string& dialect, const std::string& server_dsn, InstallationSetup setup = {})
       : server_dsn_(server_dsn), prefix_(unique_prefix()) {
-    open();
-    admin_ = make_admin(dialect, server_dsn, dialect == "mysql" ? "dblock" : "public", prefix_);
+    open(setup);
+    admin_ = make_admin(dialect, server_dsn, dialect == "mysql" ? "dblock" : dialect == "sqlite" ? "main" : "public",
+                        prefix_);
   }
 
   /// The server DSN with this installation's prefix and `extra` URI parameters ("pool=1&...").
@@ -38,9 +46,9 @@ class Installation {
   [[nodiscard]] Admin& admin() const noexcept { return *admin_; }
 
  private:
-  void open() {
-    store_ = Store::open(dsn());
-    migrate(*store_);
+  void open(const InstallationSetup& setup) {
+    store_ = Store::open(dsn(setup.store_params));
+    if (setup.migrated) migrate(*store_);
   }
 
   std::string server_dsn_;
