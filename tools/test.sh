@@ -28,6 +28,8 @@ stop_servers() { "$root/tools/testdb.sh" stop "$dbdir" || true; }
 trap stop_servers EXIT
 step "starting throwaway servers in $dbdir"
 eval "$("$root/tools/testdb.sh" start "$dbdir")"
+step "starting a three-node MariaDB Galera cluster in $dbdir"
+eval "$("$root/tools/testdb.sh" start-galera "$dbdir")"
 export DBLOCK_REQUIRE_SERVERS=1
 
 step "ctest (dev)"

@@ -61,7 +61,7 @@ std::unique_ptr<MigrationDialect> make_migration_dialect(const StoreUri& uri) {
     case Dialect::postgresql: return std::make_unique<PgMigrationDialect>(uri);
 #endif
 #if DBLOCK_WITH_MYSQL
-    case Dialect::mysql: return std::make_unique<MyMigrationDialect>(mysql_database_of(uri), uri.prefix);
+    case Dialect::mysql: return std::make_unique<MyMigrationDialect>(mysql_database_of(uri), uri.prefix, uri.galera);
 #endif
     case Dialect::sqlite: return std::make_unique<SqliteMigrationDialect>(uri.prefix);
     default: not_built(uri);

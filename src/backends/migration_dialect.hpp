@@ -27,6 +27,9 @@ struct ScriptFrame {
 
 class MigrationDialect : public virtual DialectBound {
  public:
+  /// The folder under migrations/ whose files this dialect applies ("postgres", "mysql",
+  /// "galera", "sqlite").
+  [[nodiscard]] virtual std::string_view migration_set() const noexcept = 0;
   /// A migration's SQL with this store's schema and prefix filled in, as `up` runs it.
   [[nodiscard]] virtual std::string filled(std::string_view migration_sql) const = 0;
   /// The filled migration as the statements a session runs one by one, each without its terminator.

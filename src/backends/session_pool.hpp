@@ -89,6 +89,14 @@ class SessionPool {
     reclaimers_.push_back(std::move(give_back));
   }
 
+  /// Takes `session`, opened outside the pool (e.g. to look at the server first), as one of its own.
+  void adopt(std::unique_ptr<Session> session) {
+    std::lock_guard lock(mutex_);
+    ++open_;
+    idle_.push_back(std::move(session));
+    freed_.notify_one();
+  }
+
   /// A session outside the pool, e.g. for a listener or the migration lock.
   [[nodiscard]] std::unique_ptr<Session> connect_dedicated() const { return factory_(); }
 

@@ -22,6 +22,10 @@ struct StoreUri {
   /// `pool_mode=transaction` (PostgreSQL): a pooler in transaction mode sits in between, so no
   /// statement may rely on session state (see PgConnection).
   bool transaction_pooler = false;
+  /// `engine=galera` (MySQL): the database is a MariaDB Galera cluster. Needed only where there is
+  /// no connection (`migrate sql`, `migrate grants`); at connect the engine is detected, and a URI
+  /// that says otherwise is refused.
+  bool galera = false;
 };
 
 /// @throws InvalidArgument naming the (redacted) URI and the problem.

@@ -87,6 +87,9 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   } catch (const ConnectionError& e) {
     if (timeout.count() == 0) throw;
     last_connection_error = e.what();  // a waiter rides out an outage until its deadline
+  } catch (const TransientError& e) {
+    if (timeout.count() == 0) throw;
+    last_connection_error = e.what();  // and conflicts that outlasted their retries (a cluster's hot name)
   }
   auto ttl = effective_ttl(options);
   auto owner = owner_for_this_thread();
@@ -116,9 +119,13 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
         else wake_at = std::min(deadline, now + backoff.next());  // free but lost the race: back off
         bool released = subscription->wait_until(wake_at);
         try_now = released || (left && SteadyClock::now() >= now + *left);
-      } catch (const ConnectionError& e) {
+      } catch (const Error& e) {
         // The database is unreachable: keep waiting (the pool reconnects) and try again later.
         // An acquisition whose outcome stayed unknown is not held by us: its lease simply lapses.
+        // The same for conflicts that outlasted their retries (certification on a cluster's hot
+        // name): nothing was granted, and the next try comes after a backoff.
+        bool rides_out = dynamic_cast<const ConnectionError*>(&e) != nullptr || dynamic_cast<const TransientError*>(&e) != nullptr;
+        if (!rides_out) throw;
         last_connection_error = e.what();
         logger_->warn("waiting for lock '{}': {}", name, e.what());
         subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()));

@@ -34,11 +34,10 @@ using detail::status_of;
 
 namespace {
 
-std::vector<detail::MigrationFile> migrations_for(detail::Dialect dialect) {
-  std::string_view folder = dialect == detail::Dialect::postgresql ? "postgres" : to_string(dialect);
+std::vector<detail::MigrationFile> migrations_for(const detail::MigrationDialect& dialect) {
   std::vector<detail::MigrationFile> files;
   for (auto& embedded : detail::embedded_migrations())
-    if (embedded.dialect == folder) files.push_back(embedded.file);
+    if (embedded.dialect == dialect.migration_set()) files.push_back(embedded.file);
   std::sort(files.begin(), files.end(), [](auto& a, auto& b) { return a.version < b.version; });
   return files;
 }
@@ -78,9 +77,8 @@ Migrator::Migrator(std::shared_ptr<Store> store, std::chrono::milliseconds lock_
 
 std::vector<MigrationStatus> Migrator::status() {
   detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
-  auto& uri = detail::StoreParts::uri(*store_);
   auto history = detail::repeat_if_reply_lost([&] { return backend.read_history(); });
-  return compare(migrations_for(uri.dialect), history.value_or(std::vector<detail::AppliedMigration>{}));
+  return compare(migrations_for(backend.migration_dialect()), history.value_or(std::vector<detail::AppliedMigration>{}));
 }
 
 void Migrator::verify() {
@@ -88,7 +86,7 @@ void Migrator::verify() {
   auto& uri = detail::StoreParts::uri(*store_);
   auto statuses = status();
   refuse_problems(statuses, uri.redacted);
-  auto files = migrations_for(uri.dialect);
+  auto files = migrations_for(backend.migration_dialect());
   auto expected = objects_of(backend.migration_dialect(), files, [&](int version) {
     return status_of(statuses, version).state == MigrationState::applied;
   });
@@ -110,7 +108,7 @@ void Migrator::verify() {
 MigrationResult Migrator::up(std::optional<int> to) {
   detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
   auto& uri = detail::StoreParts::uri(*store_);
-  auto files = migrations_for(uri.dialect);
+  auto files = migrations_for(backend.migration_dialect());
   if (to && (*to < 1 || *to > latest_schema_version()))
     throw InvalidArgument(fmt::format("--to {} is not a version this build knows (1..{})", *to, latest_schema_version()));
   // Up to date already — the common case, at every start of every replica: no lock and no DDL,
@@ -179,8 +177,7 @@ MigrationResult Migrator::up(std::optional<int> to) {
 
 std::vector<int> Migrator::repair() {
   detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
-  auto& uri = detail::StoreParts::uri(*store_);
-  auto files = migrations_for(uri.dialect);
+  auto files = migrations_for(backend.migration_dialect());
   bool resumes = backend.migration_dialect().ddl_commits_itself();
   auto session = backend.open_migration();
   detail::take_migration_lock(*session, lock_timeout_);
@@ -208,18 +205,19 @@ std::vector<int> Migrator::repair() {
 
 std::string Migrator::sql(std::string_view uri, std::optional<int> from, std::optional<int> to, StoreOptions options) {
   auto parsed = detail::resolve_store_uri(uri, options);
-  auto files = migrations_for(parsed.dialect);
+  auto dialect = detail::make_migration_dialect(parsed);
+  auto files = migrations_for(*dialect);
   std::erase_if(files, [&](auto& file) { return (from && file.version < *from) || (to && file.version > *to); });
   if (files.empty())
     throw InvalidArgument(fmt::format("no dblock migration between --from {} and --to {} (this build has 1..{})",
                                       from.value_or(1), to.value_or(latest_schema_version()), latest_schema_version()));
-  return detail::render_migration_script(*detail::make_migration_dialect(parsed), files);
+  return detail::render_migration_script(*dialect, files);
 }
 
 std::string Migrator::grants(std::string_view uri, std::string_view role, StoreOptions options) {
   auto parsed = detail::resolve_store_uri(uri, options);
-  auto every = [](int) { return true; };
-  auto objects = objects_of(*detail::make_migration_dialect(parsed), migrations_for(parsed.dialect), every);
+  auto dialect = detail::make_migration_dialect(parsed);
+  auto objects = objects_of(*dialect, migrations_for(*dialect), [](int) { return true; });
   return detail::render_runtime_grants(parsed, objects, role);
 }
 

@@ -410,11 +410,13 @@ TEST_P(AdvisoryConformance, WaiterAcquiresWhenTheHolderDies) {
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
                                            dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable})),
+                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable,
+                                           dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, TableConformance,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable})),
+                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable,
+                                           dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, AdvisoryConformance,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresAdvisory, dblock::test::kMysqlAdvisory})),

@@ -189,7 +189,8 @@ TEST_P(Reaping, ManagerReportsEventsToTheHook) {
   EXPECT_TRUE(seen(dblock::LockEventKind::released));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Reaping, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
+INSTANTIATE_TEST_SUITE_P(Backends, Reaping, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                                                                                     dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

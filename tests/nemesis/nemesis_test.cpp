@@ -252,9 +252,11 @@ TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
   auto dsn_for = [&](std::size_t holder) {
     return networked ? dblock::test::with_port(base, proxies[holder]->port()) : base;
   };
+  // On a cluster, holder i talks to node i (mod the nodes): holders contend across nodes.
+  auto nodes = dblock::test::node_dsns(GetParam(), server_dsn);
   if (networked)
     for (std::size_t i = 0; i < kHolders; ++i)
-      proxies.push_back(std::make_unique<dblock::test::TcpProxy>(dblock::test::dsn_port(server_dsn)));
+      proxies.push_back(std::make_unique<dblock::test::TcpProxy>(dblock::test::dsn_port(nodes[i % nodes.size()])));
 
   dblock::StoreOptions store_options{.connect_timeout = 2s, .statement_timeout = 2s};
   dblock::ManagerOptions manager_options{.mode = GetParam().mode, .default_ttl = kTtl};
@@ -348,7 +350,7 @@ TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
 INSTANTIATE_TEST_SUITE_P(Backends, Nemesis,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
                                            dblock::test::kSqlite, dblock::test::kPostgresAdvisory,
-                                           dblock::test::kMysqlAdvisory})),
+                                           dblock::test::kMysqlAdvisory, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {

@@ -41,7 +41,6 @@ class MyAdmin final : public Admin {
     run("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'), time_zone = '+00:00', "
         "max_recursive_iterations = 10000000");
     table_ = fmt::format("\"{}locks\"", prefix_);
-    sequence_ = fmt::format("\"{}token_seq\"", prefix_);
     history_ = fmt::format("\"{}schema_history\"", prefix_);
   }
 
@@ -50,9 +49,10 @@ class MyAdmin final : public Admin {
                     quote(name)));
   }
   void steal(const std::string& name, const std::string& owner) override {
-    run(fmt::format("UPDATE {} SET owner = {}, count = 1, token = NEXTVAL({}), "
+    // A token above the holder's (a Galera installation has no sequence to draw one from).
+    run(fmt::format("UPDATE {} SET owner = {}, count = 1, token = token + 1, "
                     "expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE name = {}",
-                    table_, quote(owner), sequence_, quote(name)));
+                    table_, quote(owner), quote(name)));
   }
 
   void exec(const std::string& sql) override { run(sql); }
@@ -119,7 +119,6 @@ class MyAdmin final : public Admin {
   std::string prefix_;
   std::string database_;
   std::string table_;
-  std::string sequence_;
   std::string history_;
 };
 

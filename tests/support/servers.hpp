@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +48,8 @@ inline bool is_built(std::string_view dialect) {
 
 /// The dialect whose server the environment variable `env_name` names (DBLOCK_TEST_PG_DSN, ...).
 inline std::string_view dialect_of_env(std::string_view env_name) {
-  if (env_name.find("MYSQL") != std::string_view::npos) return "mysql";
+  if (env_name.find("MYSQL") != std::string_view::npos || env_name.find("GALERA") != std::string_view::npos)
+    return "mysql";
   if (env_name.find("PG") != std::string_view::npos) return "postgresql";
   return "sqlite";
 }
@@ -60,6 +62,7 @@ struct BackendCase {
   dblock::LockMode mode = dblock::LockMode::table;
   const char* dsn_params = nullptr;     // dblock's URI parameters this case adds, e.g. pool_mode=transaction
   const char* admin_dsn_env = nullptr;  // where the test's own checks connect; nullptr: dsn_env
+  const char* nodes_env = nullptr;      // a cluster's node DSNs, space-separated (dsn_env is the first)
 };
 
 inline void PrintTo(const BackendCase& backend, std::ostream* out) { *out << backend.label; }
@@ -68,6 +71,10 @@ inline const BackendCase kPostgresTable{"postgres_table", "postgresql", "DBLOCK_
 inline const BackendCase kPostgresAdvisory{"postgres_advisory", "postgresql", "DBLOCK_TEST_PG_DSN",
                                           dblock::LockMode::advisory};
 inline const BackendCase kMysqlTable{"mysql_table", "mysql", "DBLOCK_TEST_MYSQL_DSN"};
+/// A three-node MariaDB Galera cluster (tools/testdb.sh start-galera): suites that open several
+/// stores spread them over the nodes (node_dsns), so that managers on different nodes contend.
+inline const BackendCase kGaleraTable{"galera_table", "mysql", "DBLOCK_TEST_GALERA_DSN", dblock::LockMode::table,
+                                      nullptr, nullptr, "DBLOCK_TEST_GALERA_DSNS"};
 inline const BackendCase kMysqlAdvisory{"mysql_advisory", "mysql", "DBLOCK_TEST_MYSQL_DSN", dblock::LockMode::advisory};
 inline const BackendCase kSqlite{"sqlite", "sqlite", nullptr};
 /// Table mode through PgBouncer in transaction mode; the test's own checks go to PostgreSQL directly.
@@ -116,6 +123,18 @@ inline std::string with_port(const std::string& dsn, std::uint16_t port) {
   auto start = dsn.find("@127.0.0.1:") + 11;
   auto end = dsn.find_first_of("/?", start);
   return dsn.substr(0, start) + std::to_string(port) + (end == std::string::npos ? "" : dsn.substr(end));
+}
+
+/// `dsn` (a case's DSN, as DBLOCK_REQUIRE_BACKEND_DSN gives it) once per node of the case's
+/// cluster, each with its node's port: {dsn} for a single server. Same user, database and
+/// parameters on every node.
+inline std::vector<std::string> node_dsns(const BackendCase& backend, const std::string& dsn) {
+  if (backend.nodes_env == nullptr) return {dsn};
+  std::vector<std::string> nodes;
+  std::istringstream listed(env_or_empty(backend.nodes_env));
+  for (std::string node; listed >> node;) nodes.push_back(with_port(dsn, dsn_port(node)));
+  if (nodes.empty()) throw std::runtime_error(std::string(backend.nodes_env) + " lists no node");
+  return nodes;
 }
 
 /// A TCP port that was free a moment ago on loopback, for a server the test starts next. Taken

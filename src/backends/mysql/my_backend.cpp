@@ -19,6 +19,22 @@ namespace dblock::detail {
 
 namespace {
 
+// Prepared-statement id of the engine check; table mode uses ids below 20, GET_LOCK mode 20-29.
+constexpr std::size_t kEngineStatementId = 30;
+
+/// Whether the server is a node of a Galera cluster (wsrep_on; MySQL 8 has no such variable).
+/// @throws InvalidArgument when the URI says engine=galera and it is not.
+bool is_galera_node(MyConnection& connection, const StoreUri& uri) {
+  MyStatement engine{kEngineStatementId, "engine check", "SHOW VARIABLES LIKE 'wsrep_on'"};
+  auto rows = connection.query(engine, {});
+  bool galera = !rows.empty() && rows.front().str(1) == "ON";
+  if (uri.galera && !galera)
+    throw InvalidArgument(fmt::format("DSN '{}' says engine=galera, but the server is not a Galera node (wsrep_on is "
+                                      "OFF)",
+                                      uri.redacted));
+  return galera;
+}
+
 std::string held_json(std::span<const HeldRef> held) {
   std::string json = "[";
   for (std::size_t i = 0; i < held.size(); ++i)
@@ -30,17 +46,7 @@ std::string held_json(std::span<const HeldRef> held) {
 class MyBackend final : public Backend {
  public:
   MyBackend(const StoreUri& uri, const BackendSettings& settings)
-      : endpoint_(parse_mysql_uri(uri.driver_uri, uri.redacted)),
-        redacted_(uri.redacted),
-        settings_(settings),
-        migration_lock_name_(migration_lock_name(uri, endpoint_.database)),
-        prefix_(uri.prefix),
-        sql_(uri.prefix),
-        named_lock_sql_(endpoint_.database, uri.prefix),
-        migration_dialect_(endpoint_.database, uri.prefix),
-        pool_([this] { return connect(); }, uri.redacted, uri.pool_size, settings.connect_timeout) {
-    auto first = pool_.lease();  // proves the server and the credentials now, not at first use
-  }
+      : MyBackend(uri, settings, parse_mysql_uri(uri.driver_uri, uri.redacted)) {}
 
   Dialect dialect() const noexcept override { return Dialect::mysql; }
 
@@ -94,10 +100,17 @@ class MyBackend final : public Backend {
     return LockCensus{row.num(0), row.num(1), milliseconds(row.num(2))};
   }
 
-  bool has_advisory_locks() const noexcept override { return true; }
+  bool has_advisory_locks() const noexcept override { return !galera_; }
+  std::string no_advisory_message() const override {
+    if (!galera_) return Backend::no_advisory_message();
+    return fmt::format("{} is a node of a MariaDB Galera cluster, where GET_LOCK is node-local: two nodes would grant "
+                       "one name at once. Use LockMode::table, which the cluster certifies",
+                       redacted_);
+  }
   void check_advisory_target(const AdvisoryTarget& target) const override { check_named_lock_target(target); }
   milliseconds longest_server_wait() const override { return longest_named_lock_wait(settings_.statement_timeout); }
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    if (!has_advisory_locks()) throw InvalidArgument(no_advisory_message());
     return make_my_named_lock_session(pool_.lease(), named_lock_sql_);
   }
   void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
@@ -166,9 +179,39 @@ class MyBackend final : public Backend {
   }
 
  private:
-  std::unique_ptr<MyConnection> connect() const {
-    return std::make_unique<MyConnection>(endpoint_, redacted_, settings_.connect_timeout, settings_.statement_timeout);
+  MyBackend(const StoreUri& uri, const BackendSettings& settings, const MyEndpoint& endpoint)
+      : MyBackend(uri, settings, endpoint,
+                  std::make_unique<MyConnection>(endpoint, uri.redacted, settings.connect_timeout,
+                                                 settings.statement_timeout)) {}
+  /// `first` proves the server and the credentials now, not at first use, and tells the engine.
+  MyBackend(const StoreUri& uri, const BackendSettings& settings, const MyEndpoint& endpoint,
+            std::unique_ptr<MyConnection> first)
+      : endpoint_(endpoint),
+        redacted_(uri.redacted),
+        settings_(settings),
+        galera_(is_galera_node(*first, uri)),
+        migration_lock_name_(migration_lock_name(uri, endpoint_.database)),
+        prefix_(uri.prefix),
+        sql_(uri.prefix, galera_),
+        named_lock_sql_(endpoint_.database, uri.prefix),
+        migration_dialect_(endpoint_.database, uri.prefix, galera_),
+        pool_([this] { return connect(); }, uri.redacted, uri.pool_size, settings.connect_timeout) {
+    if (galera_) read_causally(*first);
+    pool_.adopt(std::move(first));
   }
+
+  std::unique_ptr<MyConnection> connect() const {
+    auto connection =
+        std::make_unique<MyConnection>(endpoint_, redacted_, settings_.connect_timeout, settings_.statement_timeout);
+    if (galera_) read_causally(*connection);
+    return connection;
+  }
+
+  /// A Galera node applies other nodes' commits a little after they return, so a plain read there
+  /// can miss a migration or a grant just made elsewhere. Reads (function calls included) first
+  /// wait until the node has applied everything committed before they started. Writes need no
+  /// wait: certification refuses one based on a stale read.
+  static void read_causally(MyConnection& connection) { connection.execute("SET SESSION wsrep_sync_wait = 1"); }
 
   std::vector<LockInfo> list_rows(std::string_view only_name) override {
     std::array<MyParam, 2> params{only_name, only_name};
@@ -181,6 +224,7 @@ class MyBackend final : public Backend {
   MyEndpoint endpoint_;
   std::string redacted_;
   BackendSettings settings_;
+  bool galera_;
   std::string migration_lock_name_;
   std::string prefix_;
   MySql sql_;

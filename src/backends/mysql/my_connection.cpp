@@ -36,6 +36,7 @@ constexpr int kServerShutdown = 1053;
 constexpr int kServerGone = 2006;           // the session had already broken: the statement did not run
 constexpr int kLostDuringQuery = 2013;      // broke (or timed out) while the statement ran: outcome unknown
 constexpr int kFirstClientError = 2000;     // 2000-2999: the client library's own errors
+constexpr int kWsrepNotReady = 1047;        // Galera: "WSREP has not yet prepared node for application use"
 
 sql::mysql::MySQL_Driver& driver() {
   // Thread-safe static initialisation: the driver instance is created once, before any connect.
@@ -174,6 +175,15 @@ void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
   if (code == kLostDuringQuery) {
     broken_ = true;
     throw OutcomeUnknown(fmt::format("{} on {}", message, redacted_uri_), "08006");
+  }
+  if (code == kWsrepNotReady) {
+    // Out of the primary component (a partition, lost quorum) or still joining: the node refuses
+    // every statement, so it grants nothing. Another session, perhaps to another node, may work.
+    broken_ = true;
+    throw ConnectionError(fmt::format("{}: {} is a Galera node outside the cluster's primary component (it lost quorum "
+                                      "or is still joining) and serves nothing: {} (MySQL error {})",
+                                      what, redacted_uri_, error.what(), code),
+                          "08006");
   }
   if (code >= kFirstClientError || code == kConnectionKilled || code == kServerShutdown || code == kServerGone) {
     broken_ = true;

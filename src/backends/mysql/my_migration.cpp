@@ -13,8 +13,8 @@ std::string migration_lock_name(const StoreUri& uri, std::string_view database) 
   return fmt::format("{}.{}#migrate", database, uri.prefix);
 }
 
-MyMigrationDialect::MyMigrationDialect(std::string database, std::string prefix)
-    : database_(std::move(database)), prefix_(std::move(prefix)), sql_(prefix_) {}
+MyMigrationDialect::MyMigrationDialect(std::string database, std::string prefix, bool galera)
+    : database_(std::move(database)), prefix_(std::move(prefix)), galera_(galera), sql_(prefix_, galera) {}
 
 std::string MyMigrationDialect::filled(std::string_view migration_sql) const {
   return fill_placeholders(migration_sql, "", prefix_);
@@ -32,9 +32,9 @@ std::string MyMigrationDialect::script_record(const MigrationFile& migration) co
 
 ScriptFrame MyMigrationDialect::script_frame() const {
   // Statements end with $$ so that the client passes the function bodies' ';' to the server.
-  return {.header = fmt::format("-- dblock migrations for MySQL/MariaDB: database `{}`, table prefix \"{}\". Apply with\n"
+  return {.header = fmt::format("-- dblock migrations for {}: database `{}`, table prefix \"{}\". Apply with\n"
                                 "--   mariadb --database={} < THIS_FILE      (or mysql)\n",
-                                database_, prefix_, database_),
+                                galera_ ? "a MariaDB Galera cluster" : "MySQL/MariaDB", database_, prefix_, database_),
           .opening = "DELIMITER $$\n",
           .preamble = {sql_.history_table},
           .closing = "DELIMITER ;\n",

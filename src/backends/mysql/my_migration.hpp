@@ -18,8 +18,11 @@ namespace dblock::detail {
 
 class MyMigrationDialect final : public MigrationDialect {
  public:
-  MyMigrationDialect(std::string database, std::string prefix);
+  /// `galera`: the database is a Galera cluster, whose migrations (migrations/galera) draw tokens
+  /// from per-name counter rows instead of a sequence.
+  MyMigrationDialect(std::string database, std::string prefix, bool galera);
   [[nodiscard]] Dialect dialect() const noexcept override { return Dialect::mysql; }
+  [[nodiscard]] std::string_view migration_set() const noexcept override { return galera_ ? "galera" : "mysql"; }
   [[nodiscard]] std::string filled(std::string_view migration_sql) const override;
   /// One statement per call: the connection never runs in multi-statement mode (my_script.hpp).
   [[nodiscard]] std::vector<std::string> statements(std::string_view migration_sql) const override;
@@ -31,6 +34,7 @@ class MyMigrationDialect final : public MigrationDialect {
  private:
   std::string database_;
   std::string prefix_;
+  bool galera_;
   MySql sql_;
 };
 

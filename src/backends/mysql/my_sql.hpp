@@ -22,12 +22,17 @@ namespace dblock::detail {
 inline std::int64_t micros(std::chrono::milliseconds duration) { return duration.count() * 1000; }
 
 /// Every SQL statement of table mode, built once per store for its prefix. Tables are not
-/// qualified: they live in the database the URI names, which every session uses.
+/// qualified: they live in the database the URI names, which every session uses. `galera`: the
+/// schema of migrations/galera (no token sequence).
 struct MySql {
-  explicit MySql(std::string_view prefix) {
+  explicit MySql(std::string_view prefix, bool galera = false) {
     std::size_t id = 0;
     auto make = [&](const char* name, std::string_view sql) {
-      return MyStatement{id++, name, fill(sql, {{"{prefix}", prefix}, {"{held}", kHeldTable}})};
+      // A seeded (expired) row's token is never handed out: a grant draws a new one. Galera has no
+      // sequence to draw it from.
+      std::string_view seed_token = galera ? "0" : "NEXTVAL(`{prefix}token_seq`)";
+      return MyStatement{id++, name,
+                         fill(fill(sql, {{"{seed_token}", seed_token}}), {{"{prefix}", prefix}, {"{held}", kHeldTable}})};
     };
     acquire = make("acquire", "SELECT `{prefix}acquire_held`(?, ?, ?, ?)");
     release = make("release", "SELECT `{prefix}release`(?, ?, ?)");
@@ -58,7 +63,7 @@ FROM `{prefix}locks`)");
     seed_expired = make("seed_expired", R"(
 INSERT INTO `{prefix}locks` (name, owner, count, token, acquired_at, expires_at)
 WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?)
-SELECT CONCAT(?, ? + i), 'dblock-bench', 1, NEXTVAL(`{prefix}token_seq`), UTC_TIMESTAMP(6) - INTERVAL 2 SECOND,
+SELECT CONCAT(?, ? + i), 'dblock-bench', 1, {seed_token}, UTC_TIMESTAMP(6) - INTERVAL 2 SECOND,
        UTC_TIMESTAMP(6) - INTERVAL 1 SECOND FROM g)");
     schema_version = make("schema_version",
                           "SELECT COALESCE(MAX(version), 0) FROM `{prefix}schema_history` WHERE success");

@@ -16,6 +16,7 @@ class PgMigrationDialect final : public MigrationDialect {
  public:
   explicit PgMigrationDialect(const StoreUri& uri);
   [[nodiscard]] Dialect dialect() const noexcept override { return Dialect::postgresql; }
+  [[nodiscard]] std::string_view migration_set() const noexcept override { return "postgres"; }
   [[nodiscard]] std::string filled(std::string_view migration_sql) const override;
   [[nodiscard]] std::vector<std::string> statements(std::string_view migration_sql) const override;
   [[nodiscard]] std::string history_ddl() const override { return sql_.history_table; }

@@ -18,6 +18,7 @@ class SqliteMigrationDialect final : public MigrationDialect {
  public:
   explicit SqliteMigrationDialect(std::string prefix);
   [[nodiscard]] Dialect dialect() const noexcept override { return Dialect::sqlite; }
+  [[nodiscard]] std::string_view migration_set() const noexcept override { return "sqlite"; }
   [[nodiscard]] std::string filled(std::string_view migration_sql) const override;
   [[nodiscard]] std::vector<std::string> statements(std::string_view migration_sql) const override;
   [[nodiscard]] std::string history_ddl() const override { return sql_.history_table; }
