@@ -12,6 +12,9 @@
 #include "base/uri.hpp"
 #include "base/validate.hpp"
 #include "backends/mysql/my_script.hpp"
+#if DBLOCK_TEST_WITH_POSTGRES
+#include "backends/postgres/pg_connection.hpp"
+#endif
 #include "base/sql_template.hpp"
 
 using namespace std::chrono_literals;
@@ -156,6 +159,24 @@ TEST(Uri, MySqlTakesTheDatabaseAsItsSchemaAndRefusesAnother) {
   EXPECT_THROW((void)dblock::detail::resolve_store_uri("mysql://u:pw@127.0.0.1:3306/app?schema=other", {}),
                dblock::InvalidArgument);
 }
+
+TEST(Uri, EngineGaleraIsForMysqlAndNamesTheOnlyEngineItKnows) {
+  EXPECT_TRUE(dblock::detail::resolve_store_uri("mysql://u@127.0.0.1/app?engine=galera", {}).galera);
+  EXPECT_FALSE(dblock::detail::resolve_store_uri("mysql://u@127.0.0.1/app", {}).galera);
+  EXPECT_THROW((void)dblock::detail::resolve_store_uri("mysql://u@127.0.0.1/app?engine=ndb", {}), dblock::InvalidArgument);
+  EXPECT_THROW((void)dblock::detail::resolve_store_uri("postgresql://u@127.0.0.1/app?engine=galera", {}),
+               dblock::InvalidArgument);
+}
+
+#if DBLOCK_TEST_WITH_POSTGRES
+TEST(PgEngine, CockroachAndYugabyteAreToldByWhatTheyReportAtConnect) {
+  using dblock::detail::PgEngine;
+  using dblock::detail::pg_engine_of;
+  EXPECT_EQ(pg_engine_of("15.18 (Debian 15.18-0+deb12u1)", ""), PgEngine::postgresql);
+  EXPECT_EQ(pg_engine_of("13.0.0", "CockroachDB CCL v23.1.11 (x86_64-pc-linux-gnu)"), PgEngine::cockroachdb);
+  EXPECT_EQ(pg_engine_of("11.2-YB-2.20.1.0-b0", ""), PgEngine::yugabytedb);
+}
+#endif
 
 TEST(Uri, NoPasswordSurvivesInAnyMessageForHostileDsns) {
   struct Case {

@@ -34,6 +34,7 @@ class PgBackend final : public Backend {
               },
               uri.redacted, uri.pool_size, settings.connect_timeout) {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
+    engine_ = pg_engine_of(first->reported("server_version"), first->reported("crdb_version"));
   }
 
   Dialect dialect() const noexcept override { return Dialect::postgresql; }
@@ -93,8 +94,14 @@ class PgBackend final : public Backend {
     return PQntuples(result.get()) > 0;
   }
 
-  bool has_advisory_locks() const noexcept override { return !mode_->behind_transaction_pooler(); }
+  bool has_advisory_locks() const noexcept override {
+    return engine_ == PgEngine::postgresql && !mode_->behind_transaction_pooler();
+  }
   std::string no_advisory_message() const override {
+    if (engine_ != PgEngine::postgresql)
+      return fmt::format("{} speaks PostgreSQL's protocol, but its advisory lock functions were no-ops or not "
+                         "cluster-wide in released versions: advisory mode is refused there. Use LockMode::table",
+                         engine_ == PgEngine::cockroachdb ? "CockroachDB" : "YugabyteDB");
     if (!mode_->behind_transaction_pooler()) return Backend::no_advisory_message();
     return "advisory mode cannot work behind a pooler in transaction mode (pool_mode=transaction): session advisory "
            "locks belong to one server connection, and the pooler runs each statement on whichever is free. Connect "
@@ -214,6 +221,7 @@ class PgBackend final : public Backend {
   PgMigrationDialect migration_dialect_;
   std::shared_ptr<PgStatementMode> mode_;
   SessionPool<PgConnection> pool_;
+  PgEngine engine_ = PgEngine::postgresql;
 };
 
 }  // namespace

@@ -66,6 +66,15 @@ class PoolerDetected : public TransientError {
   using TransientError::TransientError;
 };
 
+/// The engine behind a PostgreSQL-protocol server, told by what it reports at connect: CockroachDB
+/// sends a crdb_version parameter, YugabyteDB's server_version carries "-YB-".
+enum class PgEngine { postgresql, cockroachdb, yugabytedb };
+[[nodiscard]] inline PgEngine pg_engine_of(std::string_view server_version, std::string_view crdb_version) noexcept {
+  if (!crdb_version.empty()) return PgEngine::cockroachdb;
+  if (server_version.find("-YB-") != std::string_view::npos) return PgEngine::yugabytedb;
+  return PgEngine::postgresql;
+}
+
 class PgConnection {
  public:
   /// @throws ConnectionError (message names `redacted_uri`, never the password).
@@ -76,6 +85,11 @@ class PgConnection {
   /// Connected, not inside a transaction, no reply outstanding: fit to go back to a pool.
   [[nodiscard]] bool usable() const noexcept;
   [[nodiscard]] PGconn* raw() const noexcept { return conn_.get(); }
+  /// A parameter the server reported at connect (server_version, ...); empty when it sent none.
+  [[nodiscard]] std::string_view reported(const char* parameter) const noexcept {
+    const char* value = PQparameterStatus(conn_.get(), parameter);
+    return value != nullptr ? std::string_view(value) : std::string_view();
+  }
 
   /// Simple-query protocol: may hold several statements (migrations).
   PgResult exec(std::string_view sql);
