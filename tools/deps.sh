@@ -25,5 +25,5 @@ DBLOCK_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libpq-dev libspdlog-dev 
                        libsoci-dev libsqlite3-dev libcpp-httplib-dev libmysqlcppconn-dev libboost-dev)
 # What the tests need on top: GoogleTest and the PostgreSQL and MariaDB servers.
 DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client pgbouncer mariadb-server mariadb-client
-                      galera-4 rsync lsof iproute2 sqlite3 docker-compose clang procps
+                      galera-4 rsync lsof iproute2 patroni python3-pysyncobj sqlite3 docker-compose clang procps
                       libclang-rt-14-dev)

@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -18,29 +17,13 @@
 #include <gtest/gtest.h>
 
 #include "support/eventually.hpp"
+#include "support/own_servers.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string run_script(const std::string& arguments) {
-  std::string command = std::string(DBLOCK_TESTDB_SCRIPT) + " " + arguments + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string output;
-  char buffer[512];
-  while (pipe && fgets(buffer, sizeof buffer, pipe.get()) != nullptr) output += buffer;
-  return output;
-}
-
-/// The value of `variable='...'` in testdb.sh's output.
-std::string exported(const std::string& output, const std::string& variable) {
-  auto at = output.find(variable + "='");
-  if (at == std::string::npos) return {};
-  at += variable.size() + 2;
-  return output.substr(at, output.find('\'', at) - at);
-}
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> words;
@@ -148,33 +131,13 @@ TEST_F(Galera, TheClusterIsDetectedAndAUriClaimingGaleraForAPlainServerIsRefused
   }
 }
 
-/// A three-node cluster of the test's own, stopped and removed on scope exit.
-class OwnGalera {
- public:
-  OwnGalera() {
-    char pattern[] = "/tmp/dbg.XXXXXX";
-    dir_ = mkdtemp(pattern);
-    log_ = run_script("start-galera " + dir_);
-    nodes_ = split(exported(log_, "DBLOCK_TEST_GALERA_DSNS"));
-  }
-  ~OwnGalera() { run_script("stop " + dir_); }
-  [[nodiscard]] const std::vector<std::string>& nodes() const { return nodes_; }
-  [[nodiscard]] const std::string& log() const { return log_; }
-  void isolate(int node) { run_script("galera-isolate " + dir_ + " " + std::to_string(node)); }
-  void rejoin(int node) { run_script("galera-rejoin " + dir_ + " " + std::to_string(node)); }
-
- private:
-  std::string dir_;
-  std::string log_;
-  std::vector<std::string> nodes_;
-};
-
 TEST(GaleraPartition, ACutOffNodeGrantsNothingAndItsHolderIsToldBeforeAnyoneElseIsGranted) {
   std::string shared;
   DBLOCK_REQUIRE_DSN(shared, "DBLOCK_TEST_GALERA_DSN");  // Galera can be started on this machine
-  OwnGalera cluster;
-  ASSERT_EQ(cluster.nodes().size(), 3u) << cluster.log();
-  auto stores = stores_on_nodes(cluster.nodes());
+  dblock::test::OwnServers cluster("start-galera");
+  auto nodes = split(cluster.exported("DBLOCK_TEST_GALERA_DSNS"));
+  ASSERT_EQ(nodes.size(), 3u) << cluster.log();
+  auto stores = stores_on_nodes(nodes);
 
   std::promise<Clock::time_point> lost;
   dblock::LockManager holder(stores[2], {.default_ttl = 3s, .on_lost = [&](std::string_view, std::int64_t) {
@@ -185,7 +148,7 @@ TEST(GaleraPartition, ACutOffNodeGrantsNothingAndItsHolderIsToldBeforeAnyoneElse
   auto held = holder.try_acquire("job");
   ASSERT_TRUE(held);
 
-  cluster.isolate(3);
+  cluster.run("galera-isolate", "3");
   auto isolated_at = Clock::now();
   auto waiter = std::async(std::launch::async, [&] {
     auto lock = other.acquire("job", 30s);
@@ -214,7 +177,7 @@ TEST(GaleraPartition, ACutOffNodeGrantsNothingAndItsHolderIsToldBeforeAnyoneElse
   EXPECT_GT(token, held->token());
   EXPECT_LT(lost_at - isolated_at, 3s + 1s) << "told at its local deadline";
 
-  cluster.rejoin(3);
+  cluster.run("galera-rejoin", "3");
   EXPECT_TRUE(dblock::test::eventually([&] {
     try {
       return newcomer.try_acquire("after-rejoin").has_value();

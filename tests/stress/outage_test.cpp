@@ -12,51 +12,31 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/own_servers.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
-std::string run_script(const std::string& arguments) {
-  std::string command = std::string(DBLOCK_TESTDB_SCRIPT) + " " + arguments + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string output;
-  char buffer[512];
-  while (pipe && fgets(buffer, sizeof buffer, pipe.get()) != nullptr) output += buffer;
-  return output;
-}
-
-/// Throwaway servers for this test only; stopped and removed on scope exit. `dsn_variable` picks
-/// the server whose DSN is used and which crash() and restart() hit.
+/// Servers of the test's own: `dsn_variable` picks the server whose DSN is used and which crash()
+/// and restart() hit.
 class OwnCluster {
  public:
   explicit OwnCluster(bool replicated = false, const std::string& dsn_variable = "DBLOCK_TEST_PG_DSN")
-      : server_(dsn_variable == "DBLOCK_TEST_MYSQL_DSN" ? "my" : "pg") {
-    char pattern[] = "/tmp/dbo.XXXXXX";
-    dir_ = mkdtemp(pattern);
-    start_log_ = run_script((replicated ? "start-replicated " : "start ") + dir_);
-    dsn_ = exported(replicated ? "DBLOCK_TEST_PG_FAILOVER_DSN" : dsn_variable);
-  }
-  ~OwnCluster() { run_script("stop " + dir_); }
+      : server_(dsn_variable == "DBLOCK_TEST_MYSQL_DSN" ? "my" : "pg"),
+        servers_(replicated ? "start-replicated" : "start"),
+        dsn_(servers_.exported(replicated ? "DBLOCK_TEST_PG_FAILOVER_DSN" : dsn_variable)) {}
   [[nodiscard]] const std::string& dsn() const { return dsn_; }
-  [[nodiscard]] const std::string& start_log() const { return start_log_; }
-  void crash() { run_script(server_ + "-crash " + dir_); }
-  void restart() { run_script(server_ + "-start " + dir_); }
-  void promote_replica() { run_script("promote " + dir_); }
+  [[nodiscard]] const std::string& start_log() const { return servers_.log(); }
+  void crash() { servers_.run(server_ + "-crash"); }
+  void restart() { servers_.run(server_ + "-start"); }
+  void promote_replica() { servers_.run("promote"); }
 
  private:
-  [[nodiscard]] std::string exported(const std::string& variable) const {
-    auto at = start_log_.find(variable + "='");
-    if (at == std::string::npos) return {};
-    at += variable.size() + 2;
-    return start_log_.substr(at, start_log_.find('\'', at) - at);
-  }
-
   std::string server_;
-  std::string dir_;
+  dblock::test::OwnServers servers_;
   std::string dsn_;
-  std::string start_log_;
 };
 
 class Outage : public ::testing::TestWithParam<dblock::test::BackendCase> {};
