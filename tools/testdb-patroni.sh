@@ -128,8 +128,21 @@ patroni_kill_leader() {
   echo "$leader" > "$DIR/patroni/killed"
   pid=$(pgrep -u postgres -f "patroni $DIR/patroni/$leader.yml" | head -1)
   [ -n "$pid" ] && kill -KILL "$pid"
-  [ -f "$DIR/patroni/$leader/data/postmaster.pid" ] && kill -KILL "$(head -1 "$DIR/patroni/$leader/data/postmaster.pid")" 2>/dev/null
+  # Like a machine that dies: the postmaster and every backend and WAL sender at once.
+  if [ -f "$DIR/patroni/$leader/data/postmaster.pid" ]; then
+    pid=$(head -1 "$DIR/patroni/$leader/data/postmaster.pid")
+    pkill -KILL -P "$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
   true
+}
+# The leader's WAL senders stopped (SIGSTOP): what the primary commits from now on is not sent to
+# the standby, as under asynchronous replication's lag, until the leader is killed.
+patroni_pause_replication() {
+  local leader postmaster
+  leader=$(patroni_leader); [ -n "$leader" ] || die "no Patroni leader"
+  postmaster=$(head -1 "$DIR/patroni/$leader/data/postmaster.pid")
+  pkill -STOP -P "$postmaster" -f walsender || die "no WAL sender on $leader"
 }
 stop_patroni() {
   [ -d "$DIR/patroni" ] || return 0

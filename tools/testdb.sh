@@ -22,6 +22,8 @@
 #   tools/testdb.sh patroni-switchover DIR   hand the leader role to the other member and wait for it
 #   tools/testdb.sh patroni-kill-leader DIR  SIGKILL the leader's Patroni and postmaster (a crash)
 #   tools/testdb.sh patroni-restart DIR      start the killed member again (it rejoins as a replica)
+#   tools/testdb.sh patroni-pause-replication DIR   stop the leader's WAL senders (SIGSTOP): lag on
+#                                 demand, until patroni-kill-leader
 # DIR defaults to $DBLOCK_TESTDB_DIR or /tmp/dblock-testdb. Ports: $DBLOCK_PGPORT / $DBLOCK_MYPORT,
 # else the first free ones from 25433.
 set -euo pipefail
@@ -273,6 +275,7 @@ case $cmd in
     print_patroni_env ;;
   patroni-switchover) patroni_switchover ;;
   patroni-kill-leader) patroni_kill_leader ;;
+  patroni-pause-replication) patroni_pause_replication ;;
   patroni-restart)
     launch_patroni_member "$(cat "$DIR/patroni/killed")"
     wait_patroni_healthy ;;

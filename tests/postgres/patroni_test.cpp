@@ -1,11 +1,14 @@
 // PostgreSQL under a real failover manager: Patroni 3 (built-in Raft with a witness) over a primary
-// and a synchronous standby, on a cluster of the test's own. A switchover and then a crash of the
-// leader happen while a lock is held and two threads keep taking another name: the held lock
+// and a standby, on a cluster of the test's own. In synchronous mode a switchover and then a crash
+// of the leader happen while a lock is held and two threads keep taking another name: the held lock
 // survives both (its grant and renewals were replicated synchronously), no two holders ever
-// overlap, and no token is issued twice.
+// overlap, and no token is issued twice. In asynchronous mode, what a failover can lose: a grant
+// the old primary acknowledged but had not yet sent.
 
 #include <atomic>
 #include <chrono>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,6 +89,43 @@ TEST(Patroni, SwitchoverAndFailoverWithLocksHeldNeverGrantTwiceNorReissueAToken)
   auto next = workers.try_acquire("held");
   ASSERT_TRUE(next);
   EXPECT_GT(next->token(), token) << "tokens keep rising across the leader changes";
+}
+
+TEST(Patroni, AsynchronousModeCanLoseAnAcknowledgedGrantInAFailover) {
+  // This shows the limit doc/clusters.md states: it asserts that the loss happens.
+  std::string shared;
+  DBLOCK_REQUIRE_DSN(shared, "DBLOCK_TEST_PG_DSN");
+  dblock::test::OwnServers cluster("start-patroni", "async");
+  auto dsn = cluster.exported("DBLOCK_TEST_PATRONI_DSN");
+  ASSERT_FALSE(dsn.empty()) << cluster.log();
+  auto store = dblock::Store::open(dsn, {.connect_timeout = 2s, .statement_timeout = 2s});
+  dblock::migrate(*store);
+  // No renewal before the failover is over: the holder believes what its grant told it.
+  dblock::LockManager holder(store, {.default_ttl = 300s, .renew_interval = 100s});
+  dblock::LockManager other(store);
+  ASSERT_TRUE(other.try_acquire("warm-up"));  // both managers' stores have checked the schema
+
+  auto paused = cluster.run("patroni-pause-replication");
+  ASSERT_EQ(paused, "") << paused;
+  auto held = holder.try_acquire("job");  // committed on the primary, not yet on the standby
+  ASSERT_TRUE(held);
+  auto killed = cluster.run("patroni-kill-leader");
+  EXPECT_EQ(killed, "") << killed;
+
+  // The standby is promoted without the grant: the name is free there.
+  std::optional<dblock::Lock> second;
+  EXPECT_TRUE(dblock::test::eventually([&] {
+    try {
+      second = other.try_acquire("job");
+      return second.has_value();
+    } catch (const dblock::Error&) {
+      return false;  // no primary yet
+    }
+  }, 90s)) << "the promoted standby never granted the name";
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(held->lost()) << "the first holder still believes it holds the lock: two holders at once";
+  std::cout << "[ patroni  ] asynchronous failover: first grant token " << held->token() << ", second grant token "
+            << second->token() << "\n";
 }
 
 }  // namespace
