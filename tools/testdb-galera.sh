@@ -14,7 +14,8 @@ launch_galera_node() {
   local n=$1 bootstrap=${2:-} node="$DIR/galera$1" sql gcomm ist sst cluster="" i
   read -r sql gcomm ist sst < "$node/ports"
   for i in 1 2 3; do cluster+="${cluster:+,}127.0.0.1:$(galera_ports "$i" | cut -d' ' -f2)"; done
-  setsid /usr/sbin/mariadbd --no-defaults --datadir="$node/data" --user=mysql \
+  install -d -o mysql -g mysql "$node/tmp"  # outside the datadir, which SST replaces; see launch_my
+  setsid /usr/sbin/mariadbd --no-defaults --datadir="$node/data" --user=mysql --tmpdir="$node/tmp" \
     --bind-address=127.0.0.1 --port="$sql" --socket="$node/mysqld.sock" --pid-file="$node/mysqld.pid" \
     --log-error="$node/error.log" --skip-name-resolve \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \

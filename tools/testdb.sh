@@ -195,7 +195,10 @@ start_my() {
 }
 
 launch_my() {
-  setsid /usr/sbin/mariadbd --no-defaults --datadir="$DIR/my/data" --user=mysql \
+  # A temp dir of its own: temp tables' files in the shared /tmp were seen deleted under a running
+  # query (error 6 "Error on delete of '/tmp/#sql-temptable-…'") while other servers came and went.
+  install -d -o mysql -g mysql "$DIR/my/tmp"
+  setsid /usr/sbin/mariadbd --no-defaults --datadir="$DIR/my/data" --user=mysql --tmpdir="$DIR/my/tmp" \
     --bind-address=127.0.0.1 --port="$1" --socket="$DIR/my/mysqld.sock" --pid-file="$DIR/my/mysqld.pid" \
     --log-error="$DIR/my/error.log" --skip-name-resolve --skip-log-bin \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
