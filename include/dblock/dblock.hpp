@@ -1,8 +1,10 @@
 #pragma once
 #include <dblock/advisory_key.hpp>
 #include <dblock/errors.hpp>
+#include <dblock/leader_election.hpp>
 #include <dblock/lock.hpp>
 #include <dblock/lock_manager.hpp>
+#include <dblock/lock_set.hpp>
 #include <dblock/migrate.hpp>
 #include <dblock/options.hpp>
 #include <dblock/postgres.hpp>

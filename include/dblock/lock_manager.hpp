@@ -19,9 +19,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <dblock/advisory_key.hpp>
 #include <dblock/lock.hpp>
+#include <dblock/lock_set.hpp>
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
@@ -55,6 +57,20 @@ class LockManager {
   /// and at the holder's lease end; other backends poll with jittered exponential backoff.
   /// @throws Timeout when the lock was not granted in time, plus what try_acquire throws.
   [[nodiscard]] Lock acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options = {});
+
+  /// All or nothing: one try for each of `names` (each name once, taken in the order of their
+  /// bytes). Returns empty, holding none of them, when any is held by another owner.
+  /// @throws InvalidArgument (no names, a bad name or TTL) before anything is sent, plus what
+  ///         try_acquire throws; what was taken by then is released first.
+  [[nodiscard]] std::optional<LockSet> try_acquire_all(const std::vector<std::string>& names, LockOptions options = {});
+
+  /// All or nothing, waiting up to `timeout` in total. Names are taken one by one in the order
+  /// of their bytes, waiting for each in turn, so that sets which overlap never deadlock; what
+  /// was taken is held while the next is awaited. On failure every lock taken is released before
+  /// the call throws (a release the database does not answer leaves that row to lapse with its lease).
+  /// @throws Timeout (naming the name not granted), plus what try_acquire_all throws.
+  [[nodiscard]] LockSet acquire_all(const std::vector<std::string>& names, std::chrono::milliseconds timeout,
+                                    LockOptions options = {});
 
   /// Advisory mode only: an explicit key, e.g. AdvisoryKey::of(42) to exclude a `psql` session
   /// holding pg_advisory_lock(42). Named locks map to AdvisoryKey::from_name(name).

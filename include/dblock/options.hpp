@@ -17,6 +17,10 @@ namespace dblock {
 
 using std::chrono::milliseconds;
 
+/// A timeout that never runs out in practice (100 years): acquire(name, wait_forever). Longer
+/// timeouts, milliseconds::max() included, are treated as this one.
+inline constexpr milliseconds wait_forever = std::chrono::hours(24 * 365 * 100);
+
 /// How a Store connects. Most fields can also be given as URI query parameters
 /// (`?schema=s&prefix=p&pool=8`); an explicit field here wins over the URI.
 struct StoreOptions {

@@ -1,5 +1,7 @@
 #include <dblock/lock_manager.hpp>
 
+#include <algorithm>
+
 #include "core/advisory_core.hpp"
 #include "core/table_core.hpp"
 
@@ -22,7 +24,7 @@ std::optional<Lock> LockManager::try_acquire(std::string_view name, LockOptions 
 }
 
 Lock LockManager::acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options) {
-  return core_->acquire(name, timeout, options);
+  return core_->acquire(name, std::min(timeout, wait_forever), options);
 }
 
 std::optional<Lock> LockManager::try_acquire(const AdvisoryKey& key, LockOptions options) {
@@ -30,7 +32,7 @@ std::optional<Lock> LockManager::try_acquire(const AdvisoryKey& key, LockOptions
 }
 
 Lock LockManager::acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, LockOptions options) {
-  return core_->acquire(key, timeout, options);
+  return core_->acquire(key, std::min(timeout, wait_forever), options);
 }
 
 std::string LockManager::owner_id() const { return core_->owner_for_this_thread(); }

@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   std::string grace_text;
   run->add_option("--name", request.name, "Lock name")->required();
   run->add_option("--ttl", ttl_text, "Lease length, renewed every third of it (500ms, 30s, 5m)");
-  run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once)");
+  run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once; forever: until granted)");
   run->add_option("--grace", grace_text,
                   "When renewals keep failing, SIGTERM the command this long before the lease's local deadline; "
                   "its process group gets SIGKILL half of it (at most 1s) before the deadline (default: a third of "
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
     dsn = dsn_option ? *dsn_option : from_env != nullptr ? std::string(from_env) : embedded_default_dsn();
     if (run->parsed()) {
       request.ttl = parse_duration(ttl_text);
-      request.wait = parse_duration(wait_text);
+      request.wait = wait_text == "forever" ? wait_forever : parse_duration(wait_text);
       validate_lock_name(request.name);
       validate_ttl(request.ttl);
       request.grace = grace_text.empty() ? request.ttl / 3 : parse_duration(grace_text);

@@ -1,0 +1,99 @@
+#pragma once
+/// LeaderElection campaigns for one name: the process whose campaign holds the name's lock is
+/// the leader, for as long as it holds it. A thread of its own campaigns (waits for the lock),
+/// reports on_elected(token) when it is granted, and on_revoked() when the term ends; after a
+/// loss it campaigns again. Destruction resigns. Each term has a fencing token larger than every
+/// earlier term's: pass it to whatever the leader writes to.
+///
+/// Callbacks: on_elected runs on the campaign thread. on_revoked runs once per term, after the
+/// term's on_elected returned: on the manager's watchdog or deadline-timer thread when the lease
+/// is lost (at the latest at the lease's local deadline, before the database can grant the name
+/// to anyone else), or on the thread that calls resign() or destroys the election. Neither may
+/// throw, call resign() or destroy the election. A long on_elected delays the report of a loss
+/// that happens meanwhile: return promptly and do the leader's work elsewhere (is_leader() stays
+/// exact meanwhile).
+///
+/// Thread-safe. Clock: the steady clock, like Lock::local_deadline.
+///
+/// Example:
+///   dblock::LeaderElection election(store, "scheduler", {
+///       .on_elected = [&](std::int64_t token) { scheduler.start(token); },
+///       .on_revoked = [&] { scheduler.stop(); }});
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <dblock/lock.hpp>
+#include <dblock/options.hpp>
+#include <dblock/store.hpp>
+#include <spdlog/fwd.h>
+
+namespace dblock {
+
+class LockManager;
+
+struct ElectionOptions {
+  /// This process became leader; the argument is the term's fencing token. Default: none.
+  std::function<void(std::int64_t token)> on_elected;
+  /// The term ended: lost, resigned or destroyed. Default: none.
+  std::function<void()> on_revoked;
+  /// The manager the election makes for itself: mode, lease (default_ttl), renewal, owner_tag,
+  /// logger of the store. Its on_lost is called too, before on_revoked.
+  ManagerOptions manager;
+  /// How long one campaign wait lasts before the thread checks whether it should stop: the most
+  /// resign() and the destructor wait for a campaign in progress. Default: 250 ms.
+  std::chrono::milliseconds campaign_slice{250};
+  /// Pause before campaigning again after an error other than a timeout (a missing schema,
+  /// a refused mode). Default: 1 s.
+  std::chrono::milliseconds retry_after_error{1000};
+};
+
+class LeaderElection {
+ public:
+  /// Starts campaigning at once. @throws InvalidArgument for a bad name or options, and what
+  /// the LockManager constructor throws (SchemaError when dblock's tables are missing).
+  LeaderElection(std::shared_ptr<Store> store, std::string name, ElectionOptions options = {});
+  /// Resigns (see resign()).
+  ~LeaderElection();
+  LeaderElection(const LeaderElection&) = delete;
+  LeaderElection& operator=(const LeaderElection&) = delete;
+
+  /// True while this process is leader and its lock is not lost (exact, not a cached flag).
+  [[nodiscard]] bool is_leader() const;
+  /// The current term's fencing token, empty while not leader.
+  [[nodiscard]] std::optional<std::int64_t> token() const;
+  /// Terms won so far.
+  [[nodiscard]] std::uint64_t terms() const;
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+
+  /// Stops campaigning and ends the current term: the lock is released (so another campaigner
+  /// is granted it at once) and on_revoked runs on this thread. Idempotent; never throws (a
+  /// failed release is logged, and the row then lapses with its lease).
+  void resign() noexcept;
+
+ private:
+  void campaign(std::stop_token stop);
+  /// The manager reported `token`'s lock lost.
+  void lock_lost(std::int64_t token);
+
+  const std::string name_;
+  ElectionOptions options_;
+  mutable std::mutex state_;  // guards the term below
+  std::condition_variable_any wake_;
+  std::optional<Lock> term_;  // the leader's lock
+  std::optional<Lock> ended_by_loss_;  // a lost term's guard, for the campaign thread to drop
+  std::uint64_t terms_ = 0;
+  std::mutex callbacks_;  // on_elected and on_revoked of one term never overlap, and come in order
+  std::shared_ptr<spdlog::logger> logger_;
+  std::unique_ptr<LockManager> manager_;  // after the state: its threads stop before the state goes
+  std::jthread campaigner_;  // last: stopped and joined first
+};
+
+}  // namespace dblock
