@@ -73,13 +73,27 @@ struct LockEvent {
   std::chrono::milliseconds waited{0};
 };
 
+/// What a holder of a name is.
+enum class HolderKind {
+  exclusive,  ///< the name's only holder: a plain lock, or the writer of a read-write lock
+  permit,     ///< one of up to N holders of a counting semaphore (LockOptions::permits)
+  shared,     ///< one of any number of readers (LockOptions::shared)
+};
+
 /// Per-acquisition options.
 struct LockOptions {
   /// Lease length. Zero means the manager's default_ttl. Must be >= 3 x the renew interval.
   milliseconds ttl{0};
-  /// Advisory mode only: a shared lock, held by any number of shared holders at once and
-  /// excluding exclusive ones (pg_advisory_lock_shared). Default: exclusive.
+  /// A shared (read) lock: held by any number of shared holders at once, excluding exclusive
+  /// ones. Advisory mode: pg_advisory_lock_shared. Table mode: a reader of the name's read-write
+  /// lock, whose writers are the plain (exclusive) acquisitions of the name; a writer that waits
+  /// is not starved by readers arriving after it (writer preference). Default: exclusive.
   bool shared = false;
+  /// Table mode: a counting semaphore; up to `permits` holders at once, each with its own lease,
+  /// renewal and fencing token. Each acquisition is judged by its own `permits` (the rule when
+  /// callers disagree: a caller is admitted while fewer than its own `permits` others hold one).
+  /// Exclusive locks and read locks of the same name exclude permit holders. 0: not a semaphore.
+  std::int64_t permits = 0;
 };
 
 /// Policy of one LockManager.

@@ -29,6 +29,8 @@ struct LockInfo {
   std::int64_t token = 0;
   /// Lease left by the database's clock; negative once expired (row not yet reaped).
   std::chrono::milliseconds remaining{0};
+  /// Exclusive, or a semaphore's permit holder or a reader (one row per holder).
+  HolderKind kind = HolderKind::exclusive;
 };
 
 /// What the lock table holds right now, by the database's clock.

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <dblock/options.hpp>
+
 namespace dblock {
 
 /// "500ms", "30s", "5m", "2h" or "0" (any other number needs a unit). @throws InvalidArgument.
@@ -23,6 +25,8 @@ void validate_ttl(std::chrono::milliseconds ttl);
 /// (written as `\xNN` / `\u{NNNN}`; a backslash as `\\`): for names and owners on a terminal or
 /// in a line-based log.
 [[nodiscard]] std::string terminal_safe(std::string_view text);
+/// "exclusive", "permit" or "shared", as `dblock locks` prints a holder's kind.
+[[nodiscard]] std::string_view holder_kind_name(HolderKind kind) noexcept;
 /// `text` as a JSON string literal, quotes included.
 [[nodiscard]] std::string json_string(std::string_view text);
 /// The backends this build of the library holds, each with its driver's version, e.g.

@@ -30,6 +30,7 @@ struct HeldRef {
   std::string_view owner;
   std::int64_t token = 0;
   milliseconds ttl{0};
+  HolderKind kind = HolderKind::exclusive;  // permit or shared: a group's member (GroupBackend)
 };
 
 /// Wakes waiters when a name is released. Used by one thread at a time, except interrupt().

@@ -54,6 +54,8 @@ Lock AdvisoryCore::acquire(const AdvisoryKey& key, std::chrono::milliseconds tim
 std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const AdvisoryKey& key,
                                               const LockOptions& options,
                                               std::optional<std::chrono::milliseconds> timeout) {
+  if (options.permits != 0)
+    throw InvalidArgument("semaphores (LockOptions::permits) need ManagerOptions.mode = LockMode::table");
   AdvisoryTarget target{key, lock_name, options.shared};
   backend_.check_advisory_target(target);
   std::string key_text;  // the name an explicit key is shown under

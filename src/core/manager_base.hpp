@@ -44,8 +44,8 @@ using SteadyClock = std::chrono::steady_clock;
 /// and the deadline only moves forward while the lock is still believed held.
 struct HeldLock {
   HeldLock(std::string name_in, std::string owner_in, std::int64_t token_in, std::chrono::milliseconds ttl_in,
-           SteadyClock::time_point deadline)
-      : name(std::move(name_in)), owner(std::move(owner_in)), token(token_in), ttl(ttl_in),
+           SteadyClock::time_point deadline, HolderKind kind_in = HolderKind::exclusive)
+      : name(std::move(name_in)), owner(std::move(owner_in)), token(token_in), kind(kind_in), ttl(ttl_in),
         local_deadline(deadline.time_since_epoch().count()) {}
   virtual ~HeldLock() = default;
   HeldLock(const HeldLock&) = delete;
@@ -76,6 +76,7 @@ struct HeldLock {
   const std::string name;
   const std::string owner;
   const std::int64_t token;
+  const HolderKind kind;  // table mode: exclusive, or a member of a group (permit, shared)
   std::atomic<std::chrono::milliseconds> ttl;  // the longest any re-entry asked for: what the database holds
   std::atomic<bool> lost{false};
   std::atomic<SteadyClock::rep> local_deadline;

@@ -7,6 +7,7 @@
 
 #include "core/backoff.hpp"
 #include "base/duration.hpp"
+#include "base/scope_exit.hpp"
 #include "core/owner_id.hpp"
 #include "core/retry.hpp"
 #include "core/release_hub.hpp"
@@ -26,25 +27,37 @@ TableCore::TableCore(std::shared_ptr<Store> store, ManagerOptions options)
   store_->check_schema();
 }
 
-std::chrono::milliseconds TableCore::effective_ttl(const LockOptions& options) const {
-  auto ttl = options.ttl.count() > 0 ? options.ttl : options_.default_ttl;
+TableCore::Request TableCore::request_of(const LockOptions& options) const {
+  Request request;
+  request.ttl = options.ttl.count() > 0 ? options.ttl : options_.default_ttl;
   if (options.ttl.count() < 0) throw InvalidArgument(fmt::format("ttl {}ms is negative", options.ttl.count()));
-  if (options.shared) throw InvalidArgument("shared locks need ManagerOptions.mode = LockMode::advisory");
-  validate_ttl(ttl, check_interval_);
-  return ttl;
+  validate_ttl(request.ttl, check_interval_);
+  if (options.permits < 0) throw InvalidArgument(fmt::format("permits {} is negative", options.permits));
+  if (options.permits > 0 && options.shared)
+    throw InvalidArgument("a lock is either shared or one of a semaphore's permits, not both");
+  if (options.permits > 0) request.kind = HolderKind::permit;
+  if (options.shared) request.kind = HolderKind::shared;
+  request.capacity = options.permits;
+  if (request.kind != HolderKind::exclusive && !backend_.has_groups()) throw InvalidArgument(backend_.no_groups_message());
+  return request;
 }
 
-std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::string& owner,
-                                               std::chrono::milliseconds ttl) {
+std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::string& owner, const Request& request) {
   std::int64_t held_token = 0;  // a re-entry must name the grant it re-enters
   {
     std::lock_guard lock(mutex_);
-    auto it = held_.find(Key{owner, std::string(name)});
+    auto it = held_.find(Key{owner, std::string(name), request.kind});
     if (it != held_.end()) held_token = it->second->token;
   }
   try {
-    return with_retries([&] { return backend_.try_acquire(name, owner, ttl, held_token); });
+    return with_retries([&] {
+      if (request.kind == HolderKind::exclusive) return backend_.try_acquire(name, owner, request.ttl, held_token);
+      return backend_.try_acquire_member(name, owner, request.kind, request.capacity, request.ttl, held_token);
+    });
   } catch (const OutcomeUnknown& e) {
+    // A membership is not read back: one that landed unseen lapses with its lease, counted against
+    // the group's capacity until then.
+    if (request.kind != HolderKind::exclusive) throw;
     // The upsert is not idempotent, and the abandoned statement may still run after anything we
     // send now: read what happened, and never run it again here. When the read cannot tell, the
     // caller sees the error; at worst a row of ours lapses with its lease, unrenewed.
@@ -58,7 +71,7 @@ std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, c
   auto row = with_read_retries([&] { return backend_.read(name); });
   if (!row || row->owner != owner || row->remaining.count() <= 0) return std::nullopt;
   std::lock_guard lock(mutex_);
-  auto it = held_.find(Key{owner, std::string(name)});
+  auto it = held_.find(Key{owner, std::string(name), HolderKind::exclusive});
   std::int64_t depth_before = (it != held_.end() && it->second->token == row->token) ? it->second->depth : 0;
   if (row->count == depth_before + 1) return Grant{row->count, row->token};
   return std::nullopt;
@@ -66,15 +79,15 @@ std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, c
 
 std::optional<Lock> TableCore::try_acquire(std::string_view name, const LockOptions& options) {
   validate_lock_name(name);
-  auto ttl = effective_ttl(options);
+  auto request = request_of(options);
   auto owner = owner_for_this_thread();
   auto sent = SteadyClock::now();
-  auto grant = acquire_once(name, owner, ttl);
+  auto grant = acquire_once(name, owner, request);
   if (!grant) {
     count_contended(name);
     return std::nullopt;
   }
-  return register_grant(name, owner, ttl, sent, *grant, std::chrono::milliseconds(0));
+  return register_grant(name, owner, request, sent, *grant, std::chrono::milliseconds(0));
 }
 
 Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
@@ -91,8 +104,18 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
     if (timeout.count() == 0) throw;
     last_connection_error = e.what();  // and conflicts that outlasted their retries (a cluster's hot name)
   }
-  auto ttl = effective_ttl(options);
+  auto request = request_of(options);
   auto owner = owner_for_this_thread();
+  // A writer marked as waiting takes its mark back however the wait ends.
+  bool marked = false;
+  ScopeExit unmark_on_exit([&]() noexcept {
+    if (!marked) return;
+    try {
+      backend_.unmark_writer(name, owner);
+    } catch (const std::exception& e) {
+      logger_->warn("taking back the waiting-writer mark on '{}' failed (it lapses by itself): {}", name, e.what());
+    }
+  });
   if (timeout.count() > 0) {
     auto& hub = StoreParts::release_hub(*store_);
     auto subscription = hub.subscribe(std::string(name), std::min(timeout, StoreParts::connect_timeout(*store_)));
@@ -105,12 +128,12 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
       try {
         if (try_now) {
           auto sent = SteadyClock::now();
-          if (auto grant = acquire_once(name, owner, ttl))
-            return register_grant(name, owner, ttl, sent, *grant, count_wait(started));
+          if (auto grant = acquire_once(name, owner, request))
+            return register_grant(name, owner, request, sent, *grant, count_wait(started));
           count_contended(name);
         }
         // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
-        auto left = with_read_retries([&] { return backend_.lease_left(name); });
+        auto left = with_read_retries([&] { return lease_left_for_waiter(name, owner, request, marked); });
         auto now = SteadyClock::now();
         auto poll = notified ? kNotifiedSafetyPoll : backoff.next();
         auto wake_at = std::min(deadline, now + poll);
@@ -136,14 +159,27 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   throw_timeout(name, timeout, started, last_connection_error);
 }
 
-Lock TableCore::register_grant(std::string_view name, const std::string& owner, std::chrono::milliseconds ttl,
+std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::string_view name, const std::string& owner,
+                                                                        const Request& request, bool& marked) {
+  if (request.kind != HolderKind::exclusive || !backend_.has_groups()) return backend_.lease_left(name);
+  // Longer than the longest pause between two tries, so the mark holds while the writer waits.
+  auto mark_for = 3 * std::max<std::chrono::milliseconds>(kNotifiedSafetyPoll, options_.backoff_max);
+  bool now_marked = false;
+  auto left = backend_.lease_left_marking_writer(name, owner, mark_for, now_marked);
+  marked = marked || now_marked;
+  return left;
+}
+
+Lock TableCore::register_grant(std::string_view name, const std::string& owner, const Request& request,
                                  SteadyClock::time_point sent, Grant grant, std::chrono::milliseconds waited) {
+  auto ttl = request.ttl;
   auto now = SteadyClock::now();
   if (now >= lease_deadline(sent, ttl)) {
     // The reply came so late that the lease it granted may already have run out (and been
     // granted again): never hand it to the caller. Give the row back if it is still ours.
     try {
-      backend_.release(name, owner, grant.token);
+      if (request.kind == HolderKind::exclusive) backend_.release(name, owner, grant.token);
+      else backend_.release_member(name, owner, request.kind, grant.token);
     } catch (const std::exception& e) {
       logger_->warn("giving back the late grant of '{}' failed (its lease lapses): {}", name, e.what());
     }
@@ -154,13 +190,13 @@ Lock TableCore::register_grant(std::string_view name, const std::string& owner, 
   std::shared_ptr<HeldLock> replaced;
   {
     std::lock_guard lock(mutex_);
-    auto& slot = held_[Key{owner, std::string(name)}];
+    auto& slot = held_[Key{owner, std::string(name), request.kind}];
     // A re-entry: the database kept the later of the two expiries, so does the record.
     if (slot && slot->token == grant.token && slot->extend(lease_deadline(sent, ttl), now)) {
       slot->raise_ttl(ttl);
     } else {
       replaced = std::exchange(slot, std::make_shared<HeldLock>(std::string(name), owner, grant.token, ttl,
-                                                                lease_deadline(sent, ttl)));
+                                                                lease_deadline(sent, ttl), request.kind));
     }
     slot->depth += 1;
     held = slot;
@@ -172,14 +208,19 @@ Lock TableCore::register_grant(std::string_view name, const std::string& owner, 
 }
 
 void TableCore::forget(const std::shared_ptr<HeldLock>& held) {
-  auto it = held_.find(Key{held->owner, held->name});
+  auto it = held_.find(Key{held->owner, held->name, held->kind});
   if (it != held_.end() && it->second == held) held_.erase(it);
 }
 
 std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::int64_t depth_before) {
   try {
-    return with_retries([&] { return backend_.release(held.name, held.owner, held.token); });
+    return with_retries([&] {
+      if (held.kind == HolderKind::exclusive) return backend_.release(held.name, held.owner, held.token);
+      return backend_.release_member(held.name, held.owner, held.kind, held.token);
+    });
   } catch (const OutcomeUnknown& e) {
+    // A membership is done locally; one that did not land lapses with its lease, unrenewed.
+    if (held.kind != HolderKind::exclusive) return std::max<std::int64_t>(depth_before - 1, 0);
     // Never release again: the abandoned statement may still run, and two decrements would
     // delete the row under an outer guard. If it never runs, the row keeps one level more than
     // we hold and lapses with its lease once we stop renewing it.
@@ -227,6 +268,24 @@ void TableCore::deadline_passed(const std::shared_ptr<HeldLock>& held) {
   mark_lost(held, "its local deadline passed before a renewal succeeded");
 }
 
+std::vector<std::size_t> TableCore::renew_all(const std::vector<HeldRef>& refs, SteadyClock::time_point reply_by) {
+  std::vector<HeldRef> plain, members;
+  std::vector<std::size_t> plain_at, members_at;  // positions in refs
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    bool member = refs[i].kind != HolderKind::exclusive;
+    (member ? members : plain).push_back(refs[i]);
+    (member ? members_at : plain_at).push_back(i);
+  }
+  std::vector<std::size_t> renewed;
+  if (!plain.empty())
+    for (auto index : with_read_retries([&] { return backend_.renew(plain, reply_by); }))
+      if (index < plain_at.size()) renewed.push_back(plain_at[index]);
+  if (!members.empty())
+    for (auto index : with_read_retries([&] { return backend_.renew_members(members, reply_by); }))
+      if (index < members_at.size()) renewed.push_back(members_at[index]);
+  return renewed;
+}
+
 bool TableCore::watchdog_cycle() {
   auto now = SteadyClock::now();
   auto snapshot = held_snapshot();
@@ -236,7 +295,7 @@ bool TableCore::watchdog_cycle() {
   refs.reserve(snapshot.size());
   auto reply_by = SteadyClock::time_point::max();
   for (auto& held : snapshot) {
-    refs.push_back(HeldRef{held->name, held->owner, held->token, held->ttl.load()});
+    refs.push_back(HeldRef{held->name, held->owner, held->token, held->ttl.load(), held->kind});
     reply_by = std::min(reply_by, held->deadline());
   }
   // A renewal that cannot answer before the first deadline is useless: the timer reports that
@@ -244,7 +303,7 @@ bool TableCore::watchdog_cycle() {
   auto sent = SteadyClock::now();
   std::vector<std::size_t> renewed;
   try {
-    renewed = with_read_retries([&] { return backend_.renew(refs, reply_by); });
+    renewed = renew_all(refs, reply_by);
   } catch (const std::exception& e) {
     logger_->warn("renewing {} lock(s) failed, will retry: {}", snapshot.size(), e.what());
     return false;
@@ -263,7 +322,7 @@ bool TableCore::watchdog_cycle() {
     bool still_held;
     {
       std::lock_guard lock(mutex_);
-      auto it = held_.find(Key{held->owner, held->name});
+      auto it = held_.find(Key{held->owner, held->name, held->kind});
       still_held = it != held_.end() && it->second == held;
     }
     if (still_held) mark_lost(held, "the row was deleted, expired or taken over");

@@ -73,9 +73,10 @@ void print_locks(Store& store, bool json) {
     fmt::print("[");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       auto& row = rows[i];
-      fmt::print("{}{{\"name\":{},\"owner\":{},\"count\":{},\"token\":{},\"remaining_ms\":{},\"expired\":{}}}",
-                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), row.count, row.token,
-                 row.remaining.count(), row.remaining.count() <= 0);
+      fmt::print("{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"count\":{},\"token\":{},\"remaining_ms\":{},"
+                 "\"expired\":{}}}",
+                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), holder_kind_name(row.kind), row.count,
+                 row.token, row.remaining.count(), row.remaining.count() <= 0);
     }
     fmt::print("]\n");
     return;
@@ -85,12 +86,12 @@ void print_locks(Store& store, bool json) {
     fmt::print("no locks\n");
     return;
   }
-  fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", "NAME", "COUNT", "TOKEN", "LEASE", "OWNER");
+  fmt::print("{:<32} {:<9} {:>6} {:>10} {:>10}  {}\n", "NAME", "KIND", "COUNT", "TOKEN", "LEASE", "OWNER");
   for (auto& row : rows) {
     auto lease = row.remaining.count() > 0 ? format_duration(row.remaining) : std::string("expired");
     // Names and owners come from the database: escaped, so that each lock is exactly one row.
-    fmt::print("{:<32} {:>6} {:>10} {:>10}  {}\n", terminal_safe(row.name), row.count, row.token, lease,
-               terminal_safe(row.owner));
+    fmt::print("{:<32} {:<9} {:>6} {:>10} {:>10}  {}\n", terminal_safe(row.name), holder_kind_name(row.kind), row.count,
+               row.token, lease, terminal_safe(row.owner));
   }
 }
 
@@ -179,7 +180,12 @@ int main(int argc, char** argv) {
                   "table (a row with a lease) or advisory (PostgreSQL advisory lock or MySQL GET_LOCK, held by "
                   "the connection; --ttl then sets how often the connection is checked)")
       ->check(CLI::IsMember({"table", "advisory"}));
-  run->add_flag("--shared", request.shared, "Advisory mode: a shared lock (many shared holders, no exclusive one)");
+  run->add_flag("--shared", request.shared,
+                "A shared (read) lock: many shared holders at once, no exclusive one; in table mode a waiting "
+                "exclusive run is not starved by shared ones arriving after it");
+  run->add_option("--permits", request.permits,
+                  "Table mode: one of N permits of a counting semaphore (at most N commands run at once)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
   run->add_option("command", request.command, "The command and its arguments, after --")->required();
 
   auto* locks = app.add_subcommand("locks", "List locks with owner, count, token and lease left");
@@ -253,8 +259,8 @@ int main(int argc, char** argv) {
       if (request.grace >= request.ttl)
         throw InvalidArgument(fmt::format("--grace {} must be shorter than --ttl {}", grace_text, ttl_text));
       request.mode = mode_text == "advisory" ? LockMode::advisory : LockMode::table;
-      if (request.shared && request.mode != LockMode::advisory)
-        throw InvalidArgument("--shared needs --mode advisory");
+      if (request.permits > 0 && request.mode != LockMode::table) throw InvalidArgument("--permits needs --mode table");
+      if (request.permits > 0 && request.shared) throw InvalidArgument("--permits and --shared exclude each other");
       cli::block_forwarded_signals();  // before the Store or a manager starts any thread
     }
     if (release->parsed()) {

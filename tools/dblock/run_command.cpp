@@ -174,7 +174,7 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   };
   // No on_lost callback: Lock::lost() turns true when it fires, and also at the deadline.
   LockManager manager(store, ManagerOptions{.mode = request.mode, .default_ttl = request.ttl});
-  LockOptions options{.shared = request.shared};
+  LockOptions options{.shared = request.shared, .permits = request.permits};
   std::optional<Lock> lock;
   if (request.wait.count() > 0) lock.emplace(manager.acquire(request.name, request.wait, options));
   else lock = manager.try_acquire(request.name, options);

@@ -1,5 +1,6 @@
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ struct RunRequest {
   std::chrono::milliseconds grace{10'000};  // SIGTERM this long before the local deadline; SIGKILL at it
   LockMode mode = LockMode::table;
   bool shared = false;
+  std::int64_t permits = 0;  // > 0: one of a semaphore's permits
   std::vector<std::string> command;
   const Stderr* out = nullptr;  // where run's reports on its command go
 };

@@ -58,26 +58,7 @@ class PgBackend final : public Backend {
   }
 
   std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point reply_by) override {
-    std::vector<std::string_view> names, owners;
-    std::string tokens = "{", ttls = "{";
-    for (std::size_t i = 0; i < held.size(); ++i) {
-      names.push_back(held[i].name);
-      owners.push_back(held[i].owner);
-      tokens += fmt::format("{}{}", i == 0 ? "" : ",", held[i].token);
-      ttls += fmt::format("{}{}", i == 0 ? "" : ",", held[i].ttl.count());
-    }
-    std::array<std::string, 4> params{pg_text_array(names), pg_text_array(owners), tokens + "}", ttls + "}"};
-    // A try (the core repeats one whose reply was lost) is pointless once the first deadline has passed.
-    if (std::chrono::steady_clock::now() >= reply_by)
-      throw OutcomeUnknown("renewal: no time left before the first local deadline", "57014");
-    auto session = pool_.lease();
-    auto limit = session->limit_replies(reply_by);
-    auto result = run(*session, sql_.renew, params);
-    std::vector<std::size_t> renewed;
-    renewed.reserve(static_cast<std::size_t>(PQntuples(result.get())));
-    for (int row = 0; row < PQntuples(result.get()); ++row)
-      renewed.push_back(static_cast<std::size_t>(to_int64(result.get(), row, 0)));
-    return renewed;
+    return run_renewal(sql_.renew, renewal_arrays(held, false), reply_by);
   }
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
@@ -208,8 +189,80 @@ class PgBackend final : public Backend {
     for (int row = 0; row < PQntuples(result.get()); ++row)
       rows.push_back(LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1),
                               to_int64(result.get(), row, 2), to_int64(result.get(), row, 3),
-                              milliseconds(to_int64(result.get(), row, 4))});
+                              milliseconds(to_int64(result.get(), row, 4)), kind_from_text(text_of(result.get(), row, 5))});
     return rows;
+  }
+
+  /// The arrays of a renewal: names, owners, tokens, TTLs, and the kinds when `with_kinds`.
+  static std::vector<std::string> renewal_arrays(std::span<const HeldRef> held, bool with_kinds) {
+    std::vector<std::string_view> names, owners, kinds;
+    std::string tokens = "{", ttls = "{";
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      names.push_back(held[i].name);
+      owners.push_back(held[i].owner);
+      kinds.push_back(kind_text(held[i].kind));
+      tokens += fmt::format("{}{}", i == 0 ? "" : ",", held[i].token);
+      ttls += fmt::format("{}{}", i == 0 ? "" : ",", held[i].ttl.count());
+    }
+    std::vector<std::string> arrays{pg_text_array(names), pg_text_array(owners)};
+    if (with_kinds) arrays.push_back(pg_text_array(kinds));
+    arrays.push_back(tokens + "}");
+    arrays.push_back(ttls + "}");
+    return arrays;
+  }
+
+  /// Sends a renewal with its reply bounded by `reply_by`; returns the positions renewed.
+  std::vector<std::size_t> run_renewal(const PgStatement& statement, const std::vector<std::string>& params,
+                                       std::chrono::steady_clock::time_point reply_by) {
+    // A try (the core repeats one whose reply was lost) is pointless once the first deadline has passed.
+    if (std::chrono::steady_clock::now() >= reply_by)
+      throw OutcomeUnknown("renewal: no time left before the first local deadline", "57014");
+    auto session = pool_.lease();
+    auto limit = session->limit_replies(reply_by);
+    auto result = run(*session, statement, params);
+    std::vector<std::size_t> renewed;
+    renewed.reserve(static_cast<std::size_t>(PQntuples(result.get())));
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      renewed.push_back(static_cast<std::size_t>(to_int64(result.get(), row, 0)));
+    return renewed;
+  }
+
+  bool has_groups() const noexcept override { return true; }
+
+  std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                          std::int64_t capacity, milliseconds ttl, std::int64_t held_token) override {
+    std::array<std::string, 6> params{std::string(name), std::string(owner), std::string(kind_text(kind)), std::to_string(capacity),
+                                      std::to_string(ttl.count()), std::to_string(held_token)};
+    auto result = run(*pool_.lease(), sql_.acquire_member, params);
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return Grant{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1)};
+  }
+
+  std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                             std::int64_t token) override {
+    std::array<std::string, 4> params{std::string(name), std::string(owner), std::string(kind_text(kind)), std::to_string(token)};
+    auto result = run(*pool_.lease(), sql_.release_member, params);
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return to_int64(result.get(), 0, 0);
+  }
+
+  std::vector<std::size_t> renew_members(std::span<const HeldRef> held,
+                                         std::chrono::steady_clock::time_point reply_by) override {
+    return run_renewal(sql_.renew_members, renewal_arrays(held, true), reply_by);
+  }
+
+  std::optional<milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
+                                                        milliseconds mark_for, bool& marked) override {
+    std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(mark_for.count())};
+    auto result = run(*pool_.lease(), sql_.lease_left_marking_writer, params);
+    marked = PQntuples(result.get()) > 0 && to_int64(result.get(), 0, 1) > 0;
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return milliseconds(to_int64(result.get(), 0, 0));
+  }
+
+  void unmark_writer(std::string_view name, std::string_view owner) override {
+    std::array<std::string, 2> params{std::string(name), std::string(owner)};
+    run(*pool_.lease(), sql_.unmark_writer, params);
   }
 
   std::string schema_;

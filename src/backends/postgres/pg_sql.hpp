@@ -45,9 +45,19 @@ UNION ALL SELECT count::bigint, 0 FROM u)")};
     lease_left = {3, fill(R"(
 SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
+    // One row per holder: a group's lock row stands for its members, listed instead.
     list = {4, fill(R"(
-SELECT name, owner, count, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
-FROM "{schema}"."{prefix}locks" WHERE ($1 = '' OR name = $1) ORDER BY name)")};
+SELECT name, owner, count, token, remaining, kind FROM (
+  SELECT name, owner, count, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS remaining,
+         'exclusive' AS kind
+  FROM "{schema}"."{prefix}locks" WHERE ($1 = '' OR name = $1) AND owner NOT IN ('(permits)', '(readers)')
+  UNION ALL
+  SELECT m.name, m.owner, m.count, m.token, floor(extract(epoch FROM m.expires_at - clock_timestamp()) * 1000)::bigint,
+         m.kind
+  FROM "{schema}"."{prefix}holders" m JOIN "{schema}"."{prefix}locks" l
+    ON l.name = m.name AND l.token = m.epoch AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
+  WHERE ($1 = '' OR m.name = $1) AND m.kind <> 'writer') AS holders
+ORDER BY name, owner)")};
     force_release = {5, fill(R"(
 WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 RETURNING name)
 SELECT (SELECT 1 FROM pg_notify('{channel}', d.name)) FROM d)")};
@@ -58,13 +68,39 @@ SELECT (SELECT 1 FROM pg_notify('{channel}', d.name)) FROM d)")};
 WITH victim AS (SELECT name FROM "{schema}"."{prefix}locks" WHERE expires_at <= clock_timestamp()
                 ORDER BY expires_at LIMIT $1::bigint FOR UPDATE SKIP LOCKED),
      gone AS (DELETE FROM "{schema}"."{prefix}locks" l USING victim v
-              WHERE l.name = v.name AND l.expires_at <= clock_timestamp() RETURNING 1)
-SELECT count(*) FROM gone)")};
+              WHERE l.name = v.name AND l.expires_at <= clock_timestamp() RETURNING 1),
+     lapsed AS (SELECT name, owner, kind FROM "{schema}"."{prefix}holders" WHERE expires_at <= clock_timestamp()
+                ORDER BY expires_at LIMIT $1::bigint FOR UPDATE SKIP LOCKED),
+     members AS (DELETE FROM "{schema}"."{prefix}holders" m USING lapsed v
+                 WHERE m.name = v.name AND m.owner = v.owner AND m.kind = v.kind AND m.expires_at <= clock_timestamp()
+                 RETURNING 1)
+SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM members))")};
     census = {7, fill(R"(
 SELECT count(*) FILTER (WHERE expires_at > clock_timestamp()),
        count(*) FILTER (WHERE expires_at <= clock_timestamp()),
        coalesce(floor(extract(epoch FROM clock_timestamp() - min(acquired_at) FILTER (WHERE expires_at > clock_timestamp())) * 1000), 0)::bigint
 FROM "{schema}"."{prefix}locks")")};
+    acquire_member = {8, fill(R"(
+SELECT lock_count, lock_token FROM "{schema}"."{prefix}acquire_member"($1, $2, $3, $4::bigint, $5::bigint, $6::bigint))")};
+    // As release: NOTIFY when a member left and someone waits.
+    release_member = {9, fill(R"(
+SELECT r.lock_count::bigint,
+       CASE WHEN r.freed AND NOT pg_try_advisory_xact_lock({key}, hashtext($1)) THEN (SELECT 1 FROM pg_notify('{channel}', $1))
+            ELSE 0 END
+FROM "{schema}"."{prefix}release_member"($1, $2, $3, $4::bigint) AS r)")};
+    renew_members = {10, fill(R"(
+SELECT "{schema}"."{prefix}renew_members"($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]))")};
+    // The mark is written only while readers hold the name: other waits stay read-only.
+    lease_left_marking_writer = {11, fill(R"(
+WITH l AS (SELECT owner, expires_at FROM "{schema}"."{prefix}locks" WHERE name = $1),
+     mark AS (INSERT INTO "{schema}"."{prefix}holders" (name, owner, kind, count, token, epoch, acquired_at, expires_at)
+              SELECT $1, $2, 'writer', 0, 0, 0, clock_timestamp(), clock_timestamp() + $3::bigint * interval '1 millisecond'
+              FROM l WHERE l.owner = '(readers)' AND l.expires_at > clock_timestamp()
+              ON CONFLICT (name, owner, kind) DO UPDATE SET expires_at = EXCLUDED.expires_at
+              RETURNING 1)
+SELECT floor(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000)::bigint, (SELECT count(*) FROM mark) FROM l)")};
+    unmark_writer = {12, fill(R"(
+DELETE FROM "{schema}"."{prefix}holders" WHERE name = $1 AND owner = $2 AND kind = 'writer')")};
     seed_expired = fill(R"(
 INSERT INTO "{schema}"."{prefix}locks" (name, owner, count, token, acquired_at, expires_at)
 SELECT $1 || g, 'dblock-bench', 1, nextval('"{schema}"."{prefix}token_seq"'), clock_timestamp() - interval '2 s',
@@ -134,6 +170,7 @@ ORDER BY 2, 1)");
   }
 
   PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
+  PgStatement acquire_member, release_member, renew_members, lease_left_marking_writer, unmark_writer;
   std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_xact_lock,
       migration_lock_blocking,
       migration_unlock, create_schema, migration_rights, catalog;

@@ -76,6 +76,38 @@ class SqliteBackend final : public Backend {
     return session->guarded("counting locks", [&] { return session->census(); });
   }
 
+  bool has_groups() const noexcept override { return true; }
+
+  std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                          std::int64_t capacity, milliseconds ttl, std::int64_t held_token) override {
+    auto session = pool_.lease();
+    return session->guarded("acquire",
+                            [&] { return session->acquire_member(name, owner, kind, capacity, ttl, held_token); });
+  }
+
+  std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                             std::int64_t token) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return session->release_member(name, owner, kind, token); });
+  }
+
+  std::vector<std::size_t> renew_members(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
+    auto session = pool_.lease();
+    return session->guarded("renew", [&] { return session->renew_members(held); });
+  }
+
+  std::optional<milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
+                                                        milliseconds mark_for, bool& marked) override {
+    auto session = pool_.lease();
+    return session->guarded("reading a lease",
+                            [&] { return session->lease_left_marking_writer(name, owner, mark_for, marked); });
+  }
+
+  void unmark_writer(std::string_view name, std::string_view owner) override {
+    auto session = pool_.lease();
+    session->guarded("unmarking a writer", [&] { session->unmark_writer(name, owner); });
+  }
+
   std::unique_ptr<RawLockClient> raw_client() override {
     return make_sqlite_raw_client(path_, busy_timeout_, sql_);
   }

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "base/holder_kind.hpp"
+
 namespace dblock::detail {
 
 std::optional<Grant> SqliteSession::try_acquire(std::string_view name, std::string_view owner,
@@ -62,10 +64,11 @@ bool SqliteSession::force_release(std::string_view name) {
 std::size_t SqliteSession::reap(std::size_t batch) {
   number_ = static_cast<std::int64_t>(batch);
   std::size_t deleted = 0;
-  if (reap_statement().execute(true)) {
-    do ++deleted;
-    while (reap_statement().fetch());
-  }
+  for (auto* statement : {&reap_statement(), &reap_members_statement()})
+    if (statement->execute(true)) {
+      do ++deleted;
+      while (statement->fetch());
+    }
   return deleted;
 }
 
@@ -78,7 +81,8 @@ std::vector<LockInfo> SqliteSession::list(std::string_view only_name) {
   name_ = only_name;
   std::vector<LockInfo> rows;
   if (list_statement().execute(true)) {
-    do rows.push_back(LockInfo{out_name_, out_owner_, result_a_, result_b_, std::chrono::milliseconds(result_c_)});
+    do rows.push_back(LockInfo{out_name_, out_owner_, result_a_, result_b_, std::chrono::milliseconds(result_c_),
+                               kind_from_text(out_kind_)});
     while (list_statement().fetch());
   }
   return rows;

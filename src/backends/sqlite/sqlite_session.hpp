@@ -78,6 +78,16 @@ class SqliteSession {
   /// Every row, or only `only_name`'s when it is not empty, ordered by name.
   std::vector<LockInfo> list(std::string_view only_name);
 
+  // Groups (GroupBackend), one IMMEDIATE transaction each. Defined in sqlite_groups.cpp.
+  std::optional<Grant> acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                      std::int64_t capacity, std::chrono::milliseconds ttl, std::int64_t held_token);
+  std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                             std::int64_t token);
+  std::vector<std::size_t> renew_members(std::span<const HeldRef> held);
+  std::optional<std::chrono::milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
+                                                                     std::chrono::milliseconds mark_for, bool& marked);
+  void unmark_writer(std::string_view name, std::string_view owner);
+
   /// False after any failure (a statement may be mid-step) or inside a transaction.
   [[nodiscard]] bool usable() const noexcept { return !broken_ && sqlite_api::sqlite3_get_autocommit(raw_) != 0; }
 
@@ -154,8 +164,9 @@ class SqliteSession {
   soci::statement& list_statement() {
     return prepared(list_, [&] {
       return soci::statement((session_.prepare << sql_.list, soci::use(name_, "name"), soci::use(name_, "name2"),
-                              soci::into(out_name_), soci::into(out_owner_), soci::into(result_a_),
-                              soci::into(result_b_), soci::into(result_c_)));
+                              soci::use(name_, "name3"), soci::use(name_, "name4"), soci::into(out_name_),
+                              soci::into(out_owner_), soci::into(result_a_), soci::into(result_b_),
+                              soci::into(result_c_), soci::into(out_kind_)));
     });
   }
   soci::statement& begin_immediate_statement() {
@@ -167,6 +178,12 @@ class SqliteSession {
   soci::statement& reap_statement() {
     return prepared(reap_, [&] {
       return soci::statement((session_.prepare << sql_.reap, soci::use(number_, "batch"), soci::into(out_name_)));
+    });
+  }
+  soci::statement& reap_members_statement() {
+    return prepared(reap_members_, [&] {
+      return soci::statement((session_.prepare << sql_.reap_members, soci::use(number_, "batch"),
+                              soci::into(out_name_)));
     });
   }
   soci::statement& census_statement() {
@@ -183,11 +200,11 @@ class SqliteSession {
   }
 
   // Bound parameters and results of the prepared statements (bound by address at prepare time).
-  std::string name_, owner_, text_, out_name_, out_owner_;
+  std::string name_, owner_, text_, out_name_, out_owner_, out_kind_;
   std::int64_t number_ = 0, held_token_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
 
   std::optional<soci::statement> acquire_, release_last_, release_inner_, renew_, lease_left_, list_, force_release_,
-      reap_, census_, begin_immediate_, commit_;
+      reap_, reap_members_, census_, begin_immediate_, commit_;
 };
 
 }  // namespace dblock::detail

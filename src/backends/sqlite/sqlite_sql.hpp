@@ -15,8 +15,67 @@ inline constexpr std::string_view kNow =
 inline constexpr int kSqliteBusy = 5;
 inline constexpr int kSqliteLocked = 6;
 
+/// The statements of groups (semaphores' permits, readers, waiting writers; migration 0004), run
+/// inside one IMMEDIATE transaction per operation, all with the clock read once (:now). A name
+/// appears once per statement (SOCI binds each name once): :now2 repeats :now.
+struct SqliteGroupSql {
+  explicit SqliteGroupSql(std::string_view prefix) {
+    auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
+    now = fill("SELECT {now}");
+    lock_row = fill(R"(SELECT owner, token, expires_at FROM "{prefix}locks" WHERE name = :name)");
+    member = fill(R"(
+SELECT count, token, epoch, expires_at FROM "{prefix}holders" WHERE name = :name AND owner = :owner AND kind = :kind)");
+    reenter = fill(R"(
+UPDATE "{prefix}holders" SET count = count + 1, expires_at = max(expires_at, :expires)
+WHERE name = :name AND owner = :owner AND kind = :kind)");
+    stretch_group = fill(R"(UPDATE "{prefix}locks" SET expires_at = max(expires_at, :expires) WHERE name = :name)");
+    live_permits = fill(R"(
+SELECT count(*) FROM "{prefix}holders"
+WHERE name = :name AND kind = 'permit' AND epoch = :epoch AND expires_at > :now AND owner <> :owner)");
+    writer_waits = fill(R"(
+SELECT count(*) FROM "{prefix}holders" WHERE name = :name AND kind = 'writer' AND expires_at > :now AND owner <> :owner)");
+    next_token = fill(R"(UPDATE "{prefix}token_counter" SET value = value + 1 WHERE id = 1 RETURNING value)");
+    join_group = fill(R"(
+UPDATE "{prefix}locks" SET count = count + 1, expires_at = max(expires_at, :expires) WHERE name = :name)");
+    start_group = fill(R"(
+INSERT OR REPLACE INTO "{prefix}locks" (name, owner, count, token, acquired_at, expires_at)
+VALUES (:name, :owner, 1, :token, :now, :expires))");
+    forget_old_members = fill(R"(DELETE FROM "{prefix}holders" WHERE name = :name AND kind <> 'writer')");
+    put_member = fill(R"(
+INSERT INTO "{prefix}holders" (name, owner, kind, count, token, epoch, acquired_at, expires_at)
+VALUES (:name, :owner, :kind, 1, :token, :epoch, :now, :expires)
+ON CONFLICT (name, owner, kind) DO UPDATE SET count = 1, token = excluded.token, epoch = excluded.epoch,
+  acquired_at = excluded.acquired_at, expires_at = excluded.expires_at)");
+    member_by_token = fill(R"(
+SELECT count, epoch FROM "{prefix}holders" WHERE name = :name AND owner = :owner AND kind = :kind AND token = :token)");
+    set_member_count = fill(R"(
+UPDATE "{prefix}holders" SET count = :count WHERE name = :name AND owner = :owner AND kind = :kind)");
+    drop_member = fill(R"(DELETE FROM "{prefix}holders" WHERE name = :name AND owner = :owner AND kind = :kind)");
+    live_members = fill(R"(
+SELECT count(*), coalesce(max(expires_at), 0) FROM "{prefix}holders"
+WHERE name = :name AND kind = :kind AND epoch = :epoch AND expires_at > :now)");
+    end_group = fill(R"(DELETE FROM "{prefix}locks" WHERE name = :name)");
+    shrink_group = fill(R"(UPDATE "{prefix}locks" SET count = :count, expires_at = :expires WHERE name = :name)");
+    renew_member = fill(R"(
+UPDATE "{prefix}holders" SET expires_at = max(expires_at, :expires)
+WHERE name = :name AND owner = :owner AND kind = :kind AND token = :token AND expires_at > :now
+  AND EXISTS (SELECT 1 FROM "{prefix}locks" l WHERE l.name = "{prefix}holders".name AND l.token = "{prefix}holders".epoch
+              AND l.owner = :group AND l.expires_at > :now2)
+RETURNING expires_at)");
+    mark_writer = fill(R"(
+INSERT INTO "{prefix}holders" (name, owner, kind, count, token, epoch, acquired_at, expires_at)
+VALUES (:name, :owner, 'writer', 0, 0, 0, :now, :expires)
+ON CONFLICT (name, owner, kind) DO UPDATE SET expires_at = excluded.expires_at)");
+    unmark_writer = fill(R"(DELETE FROM "{prefix}holders" WHERE name = :name AND owner = :owner AND kind = 'writer')");
+  }
+
+  std::string now, lock_row, member, reenter, stretch_group, live_permits, writer_waits, next_token, join_group,
+      start_group, forget_old_members, put_member, member_by_token, set_member_count, drop_member, live_members,
+      end_group, shrink_group, renew_member, mark_writer, unmark_writer;
+};
+
 struct SqliteSql {
-  explicit SqliteSql(std::string_view prefix) {
+  explicit SqliteSql(std::string_view prefix) : groups(prefix) {
     auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
     // A re-entry needs the token of the grant the caller holds (:held, 0 for none): a live row of
     // the caller's with another token is a leftover it no longer counts, taken over afresh.
@@ -45,15 +104,27 @@ WHERE "{prefix}locks".name = h.name AND "{prefix}locks".owner = h.owner AND "{pr
   AND "{prefix}locks".expires_at > {now}
 RETURNING name, owner, token)");
     lease_left = fill(R"(SELECT expires_at - {now} FROM "{prefix}locks" WHERE name = :name)");
+    // One row per holder: a group's lock row stands for its members, listed instead.
     list = fill(R"(
-SELECT name, owner, count, token, expires_at - {now} FROM "{prefix}locks"
-WHERE (:name = '' OR name = :name2) ORDER BY name)");
+SELECT name, owner, count, token, remaining, kind FROM (
+  SELECT name, owner, count, token, expires_at - {now} AS remaining, 'exclusive' AS kind FROM "{prefix}locks"
+  WHERE (:name = '' OR name = :name2) AND owner NOT IN ('(permits)', '(readers)')
+  UNION ALL
+  SELECT m.name, m.owner, m.count, m.token, m.expires_at - {now}, m.kind
+  FROM "{prefix}holders" m JOIN "{prefix}locks" l
+    ON l.name = m.name AND l.token = m.epoch AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
+  WHERE (:name3 = '' OR m.name = :name4) AND m.kind <> 'writer')
+ORDER BY name, owner)");
     force_release = fill(R"(DELETE FROM "{prefix}locks" WHERE name = :name RETURNING name)");
     // One statement: SQLite serialises writers, so the expiry re-check sees any takeover.
     reap = fill(R"(
 DELETE FROM "{prefix}locks" WHERE name IN (SELECT name FROM "{prefix}locks" WHERE expires_at <= {now}
                                            ORDER BY expires_at LIMIT :batch)
   AND expires_at <= {now}
+RETURNING name)");
+    reap_members = fill(R"(
+DELETE FROM "{prefix}holders" WHERE rowid IN (SELECT rowid FROM "{prefix}holders" WHERE expires_at <= {now}
+                                              ORDER BY expires_at LIMIT :batch)
 RETURNING name)");
     census = fill(R"(
 SELECT coalesce(sum(expires_at > {now}), 0), coalesce(sum(expires_at <= {now}), 0),
@@ -82,8 +153,9 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
     forget = fill(R"(DELETE FROM "{prefix}schema_history" WHERE version = :version)");
   }
 
-  std::string acquire, release_last, release_inner, renew, lease_left, list, force_release, reap, census;
+  std::string acquire, release_last, release_inner, renew, lease_left, list, force_release, reap, reap_members, census;
   std::string seed_expired, schema_version, history_table, history, record, forget;
+  SqliteGroupSql groups;
 };
 
 }  // namespace dblock::detail

@@ -1,0 +1,190 @@
+// SQLite's groups of holders (migration 0004): each operation is one IMMEDIATE transaction, so
+// SQLite's single writer serialises every group's members, with the clock read once at its start.
+#include "backends/sqlite/sqlite_session.hpp"
+
+#include "base/holder_kind.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+std::string group_owner(HolderKind kind) { return kind == HolderKind::permit ? "(permits)" : "(readers)"; }
+
+/// BEGIN IMMEDIATE now, COMMIT by commit(), ROLLBACK when the scope ends before it.
+class ImmediateTransaction {
+ public:
+  explicit ImmediateTransaction(soci::session& session) : session_(session) { session_ << "BEGIN IMMEDIATE"; }
+  ~ImmediateTransaction() {
+    if (open_) {
+      try {
+        session_ << "ROLLBACK";
+      } catch (...) {  // the session is marked broken by guarded() and not reused
+      }
+    }
+  }
+  ImmediateTransaction(const ImmediateTransaction&) = delete;
+  ImmediateTransaction& operator=(const ImmediateTransaction&) = delete;
+  void commit() {
+    session_ << "COMMIT";
+    open_ = false;
+  }
+
+ private:
+  soci::session& session_;
+  bool open_ = true;
+};
+
+std::int64_t read_now(soci::session& session, const SqliteGroupSql& sql) {
+  std::int64_t now = 0;
+  session << sql.now, soci::into(now);
+  return now;
+}
+
+}  // namespace
+
+std::optional<Grant> SqliteSession::acquire_member(std::string_view name_in, std::string_view owner_in, HolderKind kind,
+                                                   std::int64_t capacity, std::chrono::milliseconds ttl,
+                                                   std::int64_t held_token) {
+  const auto& sql = sql_.groups;
+  std::string name(name_in), owner(owner_in), kind_name(kind_text(kind)), group = group_owner(kind);
+  ImmediateTransaction transaction(session_);
+  std::int64_t now = read_now(session_, sql);
+  std::int64_t expires = now + ttl.count();
+  std::string row_owner;
+  std::int64_t row_token = 0, row_expires = 0;
+  session_ << sql.lock_row, soci::use(name, "name"), soci::into(row_owner), soci::into(row_token),
+      soci::into(row_expires);
+  bool free = !session_.got_data() || row_expires <= now;
+  if (!free && row_owner != group) return std::nullopt;  // an exclusive holder, or a group of the other kind
+  if (!free) {
+    std::int64_t count = 0, token = 0, epoch = 0, member_expires = 0;
+    session_ << sql.member, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(kind_name, "kind"),
+        soci::into(count), soci::into(token), soci::into(epoch), soci::into(member_expires);
+    if (session_.got_data() && held_token != 0 && token == held_token && epoch == row_token && member_expires > now) {
+      session_ << sql.reenter, soci::use(expires, "expires"), soci::use(name, "name"), soci::use(owner, "owner"),
+          soci::use(kind_name, "kind");
+      session_ << sql.stretch_group, soci::use(expires, "expires"), soci::use(name, "name");
+      transaction.commit();
+      return Grant{count + 1, token};
+    }
+    if (kind == HolderKind::permit) {
+      std::int64_t live = 0;
+      session_ << sql.live_permits, soci::use(name, "name"), soci::use(row_token, "epoch"), soci::use(now, "now"),
+          soci::use(owner, "owner"), soci::into(live);
+      if (live >= capacity) return std::nullopt;
+    }
+  }
+  if (kind == HolderKind::shared) {
+    std::int64_t writers = 0;
+    session_ << sql.writer_waits, soci::use(name, "name"), soci::use(now, "now"), soci::use(owner, "owner"),
+        soci::into(writers);
+    if (writers > 0) return std::nullopt;  // a writer waits: new readers queue behind it
+  }
+  auto draw_token = [&] {
+    std::int64_t value = 0;
+    session_ << sql.next_token, soci::into(value);
+    return value;
+  };
+  std::int64_t epoch = 0, token = 0;
+  if (!free) {
+    epoch = row_token;
+    token = kind == HolderKind::permit ? draw_token() : epoch;
+    session_ << sql.join_group, soci::use(expires, "expires"), soci::use(name, "name");
+  } else {
+    epoch = token = draw_token();
+    session_ << sql.start_group, soci::use(name, "name"), soci::use(group, "owner"), soci::use(epoch, "token"),
+        soci::use(now, "now"), soci::use(expires, "expires");
+    session_ << sql.forget_old_members, soci::use(name, "name");
+  }
+  session_ << sql.put_member, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(kind_name, "kind"),
+      soci::use(token, "token"), soci::use(epoch, "epoch"), soci::use(now, "now"), soci::use(expires, "expires");
+  transaction.commit();
+  return Grant{1, token};
+}
+
+std::optional<std::int64_t> SqliteSession::release_member(std::string_view name_in, std::string_view owner_in,
+                                                          HolderKind kind, std::int64_t token) {
+  const auto& sql = sql_.groups;
+  std::string name(name_in), owner(owner_in), kind_name(kind_text(kind));
+  ImmediateTransaction transaction(session_);
+  std::int64_t now = read_now(session_, sql);
+  std::string row_owner;
+  std::int64_t row_token = 0, row_expires = 0;
+  session_ << sql.lock_row, soci::use(name, "name"), soci::into(row_owner), soci::into(row_token),
+      soci::into(row_expires);
+  bool has_row = session_.got_data();
+  std::int64_t count = 0, epoch = 0;
+  session_ << sql.member_by_token, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(kind_name, "kind"),
+      soci::use(token, "token"), soci::into(count), soci::into(epoch);
+  if (!session_.got_data()) return std::nullopt;
+  std::int64_t left = count - 1;
+  if (!has_row || row_token != epoch || row_owner != group_owner(kind)) {
+    session_ << sql.drop_member, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(kind_name, "kind");
+    transaction.commit();
+    return std::nullopt;  // a lapsed member of a group that has ended
+  }
+  if (left > 0) {
+    session_ << sql.set_member_count, soci::use(left, "count"), soci::use(name, "name"), soci::use(owner, "owner"),
+        soci::use(kind_name, "kind");
+    transaction.commit();
+    return left;
+  }
+  session_ << sql.drop_member, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(kind_name, "kind");
+  std::int64_t live = 0, latest = 0;
+  session_ << sql.live_members, soci::use(name, "name"), soci::use(kind_name, "kind"), soci::use(epoch, "epoch"),
+      soci::use(now, "now"), soci::into(live), soci::into(latest);
+  if (live == 0) session_ << sql.end_group, soci::use(name, "name");
+  else session_ << sql.shrink_group, soci::use(live, "count"), soci::use(latest, "expires"), soci::use(name, "name");
+  transaction.commit();
+  return 0;
+}
+
+std::vector<std::size_t> SqliteSession::renew_members(std::span<const HeldRef> held) {
+  const auto& sql = sql_.groups;
+  ImmediateTransaction transaction(session_);
+  std::int64_t now = read_now(session_, sql);
+  std::vector<std::size_t> renewed;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    std::string name(held[i].name), owner(held[i].owner), kind_name(kind_text(held[i].kind)),
+        group = group_owner(held[i].kind);
+    std::int64_t token = held[i].token, expires = now + held[i].ttl.count(), renewed_until = 0;
+    session_ << sql.renew_member, soci::use(expires, "expires"), soci::use(name, "name"), soci::use(owner, "owner"),
+        soci::use(kind_name, "kind"), soci::use(token, "token"), soci::use(now, "now"), soci::use(group, "group"),
+        soci::use(now, "now2"), soci::into(renewed_until);
+    if (!session_.got_data()) continue;
+    session_ << sql.stretch_group, soci::use(renewed_until, "expires"), soci::use(name, "name");
+    renewed.push_back(i);
+  }
+  transaction.commit();
+  return renewed;
+}
+
+std::optional<std::chrono::milliseconds> SqliteSession::lease_left_marking_writer(std::string_view name_in,
+                                                                                  std::string_view owner_in,
+                                                                                  std::chrono::milliseconds mark_for,
+                                                                                  bool& marked) {
+  // No transaction: waiting stays read-only unless readers hold the name.
+  const auto& sql = sql_.groups;
+  std::string name(name_in), owner(owner_in);
+  marked = false;
+  std::int64_t now = read_now(session_, sql);
+  std::string row_owner;
+  std::int64_t row_token = 0, row_expires = 0;
+  session_ << sql.lock_row, soci::use(name, "name"), soci::into(row_owner), soci::into(row_token),
+      soci::into(row_expires);
+  if (!session_.got_data()) return std::nullopt;
+  if (row_owner == "(readers)" && row_expires > now) {
+    std::int64_t until = now + mark_for.count();
+    session_ << sql.mark_writer, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(now, "now"),
+        soci::use(until, "expires");
+    marked = true;
+  }
+  return std::chrono::milliseconds(row_expires - now);
+}
+
+void SqliteSession::unmark_writer(std::string_view name_in, std::string_view owner_in) {
+  std::string name(name_in), owner(owner_in);
+  session_ << sql_.groups.unmark_writer, soci::use(name, "name"), soci::use(owner, "owner");
+}
+
+}  // namespace dblock::detail

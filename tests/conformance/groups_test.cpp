@@ -1,0 +1,225 @@
+// Groups of holders in table mode: counting semaphores (LockOptions::permits) and read-write locks
+// (LockOptions::shared, with the plain exclusive lock as the writer), on the backends that have
+// them; the others refuse them with a clear error.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "support/eventually.hpp"
+#include "support/installation.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+using dblock::test::eventually;
+
+namespace {
+
+class Groups : public ::testing::TestWithParam<dblock::test::BackendCase> {
+ protected:
+  static void TearDownTestSuite() { dblock::test::remove_embedded_sqlite(); }
+
+  void SetUp() override {
+    DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
+    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn_);
+    store_ = installation_->store();
+  }
+
+  std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
+    options.mode = GetParam().mode;
+    return std::make_unique<dblock::LockManager>(store_, std::move(options));
+  }
+
+  std::vector<dblock::LockInfo> holders_of(const std::string& name) {
+    std::vector<dblock::LockInfo> rows;
+    for (auto& row : store_->locks())
+      if (row.name == name) rows.push_back(row);
+    return rows;
+  }
+
+  std::string server_dsn_;
+  std::shared_ptr<dblock::Store> store_;
+  std::unique_ptr<dblock::test::Installation> installation_;
+};
+
+/// The backends whose groups are built; the others are in GroupsRefused.
+class GroupsRefused : public Groups {};
+
+constexpr dblock::LockOptions permits(std::int64_t n) { return {.permits = n}; }
+constexpr dblock::LockOptions kShared{.shared = true};
+
+TEST_P(Groups, PermitsAdmitUpToTheirCapacityEachWithItsOwnRisingToken) {
+  auto a = manager(), b = manager(), c = manager(), plain = manager();
+  auto first = a->try_acquire("pool", permits(2));
+  ASSERT_TRUE(first);
+  auto second = b->try_acquire("pool", permits(2));
+  ASSERT_TRUE(second);
+  EXPECT_GT(second->token(), first->token());
+  EXPECT_FALSE(c->try_acquire("pool", permits(2))) << "a third holder of two permits";
+  EXPECT_FALSE(plain->try_acquire("pool")) << "an exclusive lock beside permit holders";
+  EXPECT_FALSE(plain->try_acquire("pool", kShared)) << "a reader beside permit holders";
+  auto rows = holders_of("pool");
+  ASSERT_EQ(rows.size(), 2u) << "one row per holder";
+  for (auto& row : rows) EXPECT_EQ(row.kind, dblock::HolderKind::permit);
+  auto before = second->token();
+  first->release();
+  auto third = c->try_acquire("pool", permits(2));
+  ASSERT_TRUE(third) << "a permit given back is taken";
+  EXPECT_GT(third->token(), before);
+  second->release();
+  third->release();
+  EXPECT_TRUE(holders_of("pool").empty());
+  auto exclusive = plain->try_acquire("pool");
+  ASSERT_TRUE(exclusive) << "the name is free once every permit is back";
+  EXPECT_GT(exclusive->token(), before);
+  EXPECT_FALSE(a->try_acquire("pool", permits(5))) << "permit holders wait for an exclusive holder";
+}
+
+TEST_P(Groups, APermitIsReentrantPerOwnerAndCountsOnce) {
+  auto a = manager(), b = manager();
+  auto outer = a->try_acquire("re", permits(1));
+  ASSERT_TRUE(outer);
+  auto inner = a->try_acquire("re", permits(1));
+  ASSERT_TRUE(inner) << "the owner re-enters its own permit";
+  EXPECT_EQ(inner->count(), 2);
+  EXPECT_EQ(inner->token(), outer->token());
+  EXPECT_FALSE(b->try_acquire("re", permits(1)));
+  inner->release();
+  EXPECT_FALSE(b->try_acquire("re", permits(1))) << "still held at depth 1";
+  outer->release();
+  EXPECT_TRUE(b->try_acquire("re", permits(1)));
+}
+
+TEST_P(Groups, CallersWithAnotherCapacityAreEachJudgedByTheirOwn) {
+  auto a = manager(), b = manager(), c = manager();
+  auto one = a->try_acquire("cap", permits(1));
+  ASSERT_TRUE(one);
+  EXPECT_FALSE(b->try_acquire("cap", permits(1))) << "one other holder: full for a capacity of 1";
+  auto two = b->try_acquire("cap", permits(2));
+  EXPECT_TRUE(two) << "one other holder: room for a capacity of 2";
+  EXPECT_FALSE(c->try_acquire("cap", permits(2)));
+}
+
+TEST_P(Groups, NeverMoreThanTheirCapacityHoldPermitsAtOnce) {
+  constexpr int kThreads = 6, kRounds = 12;
+  std::atomic<int> inside{0}, most{0}, errors{0};
+  std::mutex tokens_mutex;
+  std::vector<std::int64_t> tokens;
+  auto worker = [&] {
+    auto own = manager({.default_ttl = 10s});
+    for (int round = 0; round < kRounds; ++round) {
+      try {
+        auto permit = own->acquire("hot-pool", 30s, permits(2));
+        int now = inside.fetch_add(1) + 1;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {}
+        {
+          std::lock_guard lock(tokens_mutex);
+          tokens.push_back(permit.token());
+        }
+        inside.fetch_sub(1);
+        permit.release();
+      } catch (const dblock::Error&) {
+        errors.fetch_add(1);
+      }
+    }
+  };
+  std::vector<std::future<void>> workers;
+  for (int i = 0; i < kThreads; ++i) workers.push_back(std::async(std::launch::async, worker));
+  for (auto& w : workers) ASSERT_EQ(w.wait_for(120s), std::future_status::ready);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_LE(most.load(), 2) << "more holders than permits";
+  ASSERT_EQ(tokens.size(), static_cast<std::size_t>(kThreads * kRounds));
+  std::set<std::int64_t> distinct(tokens.begin(), tokens.end());
+  EXPECT_EQ(distinct.size(), tokens.size()) << "every permit has a token of its own";
+}
+
+TEST_P(Groups, ReadersShareAndAWaitingWriterIsNotStarvedByLaterReaders) {
+  auto r1 = manager(), r2 = manager(), r3 = manager(), writer = manager();
+  auto first = r1->try_acquire("rw", kShared);
+  auto second = r2->try_acquire("rw", kShared);
+  ASSERT_TRUE(first && second) << "readers share";
+  EXPECT_EQ(first->token(), second->token()) << "readers of one group share its token";
+  EXPECT_FALSE(writer->try_acquire("rw")) << "no writer beside readers";
+  auto waiting = std::async(std::launch::async, [&] { return writer->acquire("rw", 30s); });
+  ASSERT_TRUE(eventually([&] { return writer->stats().contended >= 2; })) << "the writer waits";
+  // From the writer's first wait on, a new reader queues behind it.
+  ASSERT_TRUE(eventually([&] { return !r3->try_acquire("rw", kShared).has_value(); }));
+  auto reader_token = first->token();
+  first->release();
+  second->release();
+  ASSERT_EQ(waiting.wait_for(20s), std::future_status::ready);
+  auto written = waiting.get();
+  EXPECT_GT(written.token(), reader_token) << "an exclusive grant after readers has a larger token";
+  EXPECT_FALSE(r3->try_acquire("rw", kShared)) << "no reader beside a writer";
+  auto writer_token = written.token();
+  written.release();
+  auto later = r3->try_acquire("rw", kShared);
+  ASSERT_TRUE(later) << "the writer's mark went with its grant";
+  EXPECT_GT(later->token(), writer_token);
+  EXPECT_EQ(holders_of("rw").at(0).kind, dblock::HolderKind::shared);
+}
+
+TEST_P(Groups, AMemberWhoseGroupIsBrokenIsReportedLost) {
+  std::promise<std::int64_t> lost;
+  auto a = manager({.default_ttl = 300ms, .on_lost = [&](std::string_view, std::int64_t token) { lost.set_value(token); }});
+  auto permit = a->try_acquire("broken", permits(3));
+  ASSERT_TRUE(permit);
+  EXPECT_TRUE(store_->force_release("broken"));
+  auto future = lost.get_future();
+  ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "the watchdog must notice within a cycle";
+  EXPECT_EQ(future.get(), permit->token());
+  EXPECT_THROW(permit->release(), dblock::LockLost);
+}
+
+TEST_P(Groups, MembersAreRenewedPastSeveralTtls) {
+  auto a = manager({.default_ttl = 300ms}), b = manager();
+  auto reader = a->try_acquire("renewed", kShared);
+  ASSERT_TRUE(reader);
+  auto until = std::chrono::steady_clock::now() + 1200ms;
+  EXPECT_FALSE(eventually([&] { return std::chrono::steady_clock::now() >= until && reader->lost(); }, 1500ms));
+  EXPECT_FALSE(reader->lost());
+  EXPECT_FALSE(b->try_acquire("renewed")) << "still held after four TTLs";
+}
+
+TEST_P(GroupsRefused, PermitsAndTableModeReadersAreRefusedWithAClearError) {
+  auto a = manager();
+  try {
+    (void)a->try_acquire("x", permits(2));
+    FAIL() << "permits were accepted";
+  } catch (const dblock::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("PostgreSQL"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)a->try_acquire("x", kShared), dblock::InvalidArgument);
+}
+
+TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {
+  std::string dsn;
+  DBLOCK_REQUIRE_BACKEND_DSN(dsn, dblock::test::kPostgresAdvisory);
+  dblock::test::Installation installation(dblock::test::kPostgresAdvisory, dsn);
+  dblock::LockManager advisory(installation.store(), {.mode = dblock::LockMode::advisory});
+  EXPECT_THROW((void)advisory.try_acquire("x", permits(2)), dblock::InvalidArgument);
+  dblock::LockManager table(installation.store());
+  EXPECT_THROW((void)table.try_acquire("x", {.shared = true, .permits = 2}), dblock::InvalidArgument);
+  EXPECT_THROW((void)table.try_acquire("x", permits(-1)), dblock::InvalidArgument);
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Groups);  // a build without PostgreSQL
+INSTANTIATE_TEST_SUITE_P(Backends, Groups,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kPgBouncerTable, dblock::test::kSqlite})),
+                         [](const auto& info) { return std::string(info.param.label); });
+INSTANTIATE_TEST_SUITE_P(Backends, GroupsRefused,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kMysqlTable,
+                                                                  dblock::test::kGaleraTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace
