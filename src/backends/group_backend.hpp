@@ -62,8 +62,7 @@ class GroupBackend {
   virtual void unmark_writer(std::string_view /*name*/, std::string_view /*owner*/) {}
 
   [[nodiscard]] virtual std::string no_groups_message() const {
-    return "semaphores (permits) and shared locks in table mode need PostgreSQL in this release; on this database, "
-           "use exclusive locks, or shared locks in advisory mode";
+    return "this database has no semaphores (permits) or shared locks in table mode";
   }
 };
 

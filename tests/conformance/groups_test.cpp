@@ -1,6 +1,5 @@
 // Groups of holders in table mode: counting semaphores (LockOptions::permits) and read-write locks
-// (LockOptions::shared, with the plain exclusive lock as the writer), on the backends that have
-// them; the others refuse them with a clear error.
+// (LockOptions::shared, with the plain exclusive lock as the writer), on every table backend.
 
 #include <algorithm>
 #include <atomic>
@@ -49,9 +48,6 @@ class Groups : public ::testing::TestWithParam<dblock::test::BackendCase> {
   std::shared_ptr<dblock::Store> store_;
   std::unique_ptr<dblock::test::Installation> installation_;
 };
-
-/// The backends whose groups are built; the others are in GroupsRefused.
-class GroupsRefused : public Groups {};
 
 constexpr dblock::LockOptions permits(std::int64_t n) { return {.permits = n}; }
 constexpr dblock::LockOptions kShared{.shared = true};
@@ -190,17 +186,6 @@ TEST_P(Groups, MembersAreRenewedPastSeveralTtls) {
   EXPECT_FALSE(b->try_acquire("renewed")) << "still held after four TTLs";
 }
 
-TEST_P(GroupsRefused, PermitsAndTableModeReadersAreRefusedWithAClearError) {
-  auto a = manager();
-  try {
-    (void)a->try_acquire("x", permits(2));
-    FAIL() << "permits were accepted";
-  } catch (const dblock::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("PostgreSQL"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW((void)a->try_acquire("x", kShared), dblock::InvalidArgument);
-}
-
 TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {
   std::string dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(dsn, dblock::test::kPostgresAdvisory);
@@ -212,14 +197,10 @@ TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {
   EXPECT_THROW((void)table.try_acquire("x", permits(-1)), dblock::InvalidArgument);
 }
 
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Groups);  // a build without PostgreSQL
 INSTANTIATE_TEST_SUITE_P(Backends, Groups,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
-                                                                  dblock::test::kPgBouncerTable, dblock::test::kSqlite})),
-                         [](const auto& info) { return std::string(info.param.label); });
-INSTANTIATE_TEST_SUITE_P(Backends, GroupsRefused,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kMysqlTable,
-                                                                  dblock::test::kGaleraTable})),
+                                                                  dblock::test::kPgBouncerTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kSqlite, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

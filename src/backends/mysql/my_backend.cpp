@@ -3,6 +3,7 @@
 #include <mysql_driver.h>
 
 #include <array>
+#include <ranges>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "backends/mysql/my_migration.hpp"
 #include "backends/mysql/my_advisory.hpp"
 #include "backends/mysql/my_rights.hpp"
+#include "base/holder_kind.hpp"
 #include "backends/mysql/my_sql.hpp"
 #include "backends/session_pool.hpp"
 #include "base/json.hpp"
@@ -35,11 +37,13 @@ bool is_galera_node(MyConnection& connection, const StoreUri& uri) {
   return galera;
 }
 
-std::string held_json(std::span<const HeldRef> held) {
+/// [[name, owner, token, ttl_us], ...], or with `kinds` [[name, owner, kind, token, ttl_us], ...].
+std::string held_json(std::span<const HeldRef> held, bool kinds = false) {
   std::string json = "[";
   for (std::size_t i = 0; i < held.size(); ++i)
-    json += fmt::format("{}[{},{},{},{}]", i == 0 ? "" : ",", json_string(held[i].name), json_string(held[i].owner),
-                        held[i].token, micros(held[i].ttl));
+    json += fmt::format("{}[{},{},{}{},{}]", i == 0 ? "" : ",", json_string(held[i].name), json_string(held[i].owner),
+                        kinds ? fmt::format("\"{}\",", kind_text(held[i].kind)) : "", held[i].token,
+                        micros(held[i].ttl));
   return json + "]";
 }
 
@@ -92,7 +96,57 @@ class MyBackend final : public Backend {
 
   std::size_t reap(std::size_t batch) override {
     std::array<MyParam, 1> params{static_cast<std::int64_t>(batch)};
-    return static_cast<std::size_t>(pool_.lease()->update(sql_.reap, params));
+    auto session = pool_.lease();
+    auto rows = session->update(sql_.reap, params);
+    return static_cast<std::size_t>(rows + session->update(sql_.reap_members, params));
+  }
+
+  bool has_groups() const noexcept override { return true; }
+
+  std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                          std::int64_t capacity, milliseconds ttl, std::int64_t held_token) override {
+    std::array<MyParam, 6> params{name, owner, kind_text(kind), capacity, micros(ttl), held_token};
+    return parse_grant(pool_.lease()->query(sql_.acquire_member, params));
+  }
+
+  std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                             std::int64_t token) override {
+    std::array<MyParam, 4> params{name, owner, kind_text(kind), token};
+    auto left_and_freed = parse_grant(pool_.lease()->query(sql_.release_member, params));  // "left freed"
+    if (!left_and_freed) return std::nullopt;
+    return left_and_freed->count;
+  }
+
+  std::vector<std::size_t> renew_members(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
+    auto json = held_json(held, true);
+    std::array<MyParam, 1> params{json};
+    auto rows = pool_.lease()->query(sql_.renew_members, params);
+    std::vector<std::size_t> positions;
+    if (rows.empty() || !rows.front().text(0)) return positions;
+    for (auto part : std::views::split(std::string_view(*rows.front().text(0)), ','))
+      if (!part.empty()) positions.push_back(std::stoul(std::string(part.begin(), part.end())));
+    return positions;
+  }
+
+  std::optional<milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
+                                                        milliseconds mark_for, bool& marked) override {
+    marked = false;
+    std::array<MyParam, 1> params{name};
+    auto session = pool_.lease();
+    auto rows = session->query(sql_.lease_left_of_readers, params);
+    if (rows.empty()) return std::nullopt;
+    milliseconds left(rows.front().num(0));
+    if (rows.front().num(1) != 0 && left.count() > 0) {
+      std::array<MyParam, 3> mark{name, owner, micros(mark_for)};
+      session->update(sql_.mark_writer, mark);
+      marked = true;
+    }
+    return left;
+  }
+
+  void unmark_writer(std::string_view name, std::string_view owner) override {
+    std::array<MyParam, 2> params{name, owner};
+    pool_.lease()->update(sql_.unmark_writer, params);
   }
 
   LockCensus census() override {
@@ -214,10 +268,11 @@ class MyBackend final : public Backend {
   static void read_causally(MyConnection& connection) { connection.execute("SET SESSION wsrep_sync_wait = 1"); }
 
   std::vector<LockInfo> list_rows(std::string_view only_name) override {
-    std::array<MyParam, 2> params{only_name, only_name};
+    std::array<MyParam, 4> params{only_name, only_name, only_name, only_name};
     std::vector<LockInfo> locks;
     for (auto& row : pool_.lease()->query(sql_.list, params))
-      locks.push_back(LockInfo{row.str(0), row.str(1), row.num(2), row.num(3), milliseconds(row.num(4))});
+      locks.push_back(LockInfo{row.str(0), row.str(1), row.num(2), row.num(3), milliseconds(row.num(4)),
+                               kind_from_text(row.str(5))});
     return locks;
   }
 

@@ -47,14 +47,37 @@ SELECT h.position - 1 FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND 
 WHERE l.expires_at > UTC_TIMESTAMP(6))");
     lease_left = make("lease_left", R"(
 SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) FROM `{prefix}locks` WHERE name = ?)");
+    // One row per holder: a group's lock row stands for its members, listed instead.
     list = make("list", R"(
-SELECT name, owner, count, token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000)
-FROM `{prefix}locks` WHERE (? = '' OR name = ?) ORDER BY name)");
+SELECT name, owner, count, token, remaining, kind FROM (
+  SELECT name, owner, count, token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) AS remaining,
+         'exclusive' AS kind
+  FROM `{prefix}locks` WHERE (? = '' OR name = ?) AND owner NOT IN ('(permits)', '(readers)')
+  UNION ALL
+  SELECT m.name, m.owner, m.count, m.token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), m.expires_at) / 1000),
+         m.kind
+  FROM `{prefix}holders` m JOIN `{prefix}locks` l
+    ON l.name = m.name AND l.token = m.epoch AND l.owner = IF(m.kind = 'permit', '(permits)', '(readers)')
+  WHERE (? = '' OR m.name = ?) AND m.kind <> 'writer') AS holders
+ORDER BY name, owner)");
     force_release = make("force_release", "DELETE FROM `{prefix}locks` WHERE name = ?");
     // DELETE re-checks the expiry on the newest row version under its row lock, so a row taken
     // over or renewed meanwhile stays. Oldest first: the plain ORDER BY form deadlocked least
     // with acquirers (doc/database-facts.md §3); what deadlocks is retried.
     reap = make("reap", "DELETE FROM `{prefix}locks` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?");
+    reap_members = make("reap_members",
+                        "DELETE FROM `{prefix}holders` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?");
+    acquire_member = make("acquire_member", "SELECT `{prefix}acquire_member`(?, ?, ?, ?, ?, ?)");
+    release_member = make("release_member", "SELECT `{prefix}release_member`(?, ?, ?, ?)");
+    renew_members = make("renew_members", "SELECT `{prefix}renew_members`(?)");
+    lease_left_of_readers = make("lease_left_of_readers", R"(
+SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000), owner = '(readers)'
+FROM `{prefix}locks` WHERE name = ?)");
+    mark_writer = make("mark_writer", R"(
+INSERT INTO `{prefix}holders` (name, owner, kind, count, token, epoch, acquired_at, expires_at)
+VALUES (?, ?, 'writer', 0, 0, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at))");
+    unmark_writer = make("unmark_writer", "DELETE FROM `{prefix}holders` WHERE name = ? AND owner = ? AND kind = 'writer'");
     census = make("census", R"(
 SELECT COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0),
        COALESCE(FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(IF(expires_at > UTC_TIMESTAMP(6), acquired_at, NULL)),
@@ -118,7 +141,8 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   ttl_us BIGINT PATH '$[3]',
   position FOR ORDINALITY)) h)";
 
-  MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, census, seed_expired,
+  MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, reap_members, census,
+      seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer, unmark_writer,
       schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock, grants, catalog;
   std::string history_table;
 };
