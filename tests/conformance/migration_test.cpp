@@ -524,7 +524,9 @@ TEST_P(MySqlMigrations, AnyReplicaCompletesAMigrationBrokenOffPartWay) {
                            "RETURNS VARCHAR(64) RETURN NULL",
                            prefix_));
   dblock::Migrator replica(dblock::Store::open(dsn(prefix_)), 10s);
-  EXPECT_EQ(replica.up().applied, std::vector{3});
+  std::vector<int> from_3;  // the broken-off migration, then the later ones
+  for (int version = 3; version <= dblock::latest_schema_version(); ++version) from_3.push_back(version);
+  EXPECT_EQ(replica.up().applied, from_3);
   EXPECT_EQ(states(replica), all(dblock::MigrationState::applied));
   EXPECT_NO_THROW(replica.verify()) << "the half-made function was replaced by the shipped one";
   dblock::LockManager locks(dblock::Store::open(dsn(prefix_)));

@@ -340,7 +340,7 @@ TEST_F(Advisory, MisuseIsRefusedWithAClearError) {
   EXPECT_THROW((void)locks->try_acquire("x", {.ttl = 5s}), dblock::InvalidArgument) << "advisory locks have no lease";
   dblock::LockManager table(store_);
   EXPECT_THROW((void)table.try_acquire(dblock::AdvisoryKey::of(1)), dblock::InvalidArgument);
-  EXPECT_THROW((void)table.try_acquire("x", {.shared = true}), dblock::InvalidArgument);
+  EXPECT_THROW((void)locks->try_acquire("x", {.permits = 2}), dblock::InvalidArgument) << "semaphores need table mode";
   auto sqlite = dblock::Store::open("sqlite://" + dblock::test::embedded_sqlite_path());
   dblock::migrate(*sqlite);
   try {
