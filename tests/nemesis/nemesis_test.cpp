@@ -5,7 +5,9 @@
 // their deadline. Every holder records its belief interval (first to last instant it worked
 // believing it held the lock, on this machine's monotonic clock) and its fencing token. The
 // checker fails on any overlap of two intervals for one name, and on any token that does not
-// rise in grant order.
+// rise in grant order. A second run does the same with groups: permit holders of a semaphore of
+// two, and readers and writers of a read-write lock; there the checker fails on more than two
+// permit holders at once, on a writer beside anyone, and on a later grant with a smaller token.
 //
 // DBLOCK_NEMESIS_SECONDS sets the length of each run (default 8).
 
@@ -65,7 +67,39 @@ struct Belief {
   std::int64_t token = 0;
   std::int64_t first_ns = 0, last_ns = 0;
   std::string holder;
+  dblock::HolderKind kind = dblock::HolderKind::exclusive;
 };
+
+/// What the holders take: plain locks of two hot names, or groups: permits of "sem" (a semaphore
+/// of kPermits) and readers and writers of "rw".
+enum class Workload { locks, groups };
+constexpr std::int64_t kPermits = 2;
+
+/// One acquisition's name and kind, as the library and the CLI ask for it.
+struct Take {
+  std::string name;
+  dblock::HolderKind kind = dblock::HolderKind::exclusive;
+
+  [[nodiscard]] dblock::LockOptions options() const {
+    return {.shared = kind == dblock::HolderKind::shared,
+            .permits = kind == dblock::HolderKind::permit ? kPermits : 0};
+  }
+  [[nodiscard]] std::vector<std::string> cli_flags() const {
+    if (kind == dblock::HolderKind::permit) return {"--permits", std::to_string(kPermits)};
+    if (kind == dblock::HolderKind::shared) return {"--shared"};
+    return {};
+  }
+};
+
+Take pick(Workload workload, std::mt19937& random) {
+  if (workload == Workload::locks) return {kNames[random() % kNames.size()]};
+  switch (random() % 5) {
+    case 0:
+    case 1: return {"sem", dblock::HolderKind::permit};
+    case 2: return {"rw", dblock::HolderKind::exclusive};
+    default: return {"rw", dblock::HolderKind::shared};
+  }
+}
 
 class History {
  public:
@@ -83,25 +117,50 @@ class History {
   std::vector<Belief> beliefs_;
 };
 
-/// Overlapping belief intervals and tokens out of grant order, one line each.
+/// Beliefs that break exclusion or token order, one line each. Two beliefs of one name may overlap
+/// only when both are readers, or both permit holders with at most kPermits at any instant. A
+/// belief that begins after another ended has a larger token (readers of one group share theirs);
+/// permit holders have tokens of their own.
 std::vector<std::string> violations(std::vector<Belief> beliefs) {
+  using dblock::HolderKind;
   std::vector<std::string> found;
   std::sort(beliefs.begin(), beliefs.end(), [](const Belief& a, const Belief& b) {
     return std::tie(a.name, a.first_ns) < std::tie(b.name, b.first_ns);
   });
-  const Belief* latest_end = nullptr;  // of the same name, the belief that ends last so far
-  const Belief* previous = nullptr;
-  for (auto& belief : beliefs) {
-    if (previous && previous->name != belief.name) latest_end = previous = nullptr;
-    if (latest_end && belief.first_ns <= latest_end->last_ns)
-      found.push_back(fmt::format("'{}': {} (token {}) began {:.3f} ms before {} (token {}) stopped", belief.name,
-                                  belief.holder, belief.token, (latest_end->last_ns - belief.first_ns) / 1e6,
-                                  latest_end->holder, latest_end->token));
-    if (previous && belief.token <= previous->token)
-      found.push_back(fmt::format("'{}': token {} of {} was granted after token {} of {}", belief.name, belief.token,
-                                  belief.holder, previous->token, previous->holder));
-    if (!latest_end || belief.last_ns > latest_end->last_ns) latest_end = &belief;
-    previous = &belief;
+  for (std::size_t i = 0; i < beliefs.size(); ++i) {
+    const auto& earlier = beliefs[i];
+    int permits_at_start = 1;  // permit holders believing at `later.first_ns`, `later` included
+    for (std::size_t j = i + 1; j < beliefs.size() && beliefs[j].name == earlier.name; ++j) {
+      const auto& later = beliefs[j];
+      if (earlier.kind == HolderKind::permit && later.kind == HolderKind::permit) {
+        // Both may hold at once, so their grant order is not the order of their beliefs: each
+        // has a token of its own (the conformance suite checks that they rise).
+        if (later.token == earlier.token)
+          found.push_back(fmt::format("'{}': {} and {} hold permits with one token {}", later.name, earlier.holder,
+                                      later.holder, later.token));
+        continue;
+      }
+      if (later.first_ns <= earlier.last_ns) {
+        bool may_share = earlier.kind == later.kind && earlier.kind != HolderKind::exclusive;
+        if (!may_share)
+          found.push_back(fmt::format("'{}': {} (token {}) began {:.3f} ms before {} (token {}) stopped", later.name,
+                                      later.holder, later.token, (earlier.last_ns - later.first_ns) / 1e6,
+                                      earlier.holder, earlier.token));
+        continue;
+      }
+      bool shares_token = earlier.kind == HolderKind::shared && later.kind == HolderKind::shared;
+      if (shares_token ? later.token < earlier.token : later.token <= earlier.token)
+        found.push_back(fmt::format("'{}': token {} of {} was granted after token {} of {} ended", later.name,
+                                    later.token, later.holder, earlier.token, earlier.holder));
+    }
+    if (earlier.kind != HolderKind::permit) continue;
+    for (std::size_t j = 0; j < i; ++j)
+      if (beliefs[j].name == earlier.name && beliefs[j].kind == HolderKind::permit &&
+          beliefs[j].last_ns >= earlier.first_ns)
+        ++permits_at_start;
+    if (permits_at_start > kPermits)
+      found.push_back(fmt::format("'{}': {} permit holders at once when {} (token {}) began", earlier.name,
+                                  permits_at_start, earlier.holder, earlier.token));
   }
   return found;
 }
@@ -109,17 +168,18 @@ std::vector<std::string> violations(std::vector<Belief> beliefs) {
 /// One `dblock run` holder at a time, spawned over and over until told to stop.
 class RunLoop {
  public:
-  RunLoop(std::string dsn, dblock::LockMode mode, std::filesystem::path dir, std::string label)
-      : dsn_(std::move(dsn)), mode_(mode), dir_(std::move(dir)), label_(std::move(label)) {}
+  RunLoop(std::string dsn, dblock::LockMode mode, Workload workload, std::filesystem::path dir, std::string label)
+      : dsn_(std::move(dsn)), mode_(mode), workload_(workload), dir_(std::move(dir)), label_(std::move(label)) {}
 
   void run(const std::atomic<bool>& stop, std::uint32_t seed) {
     std::mt19937 random(seed);
     for (int round = 0; !stop; ++round) {
       auto record = dir_ / fmt::format("{}-{}.rec", label_, round);
-      const auto& name = kNames[random() % kNames.size()];
-      std::vector<std::string> args{DBLOCK_CLI_PATH, "--dsn", dsn_, "run", "--name", name,
+      auto take = pick(workload_, random);
+      std::vector<std::string> args{DBLOCK_CLI_PATH, "--dsn", dsn_, "run", "--name", take.name,
                                     "--ttl", fmt::format("{}ms", kTtl.count()), "--wait", "1s"};
       if (mode_ == dblock::LockMode::advisory) args.insert(args.end(), {"--mode", "advisory"});
+      for (auto& flag : take.cli_flags()) args.push_back(flag);
       args.insert(args.end(), {"--", NEMESIS_WORKER_PATH, record.string(), std::to_string(work_time(random).count())});
       std::vector<char*> argv;
       for (auto& arg : args) argv.push_back(arg.data());
@@ -154,14 +214,14 @@ class RunLoop {
         std::lock_guard lock(mutex_);
         running_ = 0;
       }
-      records_.emplace_back(name, record, fmt::format("{} round {}", label_, round));
+      records_.emplace_back(take, record, fmt::format("{} round {}", label_, round));
     }
   }
 
   /// The beliefs of every command run, read once each command is gone: a command orphaned by a
   /// killed wrapper may have worked on after it.
   void collect(History& history) {
-    for (auto& [name, record, holder] : records_) {
+    for (auto& [take, record, holder] : records_) {
       std::ifstream in(record, std::ios::binary);
       std::int64_t fields[4] = {};
       if (!in.read(reinterpret_cast<char*>(fields), sizeof fields)) continue;
@@ -170,7 +230,7 @@ class RunLoop {
       while (kill(pid, 0) == 0 && Clock::now() < give_up) std::this_thread::sleep_for(5ms);  // polling a stranger's exit
       in.seekg(0);
       in.read(reinterpret_cast<char*>(fields), sizeof fields);
-      history.add({name, fields[0], fields[1], fields[2], holder});
+      history.add({take.name, fields[0], fields[1], fields[2], holder, take.kind});
     }
   }
 
@@ -192,27 +252,28 @@ class RunLoop {
  private:
   std::string dsn_;
   dblock::LockMode mode_;
+  Workload workload_;
   std::filesystem::path dir_;
   std::string label_;
   std::mutex mutex_;
   pid_t running_ = 0;
   std::filesystem::path record_;  // of the wrapper running now
-  std::vector<std::tuple<std::string, std::filesystem::path, std::string>> records_;  // name, record, holder
+  std::vector<std::tuple<Take, std::filesystem::path, std::string>> records_;  // what, record, holder
 };
 
 /// A holder thread: takes a name, works while lost() is false, records what it believed.
-void hold_in_thread(dblock::LockManager& manager, const std::atomic<bool>& stop, History& history, std::string label,
-                    std::uint32_t seed) {
+void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::atomic<bool>& stop, History& history,
+                    std::string label, std::uint32_t seed) {
   std::mt19937 random(seed);
   while (!stop) {
-    const auto& name = kNames[random() % kNames.size()];
+    auto take = pick(workload, random);
     std::optional<dblock::Lock> lock;
     try {
-      lock.emplace(manager.acquire(name, 1s));
+      lock.emplace(manager.acquire(take.name, 1s, take.options()));
     } catch (const dblock::Error&) {
       continue;
     }
-    Belief belief{name, lock->token(), 0, 0, label};
+    Belief belief{take.name, lock->token(), 0, 0, label, take.kind};
     auto until = Clock::now() + work_time(random);
     while (Clock::now() < until) {
       auto at = now_ns();
@@ -230,9 +291,18 @@ void hold_in_thread(dblock::LockManager& manager, const std::atomic<bool>& stop,
   }
 }
 
-class Nemesis : public ::testing::TestWithParam<BackendCase> {};
+class Nemesis : public ::testing::TestWithParam<BackendCase> {
+ protected:
+  void run(Workload workload);
+};
+/// Groups: table mode only.
+class GroupNemesis : public Nemesis {};
 
-TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
+TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) { run(Workload::locks); }
+
+TEST_P(GroupNemesis, NeverMorePermitHoldersThanPermitsNorAWriterBesideAnyone) { run(Workload::groups); }
+
+void Nemesis::run(Workload workload) {
   std::string server_dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
   bool networked = GetParam().dsn_env != nullptr;
@@ -266,14 +336,15 @@ TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
                                                            manager_options);
   std::vector<std::unique_ptr<RunLoop>> loops;
   for (std::size_t holder : {2, 3})
-    loops.push_back(std::make_unique<RunLoop>(dsn_for(holder), GetParam().mode, dir, fmt::format("run{}", holder)));
+    loops.push_back(
+        std::make_unique<RunLoop>(dsn_for(holder), GetParam().mode, workload, dir, fmt::format("run{}", holder)));
 
   History history;
   std::atomic<bool> stop{false};
   std::vector<std::jthread> holders;
-  holders.emplace_back([&] { hold_in_thread(*shared_manager, stop, history, "manager0/thread0", 1); });
-  holders.emplace_back([&] { hold_in_thread(*shared_manager, stop, history, "manager0/thread1", 2); });
-  holders.emplace_back([&] { hold_in_thread(*own_manager, stop, history, "manager1/thread0", 3); });
+  holders.emplace_back([&] { hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread0", 1); });
+  holders.emplace_back([&] { hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread1", 2); });
+  holders.emplace_back([&] { hold_in_thread(*own_manager, workload, stop, history, "manager1/thread0", 3); });
   for (std::size_t i = 0; i < loops.size(); ++i)
     holders.emplace_back([&, i] { loops[i]->run(stop, static_cast<std::uint32_t>(10 + i)); });
 
@@ -336,6 +407,9 @@ TEST_P(Nemesis, NoTwoHoldersEverBelieveTheyHoldOneNameAtOnce) {
   std::string summary;
   for (auto& [fault, count] : faults) summary += fmt::format(" {}={}", fault, count);
   RecordProperty("faults", summary);
+  std::map<std::string, int> kinds;
+  for (auto& belief : beliefs) ++kinds[std::string(dblock::holder_kind_name(belief.kind))];
+  for (auto& [kind, count] : kinds) summary += fmt::format(" {}-beliefs={}", kind, count);
   std::cout << "[ nemesis  ] " << beliefs.size() << " belief intervals; faults:" << summary << "\n";
   EXPECT_GE(beliefs.size(), 8u) << "too few grants to say anything";
   int fault_count = 0;
@@ -352,12 +426,32 @@ INSTANTIATE_TEST_SUITE_P(Backends, Nemesis,
                                            dblock::test::kSqlite, dblock::test::kPostgresAdvisory,
                                            dblock::test::kMysqlAdvisory, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
+INSTANTIATE_TEST_SUITE_P(Backends, GroupNemesis,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kSqlite, dblock::test::kGaleraTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
 
 TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {
   EXPECT_TRUE(violations({{"a", 1, 0, 10, "x"}, {"a", 2, 11, 20, "y"}, {"b", 1, 5, 15, "z"}}).empty());
   EXPECT_EQ(violations({{"a", 1, 0, 10, "x"}, {"a", 2, 10, 20, "y"}}).size(), 1u) << "touching is overlapping";
   EXPECT_EQ(violations({{"a", 1, 0, 100, "x"}, {"a", 2, 20, 30, "y"}, {"a", 3, 40, 50, "z"}}).size(), 2u);
   EXPECT_EQ(violations({{"a", 5, 0, 10, "x"}, {"a", 4, 20, 30, "y"}}).size(), 1u);
+}
+
+TEST(NemesisChecker, FindsTooManyPermitHoldersAndWritersBesideReaders) {
+  using dblock::HolderKind;
+  auto permit = [](std::int64_t token, std::int64_t first, std::int64_t last) {
+    return Belief{"s", token, first, last, "p" + std::to_string(token), HolderKind::permit};
+  };
+  EXPECT_TRUE(violations({permit(1, 0, 10), permit(2, 5, 20), permit(3, 11, 30)}).empty()) << "two at a time";
+  EXPECT_EQ(violations({permit(1, 0, 10), permit(2, 5, 20), permit(3, 8, 30)}).size(), 1u) << "three at once";
+  EXPECT_EQ(violations({permit(2, 0, 10), permit(2, 20, 30)}).size(), 1u) << "two permits with one token";
+  Belief reader_a{"rw", 7, 0, 10, "ra", HolderKind::shared}, reader_b{"rw", 7, 5, 20, "rb", HolderKind::shared};
+  EXPECT_TRUE(violations({reader_a, reader_b}).empty()) << "readers share the name and their group's token";
+  Belief writer{"rw", 8, 15, 25, "w", HolderKind::exclusive};
+  EXPECT_EQ(violations({reader_a, reader_b, writer}).size(), 1u) << "a writer beside a reader";
+  Belief later_reader{"rw", 6, 30, 40, "rc", HolderKind::shared};
+  EXPECT_EQ(violations({reader_a, later_reader}).size(), 1u) << "a reader's token going back";
 }
 
 }  // namespace
