@@ -50,6 +50,11 @@ class GroupBackend {
                                                  std::chrono::steady_clock::time_point /*reply_by*/) {
     throw InvalidArgument(no_groups_message());
   }
+  /// For a waiting member: when a place may come free — the earliest lease of a permit group's live
+  /// members, else the lease left on `name` (as LockBackend::lease_left).
+  virtual std::optional<milliseconds> first_lease_end(std::string_view /*name*/) {
+    throw InvalidArgument(no_groups_message());
+  }
   /// For an exclusive waiter: the lease left on `name` (as LockBackend::lease_left), and, when
   /// readers hold it, `owner` marked as a waiting writer for `mark_for` (no new reader is admitted
   /// meanwhile). Sets `marked` when it did.

@@ -137,6 +137,20 @@ ReleaseHub::Subscription::~Subscription() {
   }
 }
 
+void ReleaseHub::Subscription::pass_on() {
+  {
+    std::lock_guard lock(hub_.mutex_);
+    auto it = hub_.watched_.find(name_);
+    if (it == hub_.watched_.end()) return;
+    auto& waiters = it->second.waiters;
+    auto next = std::find_if(waiters.begin(), waiters.end(),
+                             [&](auto& waiter) { return waiter != waiter_ && !waiter->signaled; });
+    if (next == waiters.end()) return;
+    (*next)->signaled = true;
+  }
+  hub_.changed_.notify_all();
+}
+
 bool ReleaseHub::Subscription::wait_until(std::chrono::steady_clock::time_point until) {
   std::unique_lock lock(hub_.mutex_);
   bool woken = hub_.changed_.wait_until(lock, until, [&] { return waiter_->signaled; });

@@ -73,6 +73,9 @@ class ReleaseHub::Subscription {
 
   /// Waits until a release of the name wakes this waiter (true) or `until` passes (false).
   bool wait_until(std::chrono::steady_clock::time_point until);
+  /// Wakes the oldest other waiter of the name: a release that may admit several (a group's) or
+  /// that this waiter could not use (a reader queued behind a writer) must not stop here.
+  void pass_on();
 
  private:
   ReleaseHub& hub_;

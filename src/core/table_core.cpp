@@ -124,13 +124,17 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
                     this_thread_owner_nonce() ^ static_cast<std::uint64_t>(started.time_since_epoch().count()));
     // Try once right after subscribing: a release before the watch was in place sent no wake-up.
     bool try_now = true;
+    bool woken = false;  // by a release: groups hand the wake-up on (ReleaseHub::Subscription::pass_on)
     while (SteadyClock::now() < deadline) {
       try {
         if (try_now) {
           auto sent = SteadyClock::now();
-          if (auto grant = acquire_once(name, owner, request))
+          if (auto grant = acquire_once(name, owner, request)) {
+            if (woken && request.kind != HolderKind::exclusive) subscription->pass_on();  // others may join too
             return register_grant(name, owner, request, sent, *grant, count_wait(started));
+          }
           count_contended(name);
+          if (woken && (request.kind != HolderKind::exclusive || marked)) subscription->pass_on();
         }
         // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
         auto left = with_read_retries([&] { return lease_left_for_waiter(name, owner, request, marked); });
@@ -141,6 +145,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
         else if (!try_now) { try_now = true; continue; }  // free now: try at once
         else wake_at = std::min(deadline, now + backoff.next());  // free but lost the race: back off
         bool released = subscription->wait_until(wake_at);
+        woken = released;
         try_now = released || (left && SteadyClock::now() >= now + *left);
       } catch (const Error& e) {
         // The database is unreachable: keep waiting (the pool reconnects) and try again later.
@@ -151,7 +156,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
         if (!rides_out) throw;
         last_connection_error = e.what();
         logger_->warn("waiting for lock '{}': {}", name, e.what());
-        subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()));
+        woken = subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()));
         try_now = true;
       }
     }
@@ -161,7 +166,8 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
 
 std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::string_view name, const std::string& owner,
                                                                         const Request& request, bool& marked) {
-  if (request.kind != HolderKind::exclusive || !backend_.has_groups()) return backend_.lease_left(name);
+  if (request.kind != HolderKind::exclusive) return backend_.first_lease_end(name);
+  if (!backend_.has_groups()) return backend_.lease_left(name);
   // Longer than the longest pause between two tries, so the mark holds while the writer waits.
   auto mark_for = 3 * std::max<std::chrono::milliseconds>(kNotifiedSafetyPoll, options_.backoff_max);
   bool now_marked = false;

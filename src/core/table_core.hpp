@@ -42,8 +42,9 @@ class TableCore final : public ManagerBase {
   Request request_of(const LockOptions& options) const;
   std::optional<Grant> acquire_once(std::string_view name, const std::string& owner, const Request& request);
   std::optional<Grant> resolve_unknown_acquire(std::string_view name, const std::string& owner);
-  /// The lease left on `name` for a waiter; an exclusive one marks itself as a waiting writer
-  /// where readers hold the name (`marked` then turns true).
+  /// How long a waiter may sleep: until the lease on `name` ends, or for a member until the first
+  /// member's does; an exclusive waiter marks itself as a waiting writer where readers hold the
+  /// name (`marked` then turns true).
   std::optional<std::chrono::milliseconds> lease_left_for_waiter(std::string_view name, const std::string& owner,
                                                                  const Request& request, bool& marked);
   Lock register_grant(std::string_view name, const std::string& owner, const Request& request,

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -116,6 +117,107 @@ TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
   EXPECT_EQ(total, kManagers * kThreadsPerManager * kIterations);
   for (auto& row : store->locks())
     EXPECT_EQ(row.owner, "abandoner") << "every release deleted its row; only abandoned leases may remain";
+}
+
+/// Groups under the same pressure: managers (on different nodes of a cluster) take permits of a
+/// semaphore of three and read and write one read-write lock, while an abandoner takes permits
+/// with 5 ms leases it never gives back and a reaper deletes what lapses. At no instant do more
+/// than three of ours hold permits (abandoned ones count against the three as well), and no writer
+/// works beside a reader or another writer; the writers' unsynchronised counter comes out exact,
+/// and their tokens rise.
+TEST_P(Stress, GroupsKeepTheirCapacityAndWritersWorkAlone) {
+  std::string dsn;
+  DBLOCK_REQUIRE_BACKEND_DSN(dsn, GetParam());
+  auto prefix = dblock::test::unique_prefix();
+  std::vector<std::shared_ptr<dblock::Store>> stores;
+  for (auto& node : dblock::test::node_dsns(GetParam(), dsn))
+    stores.push_back(dblock::Store::open(dblock::test::with_params(node, "prefix=" + prefix + "&pool=16")));
+  auto& store = stores.front();
+  dblock::migrate(*store);
+  constexpr int kManagers = 3, kThreadsPerManager = 3, kIterations = 60;
+  constexpr std::int64_t kPermits = 3;
+  std::vector<std::unique_ptr<dblock::LockManager>> managers;
+  for (int m = 0; m < kManagers; ++m)
+    managers.push_back(std::make_unique<dblock::LockManager>(stores[static_cast<std::size_t>(m) % stores.size()],
+                                                             dblock::ManagerOptions{.default_ttl = 10s}));
+  std::atomic<int> permit_holders{0}, most_permit_holders{0}, readers{0}, writers{0}, violations{0}, failures{0};
+  std::atomic<bool> done{false};
+  std::int64_t written = 0, last_writer_token = 0;  // only the write lock protects them
+  std::atomic<int> writes{0}, abandoned{0};
+  auto& backend = dblock::detail::StoreParts::backend(*store);
+  std::jthread abandoner([&] {
+    std::mt19937 random(7);
+    while (!done) {
+      try {
+        if (backend.try_acquire_member("sem", "abandoner", dblock::HolderKind::permit, kPermits, 5ms, 0)) ++abandoned;
+      } catch (const dblock::detail::TransientError&) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(random() % 10));
+    }
+  });
+  dblock::Reaper reaper(store, {.interval = 2ms, .batch_size = 10});
+  reaper.start();
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kManagers * kThreadsPerManager; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 random(static_cast<unsigned>(100 + t));
+        auto& manager = *managers[static_cast<std::size_t>(t % kManagers)];
+        for (int i = 0; i < kIterations && std::chrono::steady_clock::now() < deadline; ++i) {
+          try {
+            switch (random() % 3) {
+              case 0: {
+                auto permit = manager.acquire("sem", 30s, {.permits = kPermits});
+                int now = ++permit_holders;
+                int seen = most_permit_holders.load();
+                while (now > seen && !most_permit_holders.compare_exchange_weak(seen, now)) {}
+                std::this_thread::sleep_for(std::chrono::microseconds(random() % 2000));
+                --permit_holders;
+                permit.release();
+                break;
+              }
+              case 1: {
+                auto read = manager.acquire("rw", 30s, {.shared = true});
+                ++readers;
+                if (writers.load() != 0) ++violations;
+                std::this_thread::sleep_for(std::chrono::microseconds(random() % 2000));
+                --readers;
+                read.release();
+                break;
+              }
+              default: {
+                auto write = manager.acquire("rw", 30s);
+                if (++writers != 1 || readers.load() != 0) ++violations;
+                if (write.token() <= last_writer_token) ++violations;
+                last_writer_token = write.token();
+                auto value = written;
+                std::this_thread::sleep_for(std::chrono::microseconds(random() % 1000));
+                written = value + 1;
+                ++writes;
+                --writers;
+                write.release();
+              }
+            }
+          } catch (const std::exception& e) {
+            ++failures;
+            ADD_FAILURE() << "thread " << t << ": " << e.what();
+          }
+        }
+      });
+    }
+  }
+  done = true;
+  abandoner.join();
+  reaper.stop();
+  ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "stress did not finish in time";
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(violations, 0) << "a writer beside another holder, or a writer's token out of order";
+  EXPECT_LE(most_permit_holders.load(), kPermits);
+  EXPECT_GT(abandoned, 0) << "the abandoner must have taken some permits";
+  EXPECT_EQ(written, writes.load()) << "the write lock must protect the writers' counter";
+  std::cout << GetParam().label << ": most permit holders " << most_permit_holders << ", writes " << writes
+            << ", reaped " << reaper.stats().rows << "\n";
 }
 
 /// The same contract in every mode, advisory included: 8 threads on 2 hot names, through acquire

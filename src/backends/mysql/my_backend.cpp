@@ -144,6 +144,13 @@ class MyBackend final : public Backend {
     return left;
   }
 
+  std::optional<milliseconds> first_lease_end(std::string_view name) override {
+    std::array<MyParam, 1> params{name};
+    auto rows = pool_.lease()->query(sql_.first_lease_end, params);
+    if (rows.empty()) return std::nullopt;
+    return milliseconds(rows.front().num(0));
+  }
+
   void unmark_writer(std::string_view name, std::string_view owner) override {
     std::array<MyParam, 2> params{name, owner};
     pool_.lease()->update(sql_.unmark_writer, params);

@@ -77,6 +77,13 @@ FROM `{prefix}locks` WHERE name = ?)");
 INSERT INTO `{prefix}holders` (name, owner, kind, count, token, epoch, acquired_at, expires_at)
 VALUES (?, ?, 'writer', 0, 0, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at))");
+    first_lease_end = make("first_lease_end", R"(
+SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), COALESCE(
+         (SELECT MIN(m.expires_at) FROM `{prefix}holders` m
+          WHERE l.owner = '(permits)' AND m.name = l.name AND m.kind = 'permit' AND m.epoch = l.token
+            AND m.expires_at > UTC_TIMESTAMP(6)),
+         l.expires_at)) / 1000)
+FROM `{prefix}locks` l WHERE l.name = ?)");
     unmark_writer = make("unmark_writer", "DELETE FROM `{prefix}holders` WHERE name = ? AND owner = ? AND kind = 'writer'");
     census = make("census", R"(
 SELECT COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0),
@@ -143,6 +150,7 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
 
   MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, reap_members, census,
       seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer, unmark_writer,
+      first_lease_end,
       schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock, grants, catalog;
   std::string history_table;
 };

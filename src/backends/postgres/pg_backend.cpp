@@ -260,6 +260,13 @@ class PgBackend final : public Backend {
     return milliseconds(to_int64(result.get(), 0, 0));
   }
 
+  std::optional<milliseconds> first_lease_end(std::string_view name) override {
+    std::array<std::string, 1> params{std::string(name)};
+    auto result = run(*pool_.lease(), sql_.first_lease_end, params);
+    if (PQntuples(result.get()) == 0) return std::nullopt;
+    return milliseconds(to_int64(result.get(), 0, 0));
+  }
+
   void unmark_writer(std::string_view name, std::string_view owner) override {
     std::array<std::string, 2> params{std::string(name), std::string(owner)};
     run(*pool_.lease(), sql_.unmark_writer, params);

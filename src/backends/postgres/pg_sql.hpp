@@ -99,6 +99,13 @@ WITH l AS (SELECT owner, expires_at FROM "{schema}"."{prefix}locks" WHERE name =
               ON CONFLICT (name, owner, kind) DO UPDATE SET expires_at = EXCLUDED.expires_at
               RETURNING 1)
 SELECT floor(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000)::bigint, (SELECT count(*) FROM mark) FROM l)")};
+    first_lease_end = {13, fill(R"(
+SELECT floor(extract(epoch FROM coalesce(
+         (SELECT min(m.expires_at) FROM "{schema}"."{prefix}holders" m
+          WHERE l.owner = '(permits)' AND m.name = l.name AND m.kind = 'permit' AND m.epoch = l.token
+            AND m.expires_at > clock_timestamp()),
+         l.expires_at) - clock_timestamp()) * 1000)::bigint
+FROM "{schema}"."{prefix}locks" l WHERE l.name = $1)")};
     unmark_writer = {12, fill(R"(
 DELETE FROM "{schema}"."{prefix}holders" WHERE name = $1 AND owner = $2 AND kind = 'writer')")};
     seed_expired = fill(R"(
@@ -170,7 +177,7 @@ ORDER BY 2, 1)");
   }
 
   PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
-  PgStatement acquire_member, release_member, renew_members, lease_left_marking_writer, unmark_writer;
+  PgStatement acquire_member, release_member, renew_members, lease_left_marking_writer, unmark_writer, first_lease_end;
   std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_xact_lock,
       migration_lock_blocking,
       migration_unlock, create_schema, migration_rights, catalog;

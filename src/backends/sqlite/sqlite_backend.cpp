@@ -103,6 +103,11 @@ class SqliteBackend final : public Backend {
                             [&] { return session->lease_left_marking_writer(name, owner, mark_for, marked); });
   }
 
+  std::optional<milliseconds> first_lease_end(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded("reading a lease", [&] { return session->first_lease_end(name); });
+  }
+
   void unmark_writer(std::string_view name, std::string_view owner) override {
     auto session = pool_.lease();
     session->guarded("unmarking a writer", [&] { session->unmark_writer(name, owner); });

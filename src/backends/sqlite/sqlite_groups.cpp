@@ -182,6 +182,15 @@ std::optional<std::chrono::milliseconds> SqliteSession::lease_left_marking_write
   return std::chrono::milliseconds(row_expires - now);
 }
 
+std::optional<std::chrono::milliseconds> SqliteSession::first_lease_end(std::string_view name_in) {
+  std::string name(name_in);
+  std::int64_t now = read_now(session_, sql_.groups), left = 0;
+  session_ << sql_.groups.first_lease_end, soci::use(now, "now"), soci::use(now, "now2"), soci::use(name, "name"),
+      soci::into(left);
+  if (!session_.got_data()) return std::nullopt;
+  return std::chrono::milliseconds(left);
+}
+
 void SqliteSession::unmark_writer(std::string_view name_in, std::string_view owner_in) {
   std::string name(name_in), owner(owner_in);
   session_ << sql_.groups.unmark_writer, soci::use(name, "name"), soci::use(owner, "owner");

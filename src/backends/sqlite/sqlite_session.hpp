@@ -87,6 +87,7 @@ class SqliteSession {
   std::optional<std::chrono::milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
                                                                      std::chrono::milliseconds mark_for, bool& marked);
   void unmark_writer(std::string_view name, std::string_view owner);
+  std::optional<std::chrono::milliseconds> first_lease_end(std::string_view name);
 
   /// False after any failure (a statement may be mid-step) or inside a transaction.
   [[nodiscard]] bool usable() const noexcept { return !broken_ && sqlite_api::sqlite3_get_autocommit(raw_) != 0; }

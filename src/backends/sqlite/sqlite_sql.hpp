@@ -67,11 +67,17 @@ INSERT INTO "{prefix}holders" (name, owner, kind, count, token, epoch, acquired_
 VALUES (:name, :owner, 'writer', 0, 0, 0, :now, :expires)
 ON CONFLICT (name, owner, kind) DO UPDATE SET expires_at = excluded.expires_at)");
     unmark_writer = fill(R"(DELETE FROM "{prefix}holders" WHERE name = :name AND owner = :owner AND kind = 'writer')");
+    first_lease_end = fill(R"(
+SELECT coalesce((SELECT min(m.expires_at) FROM "{prefix}holders" m
+                 WHERE l.owner = '(permits)' AND m.name = l.name AND m.kind = 'permit' AND m.epoch = l.token
+                   AND m.expires_at > :now),
+                l.expires_at) - :now2
+FROM "{prefix}locks" l WHERE l.name = :name)");
   }
 
   std::string now, lock_row, member, reenter, stretch_group, live_permits, writer_waits, next_token, join_group,
       start_group, forget_old_members, put_member, member_by_token, set_member_count, drop_member, live_members,
-      end_group, shrink_group, renew_member, mark_writer, unmark_writer;
+      end_group, shrink_group, renew_member, mark_writer, unmark_writer, first_lease_end;
 };
 
 struct SqliteSql {
