@@ -13,6 +13,8 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "backends/backend.hpp"
+#include "core/store_parts.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
@@ -184,6 +186,41 @@ TEST_P(Groups, MembersAreRenewedPastSeveralTtls) {
   EXPECT_FALSE(eventually([&] { return std::chrono::steady_clock::now() >= until && reader->lost(); }, 1500ms));
   EXPECT_FALSE(reader->lost());
   EXPECT_FALSE(b->try_acquire("renewed")) << "still held after four TTLs";
+}
+
+TEST_P(Groups, AWaitingPermitIsGrantedPromptlyWhenOneIsGivenBack) {
+  auto a = manager({.default_ttl = 60s}), b = manager();
+  auto held = a->try_acquire("handoff", permits(1));
+  ASSERT_TRUE(held);
+  auto waiter = std::async(std::launch::async, [&] {
+    auto permit = b->acquire("handoff", 30s, permits(1));
+    return std::chrono::steady_clock::now();
+  });
+  ASSERT_TRUE(eventually([&] { return b->stats().contended >= 2; }));
+  auto released_at = std::chrono::steady_clock::now();
+  held->release();
+  ASSERT_EQ(waiter.wait_for(20s), std::future_status::ready);
+  EXPECT_LT(waiter.get() - released_at, 5s) << "woken by the release or a short poll, not the 60 s lease";
+}
+
+TEST_P(Groups, TheReaperDeletesLapsedMembersAndLeavesLiveOnes) {
+  auto& backend = dblock::detail::StoreParts::backend(*store_);
+  ASSERT_TRUE(backend.try_acquire_member("reaped", "abandoner", dblock::HolderKind::permit, 2, 20ms, 0));
+  auto a = manager();
+  auto live = a->try_acquire("reaped", permits(2));
+  ASSERT_TRUE(live);
+  ASSERT_TRUE(eventually([&] {
+    auto rows = holders_of("reaped");
+    return std::any_of(rows.begin(), rows.end(), [](auto& row) { return row.remaining.count() <= 0; });
+  })) << "the abandoned permit lapses";
+  dblock::Reaper reaper(store_);
+  EXPECT_GE(reaper.run_once().rows, 1u);
+  auto rows = holders_of("reaped");
+  ASSERT_EQ(rows.size(), 1u) << "only the live member is left";
+  EXPECT_EQ(rows[0].token, live->token());
+  EXPECT_FALSE(live->lost());
+  live->release();
+  EXPECT_TRUE(holders_of("reaped").empty());
 }
 
 TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {
