@@ -40,9 +40,51 @@ TEST_P(RoundTrips, UncontendedAcquireAndReleaseAreOneRoundTripEach) {
   EXPECT_EQ(proxy.round_trips(), 2u * kCycles);
 }
 
+/// Groups (table mode): a permit and a read lock cost what a lock costs, also when the name's group
+/// already has members: one round trip to take, one to give back.
+class GroupRoundTrips : public RoundTrips {};
+
+TEST_P(GroupRoundTrips, APermitAndAReadLockAreOneRoundTripEachWay) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
+  dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
+  auto proxied = dblock::test::with_port(server_dsn, proxy.port());
+  auto prefix = dblock::test::unique_prefix();
+  auto direct = dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix));
+  dblock::migrate(*direct);
+  dblock::LockManager others(direct, {.default_ttl = 60s});
+  auto other_permit = others.try_acquire("pool", {.permits = 3});  // members already there
+  auto other_reader = others.try_acquire("table", {.shared = true});
+  ASSERT_TRUE(other_permit && other_reader);
+  auto store = dblock::Store::open(dblock::test::with_params(proxied, "prefix=" + prefix + "&pool=1"));
+  dblock::LockManager locks(store, {.default_ttl = 60s});
+  locks.try_acquire("warm-up")->release();  // connects and prepares
+  locks.try_acquire("warm-up", {.permits = 1})->release();
+  locks.try_acquire("warm-up", {.shared = true})->release();
+  proxy.reset_round_trips();
+  constexpr int kCycles = 10;
+  for (int i = 0; i < kCycles; ++i) {
+    for (auto options : {dblock::LockOptions{.permits = 3}, dblock::LockOptions{.shared = true}}) {
+      auto lock = locks.try_acquire(options.shared ? "table" : "pool", options);
+      ASSERT_TRUE(lock);
+      lock->release();
+    }
+    for (auto options : {dblock::LockOptions{.permits = 3}, dblock::LockOptions{.shared = true}}) {
+      auto lock = locks.try_acquire(fmt::format("fresh-{}-{}", options.shared ? "r" : "p", i), options);
+      ASSERT_TRUE(lock) << "a group of its own";
+      lock->release();
+    }
+  }
+  EXPECT_EQ(proxy.round_trips(), 2u * 4 * kCycles);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, RoundTrips,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
                                            dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+INSTANTIATE_TEST_SUITE_P(Backends, GroupRoundTrips,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace
