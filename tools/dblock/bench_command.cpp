@@ -49,14 +49,18 @@ class Bench {
       }
       latencies.add(Clock::now() - started);
     };
+    // --kind permit / shared: a permit of a semaphore of 2, or a read lock, against the same floor
+    // (a plain lock's bare statements): what a group costs next to a lock.
+    LockOptions options{.shared = request_.kind == "shared", .permits = request_.kind == "permit" ? 2 : 0};
     auto library = [&](std::size_t t, Latencies& latencies) {
       auto name = name_for(t);
       auto started = Clock::now();
-      if (auto lock = locks.try_acquire(name)) lock->release();
+      if (auto lock = locks.try_acquire(name, options)) lock->release();
       latencies.add(Clock::now() - started);
     };
     auto comparison = compare(threads, request_.duration, floor, library);
-    Result result{"uncontended", request_.mode, threads, comparison.library, comparison.floor,
+    auto scenario = request_.kind == "lock" ? std::string("uncontended") : "uncontended " + request_.kind;
+    Result result{scenario, request_.mode, threads, comparison.library, comparison.floor,
                   mode_ == LockMode::advisory
                       ? fmt::format("raw {}, prepared", raw.front()->blocking_lock_functions())
                       : std::string("raw driver, same statements"),
@@ -200,6 +204,10 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
   bool advisory = request.mode == "advisory";
   if (advisory && (request.scenario == "renew" || request.scenario == "reap"))
     throw InvalidArgument(fmt::format("--scenario {} measures leases and rows: table mode only", request.scenario));
+  if (request.kind != "lock" && request.kind != "permit" && request.kind != "shared")
+    throw InvalidArgument(fmt::format("--kind {} is unknown (lock, permit or shared)", request.kind));
+  if (request.kind != "lock" && (advisory || request.scenario != "uncontended"))
+    throw InvalidArgument("--kind permit|shared measures groups: --scenario uncontended in table mode");
   static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "all"};
   if (std::find(kScenarios.begin(), kScenarios.end(), request.scenario) == kScenarios.end())
     throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, all)",

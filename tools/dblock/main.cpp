@@ -214,6 +214,8 @@ int main(int argc, char** argv) {
   std::string bench_duration = "5s";
   bench->add_option("--scenario", bench_request.scenario, "uncontended, handoff, renew, reap or all");
   bench->add_option("--mode", bench_request.mode, "table or advisory (PostgreSQL advisory locks, MySQL GET_LOCK; uncontended and handoff)");
+  bench->add_option("--kind", bench_request.kind,
+                    "uncontended: lock, permit (of a semaphore of 2) or shared (a read lock), against the same floor");
   bench->add_option("--threads", bench_request.threads, "Threads (default: 1 and 16 uncontended, 4 handoff)")
       ->check(CLI::Range(1, 256));
   bench->add_option("--duration", bench_duration, "Measuring time per figure (split between floor and dblock)");
