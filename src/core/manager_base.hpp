@@ -132,6 +132,12 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   auto with_retries(Fn&& statement) {
     return retry_transient(std::forward<Fn>(statement), [this] { retried_.fetch_add(1, std::memory_order_relaxed); });
   }
+  /// with_retries with kReleaseAttempts, for releases.
+  template <class Fn>
+  auto with_release_retries(Fn&& statement) {
+    return retry_transient(
+        std::forward<Fn>(statement), [this] { retried_.fetch_add(1, std::memory_order_relaxed); }, kReleaseAttempts);
+  }
   /// with_retries for a statement safe to run twice (a read, a renewal): asked again once when its
   /// reply was lost.
   template <class Fn>

@@ -4,6 +4,7 @@
 // statement safe to repeat once more when its reply was lost. Never on anything else (usage
 // errors, broken connections, unknown outcomes of statements that change state).
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -12,17 +13,20 @@
 namespace dblock::detail {
 
 inline constexpr int kTransientAttempts = 5;
+/// A release that fails leaves its lock (or a group's place) taken until the lease ends, so it
+/// tries harder: 12 attempts, about half a second in all.
+inline constexpr int kReleaseAttempts = 12;
 
-/// `on_retry` runs before each repeat (e.g. to count it).
+/// `on_retry` runs before each repeat (e.g. to count it). Pauses 2, 4, 8, ... ms, at most 64.
 template <class Fn, class OnRetry>
-auto retry_transient(Fn&& statement, OnRetry&& on_retry) {
+auto retry_transient(Fn&& statement, OnRetry&& on_retry, int attempts = kTransientAttempts) {
   for (int attempt = 1;; ++attempt) {
     try {
       return statement();
     } catch (const TransientError&) {
-      if (attempt == kTransientAttempts) throw;
+      if (attempt >= attempts) throw;
       on_retry();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 << attempt));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 << std::min(attempt, 6)));
     }
   }
 }

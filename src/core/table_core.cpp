@@ -136,7 +136,8 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
           count_contended(name);
           if (woken && (request.kind != HolderKind::exclusive || marked)) subscription->pass_on();
         }
-        // Waiting never writes: read the holder's lease and sleep until it ends or a release wakes us.
+        // Waiting reads the holder's lease and sleeps until it ends or a release wakes us; it writes
+        // nothing but a writer's mark while readers hold the name.
         auto left = with_read_retries([&] { return lease_left_for_waiter(name, owner, request, marked); });
         auto now = SteadyClock::now();
         auto poll = notified ? kNotifiedSafetyPoll : backoff.next();
@@ -220,7 +221,7 @@ void TableCore::forget(const std::shared_ptr<HeldLock>& held) {
 
 std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::int64_t depth_before) {
   try {
-    return with_retries([&] {
+    return with_release_retries([&] {
       if (held.kind == HolderKind::exclusive) return backend_.release(held.name, held.owner, held.token);
       return backend_.release_member(held.name, held.owner, held.kind, held.token);
     });

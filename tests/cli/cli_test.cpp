@@ -162,6 +162,42 @@ TEST_F(Cli, HeldLockExits75AndWaitAcquiresAfterRelease) {
   EXPECT_EQ(waited.exit_code, 0) << "the waiter acquires once the holder releases: " << waited.output;
 }
 
+TEST_F(Cli, PermitsAndSharedRunsHoldANameTogetherAndTheLocksListShowsEachHolder) {
+  auto stop_file = dblock::test::embedded_sqlite_path() + ".groups-stop";
+  outputs_.push_back(stop_file);  // removed in TearDown
+  auto hold = "echo started; while [ ! -e '" + stop_file + "' ]; do sleep 0.02; done";
+  auto started = [&](const Started& holder) {
+    for (int i = 0; i < 1000; ++i) {
+      if (finish_if_done(holder).find("started") != std::string::npos) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
+  auto permit = start({"--dsn", sqlite_dsn_, "run", "--name", "pool", "--permits", "2", "--", "sh", "-c", hold});
+  auto reader = start({"--dsn", sqlite_dsn_, "run", "--name", "table", "--shared", "--", "sh", "-c", hold});
+  ASSERT_TRUE(started(permit)) << finish_if_done(permit);
+  ASSERT_TRUE(started(reader)) << finish_if_done(reader);
+  EXPECT_EQ(run({"--dsn", sqlite_dsn_, "run", "--name", "pool", "--permits", "2", "--", "true"}).exit_code, 0)
+      << "a second permit of two";
+  EXPECT_EQ(run({"--dsn", sqlite_dsn_, "run", "--name", "table", "--shared", "--", "true"}).exit_code, 0)
+      << "a second reader";
+  EXPECT_EQ(run({"--dsn", sqlite_dsn_, "run", "--name", "pool", "--", "true"}).exit_code, 75) << "a plain run waits";
+  EXPECT_EQ(run({"--dsn", sqlite_dsn_, "run", "--name", "table", "--", "true"}).exit_code, 75) << "the writer waits";
+  auto listed = run({"--dsn", sqlite_dsn_, "locks"});
+  EXPECT_NE(listed.output.find("KIND"), std::string::npos) << listed.output;
+  EXPECT_NE(listed.output.find("permit"), std::string::npos) << listed.output;
+  EXPECT_NE(listed.output.find("shared"), std::string::npos) << listed.output;
+  auto json = run({"--dsn", sqlite_dsn_, "locks", "--json"});
+  EXPECT_NE(json.output.find("\"kind\":\"permit\""), std::string::npos) << json.output;
+  auto both = run({"--dsn", sqlite_dsn_, "run", "--name", "x", "--permits", "2", "--shared", "--", "true"});
+  EXPECT_EQ(both.exit_code, 64) << both.output;
+  auto zero = run({"--dsn", sqlite_dsn_, "run", "--name", "x", "--permits", "0", "--", "true"});
+  EXPECT_EQ(zero.exit_code, 64) << zero.output;
+  std::ofstream(stop_file) << "stop";
+  EXPECT_EQ(finish(permit).exit_code, 0);
+  EXPECT_EQ(finish(reader).exit_code, 0);
+}
+
 TEST_F(Cli, ForwardsSigtermToTheCommand) {
   auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "sig", "--", "sh", "-c",
                        "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done"});

@@ -24,31 +24,14 @@ using dblock::test::eventually;
 
 namespace {
 
-class Groups : public ::testing::TestWithParam<dblock::test::BackendCase> {
+class Groups : public dblock::test::InstalledCaseTest {
  protected:
-  static void TearDownTestSuite() { dblock::test::remove_embedded_sqlite(); }
-
-  void SetUp() override {
-    DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
-    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn_);
-    store_ = installation_->store();
-  }
-
-  std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
-    options.mode = GetParam().mode;
-    return std::make_unique<dblock::LockManager>(store_, std::move(options));
-  }
-
   std::vector<dblock::LockInfo> holders_of(const std::string& name) {
     std::vector<dblock::LockInfo> rows;
     for (auto& row : store_->locks())
       if (row.name == name) rows.push_back(row);
     return rows;
   }
-
-  std::string server_dsn_;
-  std::shared_ptr<dblock::Store> store_;
-  std::unique_ptr<dblock::test::Installation> installation_;
 };
 
 constexpr dblock::LockOptions permits(std::int64_t n) { return {.permits = n}; }

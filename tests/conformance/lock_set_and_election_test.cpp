@@ -21,40 +21,18 @@ using dblock::test::eventually;
 
 namespace {
 
-class KindsOnLocks : public ::testing::TestWithParam<dblock::test::BackendCase> {
+class KindsOnLocks : public dblock::test::InstalledCaseTest {
  protected:
-  static void TearDownTestSuite() { dblock::test::remove_embedded_sqlite(); }
-
-  void SetUp() override {
-    DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
-    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn_);
-    store_ = installation_->store();
-  }
-
-  [[nodiscard]] dblock::ManagerOptions options(dblock::ManagerOptions base = {}) const {
-    base.mode = GetParam().mode;
-    return base;
-  }
-  std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions base = {}) {
-    return std::make_unique<dblock::LockManager>(store_, options(std::move(base)));
-  }
   [[nodiscard]] bool advisory() const { return GetParam().mode == dblock::LockMode::advisory; }
 
   /// Whether a manager of another owner can take `name` now (and gives it back at once).
-  bool free_for_others(const std::string& name) {
-    auto other = manager();
-    return other->try_acquire(name).has_value();
-  }
+  bool free_for_others(const std::string& name) { return manager()->try_acquire(name).has_value(); }
 
   /// Ends the lock of `name` behind its holder's back: row deleted, or the holder's session killed.
   void break_lock(const std::string& name) {
     if (advisory()) ASSERT_EQ(installation_->admin().kill_advisory_holder(name), 1);
     else ASSERT_TRUE(store_->force_release(name));
   }
-
-  std::string server_dsn_;
-  std::shared_ptr<dblock::Store> store_;
-  std::unique_ptr<dblock::test::Installation> installation_;
 };
 
 TEST_P(KindsOnLocks, ASetHoldsEveryNameOnceInByteOrderAndReleasesThemTogether) {
@@ -137,7 +115,7 @@ TEST_P(KindsOnLocks, OneLeaderAtATimeAndAResignationElectsTheNextWithALargerToke
         dblock::ElectionOptions{
             .on_elected = [&, id](std::int64_t token) { tokens[id] = token; log.add("elected " + std::to_string(id)); },
             .on_revoked = [&, id] { log.add("revoked " + std::to_string(id)); },
-            .manager = options({.default_ttl = 3s})});
+            .manager = in_mode({.default_ttl = 3s})});
   };
   auto e0 = elect(0);
   auto e1 = elect(1);
@@ -167,7 +145,7 @@ TEST_P(KindsOnLocks, ALostLeaderIsRevokedAndCampaignsAgain) {
   dblock::LeaderElection election(
       store_, "lossy",
       {.on_revoked = [&] { if (revocations.fetch_add(1) == 0) revoked.set_value(); },
-       .manager = options({.default_ttl = 300ms})});
+       .manager = in_mode({.default_ttl = 300ms})});
   ASSERT_TRUE(eventually([&] { return election.is_leader(); }));
   auto first_token = *election.token();
   break_lock("lossy");

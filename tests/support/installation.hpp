@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
 
 #include "support/admin.hpp"
 #include "support/servers.hpp"
@@ -55,6 +56,31 @@ class Installation {
   std::string prefix_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Admin> admin_;
+};
+
+/// A suite run once per backend case: the case's server (required), an installation of the test's
+/// own on it, and managers in the case's mode.
+class InstalledCaseTest : public ::testing::TestWithParam<BackendCase> {
+ protected:
+  static void TearDownTestSuite() { remove_embedded_sqlite(); }
+
+  void SetUp() override {
+    DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
+    installation_ = std::make_unique<Installation>(GetParam(), server_dsn_);
+    store_ = installation_->store();
+  }
+
+  [[nodiscard]] ManagerOptions in_mode(ManagerOptions options = {}) const {
+    options.mode = GetParam().mode;
+    return options;
+  }
+  [[nodiscard]] std::unique_ptr<LockManager> manager(ManagerOptions options = {}) const {
+    return std::make_unique<LockManager>(store_, in_mode(std::move(options)));
+  }
+
+  std::string server_dsn_;
+  std::unique_ptr<Installation> installation_;
+  std::shared_ptr<Store> store_;
 };
 
 }  // namespace dblock::test
