@@ -25,7 +25,9 @@ class Lock {
 
   [[nodiscard]] const std::string& name() const;
   /// Fencing token: strictly greater than every token granted earlier for this name. Re-entries
-  /// share the token of the first acquisition. Pass it to the resource you protect.
+  /// share the token of the first acquisition; the readers of one group (LockOptions::shared)
+  /// share the group's, which every later exclusive grant exceeds. Pass it to the resource you
+  /// protect.
   [[nodiscard]] std::int64_t token() const;
   /// Re-entrancy depth this guard stands for (1 for the outermost acquisition).
   [[nodiscard]] std::int64_t count() const noexcept { return count_; }
