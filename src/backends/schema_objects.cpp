@@ -66,23 +66,92 @@ std::vector<std::string_view> top_level_items(std::string_view list) {
   return items;
 }
 
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// The words of a declaration, a parenthesised group kept with the word before it ("VARCHAR(255)").
+std::vector<std::string_view> words_of(std::string_view text) {
+  std::vector<std::string_view> words;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) != 0) ++i;
+    auto start = i;
+    int depth = 0;
+    while (i < text.size() && (depth > 0 || std::isspace(static_cast<unsigned char>(text[i])) == 0)) {
+      if (text[i] == '(') ++depth;
+      if (text[i] == ')') --depth;
+      ++i;
+    }
+    if (i > start) words.push_back(text.substr(start, i - start));
+  }
+  return words;
+}
+
+/// The comma-separated column names inside the first parentheses of `text`, unquoted.
+std::vector<std::string> key_columns(std::string_view text) {
+  std::vector<std::string> columns;
+  auto open = text.find('(');
+  if (open == std::string_view::npos) return columns;
+  for (auto item : top_level_items(parenthesised(text, open))) columns.push_back(first_word(item));
+  return columns;
+}
+
+/// A column line: its type (the words before the first constraint word), nullability and collation.
+std::string declared_column_type(std::string_view item, Dialect dialect, bool in_primary_key) {
+  static const std::vector<std::string> constraint_words{"NOT", "NULL", "PRIMARY", "CHECK", "COLLATE", "CHARACTER",
+                                                         "DEFAULT", "UNIQUE", "REFERENCES", "GENERATED", "CONSTRAINT",
+                                                         "AUTO_INCREMENT"};
+  auto words = words_of(trim(item));
+  std::string type;
+  std::size_t i = 1;  // words[0] is the name
+  for (; i < words.size(); ++i) {
+    auto word = upper(words[i]);
+    if (std::find(constraint_words.begin(), constraint_words.end(), word.substr(0, word.find('('))) != constraint_words.end()) break;
+    type += (type.empty() ? "" : " ") + std::string(words[i]);
+  }
+  bool not_null = false;
+  std::string collation;
+  for (; i < words.size(); ++i) {
+    auto word = upper(words[i]);
+    if (word == "NOT" && i + 1 < words.size() && upper(words[i + 1]) == "NULL") not_null = true;
+    // A primary key's columns are NOT NULL, except in SQLite's rowid tables; dblock's SQLite files say NOT NULL.
+    if (word == "PRIMARY" && dialect != Dialect::sqlite) not_null = true;
+    if (word == "COLLATE" && i + 1 < words.size()) collation = first_word(words[i + 1]);
+  }
+  return column_type(dialect, type, not_null || (in_primary_key && dialect != Dialect::sqlite), collation);
+}
+
 void read_table(std::string_view statement, Dialect dialect, CatalogObject table,
                 std::vector<CatalogObject>& out) {
   auto body = parenthesised(statement, statement.find('('));
   std::vector<CatalogObject> indexes;
-  bool primary_key = false;
+  std::vector<std::string> primary_key;
+  std::vector<std::string_view> column_items;
   for (auto item : top_level_items(body)) {
     auto word = upper(first_word(item));
-    if (upper(item).find("PRIMARY KEY") != std::string::npos) primary_key = true;
     if (word == "KEY" || word == "INDEX" || word == "UNIQUE") {  // MySQL: KEY `name` (columns)
       auto rest = trim(item).substr(word.size());
-      indexes.push_back({"index", first_word(rest), table.name, {}, {}});
-    } else if (word != "PRIMARY" && word != "CONSTRAINT" && word != "CHECK" && word != "FOREIGN" && !word.empty()) {
-      table.columns.push_back(first_word(item));
+      indexes.push_back({"index", first_word(rest), table.name, key_columns(rest), {}});
+    } else if (word == "PRIMARY") {  // PRIMARY KEY (a, b)
+      primary_key = key_columns(item);
+    } else if (word != "CONSTRAINT" && word != "CHECK" && word != "FOREIGN" && !word.empty()) {
+      column_items.push_back(item);
+      if (upper(item).find("PRIMARY KEY") != std::string::npos) primary_key = {first_word(item)};
     }
   }
-  if (primary_key && dialect == Dialect::postgresql) indexes.insert(indexes.begin(), {"index", table.name + "_pkey", table.name, {}, {}});
-  if (primary_key && dialect == Dialect::mysql) indexes.insert(indexes.begin(), {"index", "PRIMARY", table.name, {}, {}});
+  for (auto item : column_items) {
+    auto name = first_word(item);
+    table.columns.push_back(name);
+    bool keyed = std::find(primary_key.begin(), primary_key.end(), name) != primary_key.end();
+    table.column_types.push_back(declared_column_type(item, dialect, keyed));
+  }
+  if (!primary_key.empty() && dialect == Dialect::postgresql)
+    indexes.insert(indexes.begin(), {"index", table.name + "_pkey", table.name, primary_key, {}});
+  if (!primary_key.empty() && dialect == Dialect::mysql)
+    indexes.insert(indexes.begin(), {"index", "PRIMARY", table.name, primary_key, {}});
   out.push_back(std::move(table));
   out.insert(out.end(), indexes.begin(), indexes.end());
 }
@@ -117,7 +186,12 @@ std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect d
         if (kind == "index" || kind == "trigger") {
           static const std::regex on(R"(\sON\s+((?:"[^"]*"|`[^`]*`)(?:\.(?:"[^"]*"|`[^`]*`))?))", std::regex::icase);
           std::match_results<std::string_view::const_iterator> table;
-          if (std::regex_search(statement.begin(), statement.end(), table, on)) object.table = unqualified(table[1].str());
+          if (std::regex_search(statement.begin(), statement.end(), table, on)) {
+            object.table = unqualified(table[1].str());
+            if (kind == "index")
+              object.columns = key_columns(statement.substr(0, statement.find(";\n")).substr(
+                  static_cast<std::size_t>(table.position(0) + table.length(0))));
+          }
         }
         if ((kind == "function" || kind == "procedure") && dialect == Dialect::postgresql) {
           auto open = statement.find("$fn$");
@@ -146,6 +220,50 @@ void merge_objects(std::vector<CatalogObject>& into, const std::vector<CatalogOb
     if (same != into.end()) *same = object;
     else into.push_back(object);
   }
+}
+
+std::string column_type(Dialect dialect, std::string_view type, bool not_null, std::string_view collation) {
+  auto spelled = lower(trim(type));
+  auto open = spelled.find('(');
+  auto base = spelled.substr(0, open);
+  auto size = open == std::string::npos ? std::string() : spelled.substr(open);
+  if (dialect == Dialect::postgresql) {
+    static const std::vector<std::pair<std::string_view, std::string_view>> aliases{
+        {"timestamptz", "timestamp with time zone"}, {"timestamp", "timestamp without time zone"},
+        {"int", "integer"}, {"int4", "integer"}, {"int8", "bigint"}, {"int2", "smallint"},
+        {"bool", "boolean"}, {"varchar", "character varying"}, {"char", "character"}};
+    for (auto& [alias, name] : aliases)
+      if (base == alias) base = name;
+  } else if (dialect == Dialect::mysql) {
+    if (base == "boolean" || base == "bool") base = "tinyint";
+    if (base == "integer") base = "int";
+    static const std::vector<std::string_view> integers{"tinyint", "smallint", "mediumint", "int", "bigint"};
+    if (std::find(integers.begin(), integers.end(), base) != integers.end()) size.clear();  // a display width
+  }
+  std::string out = base + size;
+  if (not_null) out += " not null";
+  if (!collation.empty() && !(dialect == Dialect::postgresql && collation == "default"))
+    out += " collate " + std::string(collation);
+  return out;
+}
+
+std::string canonical_column_type(Dialect dialect, std::string_view described) {
+  constexpr std::string_view collate = " collate ";
+  constexpr std::string_view not_null = " not null";
+  std::string_view collation;
+  if (auto at = described.find(collate); at != std::string_view::npos) {
+    collation = described.substr(at + collate.size());
+    described = described.substr(0, at);
+  }
+  bool required = described.ends_with(not_null);
+  if (required) described.remove_suffix(not_null.size());
+  return column_type(dialect, described, required, collation);
+}
+
+bool same_column_type(std::string_view declared, std::string_view live) {
+  if (declared == live) return true;
+  if (declared.find(" collate ") != std::string_view::npos) return false;
+  return live.substr(0, live.find(" collate ")) == declared;
 }
 
 std::vector<std::string> split_list(std::string_view joined) {

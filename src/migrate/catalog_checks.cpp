@@ -36,6 +36,12 @@ std::string_view trimmed(std::string_view text) {
   return text;
 }
 
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (auto& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
 std::vector<std::string> names_of(const std::vector<CatalogObject>& objects) {
   std::vector<std::string> names;
   for (auto& object : objects) {
@@ -150,15 +156,20 @@ std::vector<std::string> catalog_differences(MigrationBackend& backend, const st
       continue;
     }
     auto& have = *found.front();
-    if (want.kind == "table" && have.columns != want.columns) {
-      auto join = [](auto& columns) {
-        std::string out;
-        for (auto& column : columns) out += (out.empty() ? "" : ",") + column;
-        return out;
-      };
+    if (want.kind == "table" && have.columns != want.columns)
       differences.push_back(fmt::format("{} has columns ({}), dblock's migrations create ({})", describe(want),
-                                        join(have.columns), join(want.columns)));
+                                        joined(have.columns), joined(want.columns)));
+    if (want.kind == "table" && have.columns == want.columns && have.column_types.size() == want.column_types.size()) {
+      for (std::size_t i = 0; i < want.columns.size(); ++i) {
+        auto live = canonical_column_type(dialect, have.column_types[i]);
+        if (!same_column_type(want.column_types[i], live))
+          differences.push_back(fmt::format("column '{}' of {} is {}, dblock's migrations create {}", want.columns[i],
+                                            describe(want), live, want.column_types[i]));
+      }
     }
+    if (want.kind == "index" && !want.columns.empty() && have.columns != want.columns)
+      differences.push_back(fmt::format("{} is on ({}), dblock's migrations create it on ({})", describe(want),
+                                        joined(have.columns), joined(want.columns)));
     if (have.definition_hidden) {
       bodies_hidden = true;
       continue;

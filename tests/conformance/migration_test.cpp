@@ -477,24 +477,37 @@ TEST_P(Migrations, WithAnEmptyPrefixAForeignLocksTableIsRefused) {
   if (dialect == "postgresql") admin_->exec(fmt::format(R"(DROP SCHEMA "{}" CASCADE)", where));
 }
 
-TEST_P(Migrations, VerifyNamesADroppedIndexAndAReplacedFunction) {
+TEST_P(Migrations, VerifyNamesADroppedIndexAReplacedFunctionAChangedColumnAndAMovedIndex) {
   auto store = dblock::Store::open(dsn(prefix_));
   dblock::Migrator migrator(store, 10s);
   migrator.up();
   EXPECT_NO_THROW(migrator.verify());
   std::string replaced;
+  std::string changed_column;  // a column whose type, nullability or collation was changed by hand
   if (sqlite_) {
+    admin_->exec(fmt::format(R"(DROP INDEX "{}holders_expires_at")", prefix_));
+    admin_->exec(fmt::format(R"(CREATE INDEX "{0}holders_expires_at" ON "{0}holders" (owner))", prefix_));
     replaced = prefix_ + "locks_token_insert";
     admin_->exec(fmt::format(R"(DROP INDEX "{}locks_expires_at")", prefix_));
     admin_->exec(fmt::format(R"(DROP TRIGGER "{0}locks_token_insert")", prefix_));
     admin_->exec(fmt::format(R"(CREATE TRIGGER "{0}locks_token_insert" AFTER INSERT ON "{0}locks" BEGIN SELECT 1; END)", prefix_));
   } else if (mysql_) {
+    // Names compared without case: 'a' and 'A' would be one lock.
+    admin_->exec(fmt::format("ALTER TABLE `{}locks` MODIFY name VARCHAR(255) CHARACTER SET utf8mb4 "
+                             "COLLATE utf8mb4_general_ci NOT NULL", prefix_));
+    changed_column = "column 'name' of table '" + prefix_ + "locks' is varchar(255) not null collate utf8mb4_general_ci";
+    admin_->exec(fmt::format("ALTER TABLE `{0}holders` DROP INDEX `{0}holders_expires_at`, "
+                             "ADD INDEX `{0}holders_expires_at` (owner)", prefix_));
     replaced = prefix_ + "release";
     admin_->exec(fmt::format("ALTER TABLE `{0}locks` DROP INDEX `{0}locks_expires_at`", prefix_));
     admin_->exec(fmt::format("DROP FUNCTION `{}release`", prefix_));
     admin_->exec(fmt::format("CREATE FUNCTION `{}release`(a VARCHAR(255), b VARCHAR(255), c BIGINT) RETURNS BIGINT "
                              "RETURN 0", prefix_));
   } else {
+    admin_->exec(fmt::format(R"(ALTER TABLE "{}"."{}locks" ALTER COLUMN owner DROP NOT NULL)", schema(), prefix_));
+    changed_column = "column 'owner' of table '" + prefix_ + "locks' is text, dblock's migrations create text not null";
+    admin_->exec(fmt::format(R"(DROP INDEX "{}"."{}holders_expires_at")", schema(), prefix_));
+    admin_->exec(fmt::format(R"(CREATE INDEX "{1}holders_expires_at" ON "{0}"."{1}holders" (owner))", schema(), prefix_));
     replaced = prefix_ + "renew_held";
     admin_->exec(fmt::format(R"(DROP INDEX "{}"."{}locks_expires_at")", schema(), prefix_));
     admin_->exec(fmt::format(R"(CREATE OR REPLACE FUNCTION "{}"."{}renew_held"(p_names text[], p_owners text[], )"
@@ -508,6 +521,12 @@ TEST_P(Migrations, VerifyNamesADroppedIndexAndAReplacedFunction) {
     EXPECT_NE(std::string(e.what()).find("index '" + prefix_ + "locks_expires_at' on '" + prefix_ + "locks' is missing"),
               std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'" + replaced + "' is not the one"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("index '" + prefix_ + "holders_expires_at' on '" + prefix_ +
+                                         "holders' is on (owner), dblock's migrations create it on (expires_at)"),
+              std::string::npos) << e.what();
+    if (!changed_column.empty()) {  // SQLite cannot change a column in place
+      EXPECT_NE(std::string(e.what()).find(changed_column), std::string::npos) << e.what();
+    }
   }
 }
 

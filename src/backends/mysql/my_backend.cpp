@@ -211,7 +211,8 @@ class MyBackend final : public Backend {
     auto rows = pool_.lease()->query(sql_.catalog, params);
     std::vector<CatalogObject> objects;
     for (auto& row : rows)
-      objects.push_back({row.str(1), row.str(0), row.str(2), split_list(row.str(3)), row.str(4), row.num(5) != 0});
+      objects.push_back({row.str(1), row.str(0), row.str(2), split_list(row.str(3)), row.str(4), row.num(5) != 0,
+                         split_list(row.str(6))});
     return objects;
   }
   std::vector<std::string> missing_migration_rights(std::span<const CatalogObject> to_create,

@@ -146,7 +146,8 @@ class PgBackend final : public Backend {
     std::vector<CatalogObject> objects;
     for (int row = 0; row < PQntuples(result.get()); ++row)
       objects.push_back({text_of(result.get(), row, 1), text_of(result.get(), row, 0), text_of(result.get(), row, 2),
-                         split_list(text_of(result.get(), row, 3)), text_of(result.get(), row, 4)});
+                         split_list(text_of(result.get(), row, 3)), text_of(result.get(), row, 4), false,
+                         split_list(text_of(result.get(), row, 5))});
     return objects;
   }
   std::vector<std::string> missing_migration_rights(std::span<const CatalogObject> to_create,

@@ -160,17 +160,27 @@ SELECT c.relname,
        CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index'
                       WHEN 'I' THEN 'index' WHEN 'v' THEN 'view' WHEN 'm' THEN 'view' ELSE 'other' END,
        coalesce((SELECT t.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid WHERE x.indexrelid = c.oid), ''),
-       coalesce((SELECT string_agg(a.attname, ',' ORDER BY a.attnum) FROM pg_attribute a
-                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p')), ''),
-       ''
+       CASE WHEN c.relkind IN ('i', 'I') THEN
+         coalesce((SELECT string_agg(a.attname, ',' ORDER BY k.position) FROM pg_index x
+                   CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, position)
+                   JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+                   WHERE x.indexrelid = c.oid), '')
+       ELSE coalesce((SELECT string_agg(a.attname, ',' ORDER BY a.attnum) FROM pg_attribute a
+                      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p')), '') END,
+       '',
+       coalesce((SELECT string_agg(format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+                                   || coalesce((SELECT ' collate ' || l.collname FROM pg_collation l
+                                                WHERE l.oid = a.attcollation AND l.collname <> 'default'), ''),
+                                   ',' ORDER BY a.attnum) FROM pg_attribute a
+                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p')), '')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relname = ANY ($2::text[])
 UNION ALL
-SELECT p.proname, CASE p.prokind WHEN 'p' THEN 'procedure' WHEN 'f' THEN 'function' ELSE 'other' END, '', '', p.prosrc
+SELECT p.proname, CASE p.prokind WHEN 'p' THEN 'procedure' WHEN 'f' THEN 'function' ELSE 'other' END, '', '', p.prosrc, ''
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])
 UNION ALL
-SELECT t.typname, 'other', '', '', '' FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+SELECT t.typname, 'other', '', '', '', '' FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname = $1 AND t.typname = ANY ($2::text[]) AND t.typtype IN ('c', 'd', 'e', 'r')
   AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.typrelid AND c.relkind <> 'c')
 ORDER BY 2, 1)");

@@ -153,12 +153,16 @@ class SqliteBackend final : public Backend {
       std::vector<CatalogObject> objects;
       soci::rowset<soci::row> rows = (session->session().prepare << R"(
 SELECT m.name, m.type, m.tbl_name, coalesce(m.sql, ''),
-       CASE WHEN m.type = 'table' THEN (SELECT group_concat(c.name, ',') FROM pragma_table_info(m.name) c) ELSE '' END
+       CASE m.type WHEN 'table' THEN (SELECT group_concat(c.name, ',') FROM pragma_table_info(m.name) c)
+                   WHEN 'index' THEN (SELECT group_concat(i.name, ',') FROM pragma_index_info(m.name) i) ELSE '' END,
+       CASE WHEN m.type = 'table' THEN (SELECT group_concat(lower(c.type) || CASE WHEN c."notnull" THEN ' not null' ELSE '' END, ',')
+                                        FROM pragma_table_info(m.name) c) ELSE '' END
 FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0 ORDER BY m.type, m.name)",
                                       soci::use(joined, "names"));
       for (auto& row : rows) {
         CatalogObject object{row.get<std::string>(1), row.get<std::string>(0), row.get<std::string>(2),
-                             split_list(row.get<std::string>(4, "")), row.get<std::string>(3)};
+                             split_list(row.get<std::string>(4, "")), row.get<std::string>(3), false,
+                             split_list(row.get<std::string>(5, ""))};
         if (object.kind != "trigger") object.definition.clear();  // tables and indexes are compared by shape
         if (object.kind != "index" && object.kind != "trigger") object.table.clear();
         objects.push_back(std::move(object));
