@@ -103,16 +103,40 @@ class MyBackend final : public Backend {
 
   bool has_groups() const noexcept override { return true; }
 
+  /// One call of a group function. On Galera it runs in a transaction of the client's own: a
+  /// replicated write that aborts it (brute force) then reaches us as error 1213, a TransientError
+  /// core retries. An aborted autocommit call of these functions could leave the client without
+  /// any reply until the statement timeout (doc/clusters.md).
+  MyRows group_call(const MyStatement& statement, std::span<const MyParam> params) {
+    auto session = pool_.lease();
+    if (!galera_) return session->query(statement, params);
+    session->execute("START TRANSACTION");
+    try {
+      auto rows = session->query(statement, params);
+      session->execute("COMMIT");
+      return rows;
+    } catch (...) {
+      if (session->usable()) {
+        try {
+          session->execute("ROLLBACK");  // after 1213 the server has rolled back already; anything else
+        } catch (...) {
+          session->abandon();
+        }
+      }
+      throw;
+    }
+  }
+
   std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
                                           std::int64_t capacity, milliseconds ttl, std::int64_t held_token) override {
     std::array<MyParam, 6> params{name, owner, kind_text(kind), capacity, micros(ttl), held_token};
-    return parse_grant(pool_.lease()->query(sql_.acquire_member, params));
+    return parse_grant(group_call(sql_.acquire_member, params));
   }
 
   std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
                                              std::int64_t token) override {
     std::array<MyParam, 4> params{name, owner, kind_text(kind), token};
-    auto left_and_freed = parse_grant(pool_.lease()->query(sql_.release_member, params));  // "left freed"
+    auto left_and_freed = parse_grant(group_call(sql_.release_member, params));  // "left freed"
     if (!left_and_freed) return std::nullopt;
     return left_and_freed->count;
   }
@@ -120,7 +144,7 @@ class MyBackend final : public Backend {
   std::vector<std::size_t> renew_members(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     auto json = held_json(held, true);
     std::array<MyParam, 1> params{json};
-    auto rows = pool_.lease()->query(sql_.renew_members, params);
+    auto rows = group_call(sql_.renew_members, params);
     std::vector<std::size_t> positions;
     if (rows.empty() || !rows.front().text(0)) return positions;
     for (auto part : std::views::split(std::string_view(*rows.front().text(0)), ','))
