@@ -34,6 +34,10 @@ class BenchBackend {
   virtual ~BenchBackend() = default;
   /// For `dblock bench`: a bare-driver client running the same statements (see RawLockClient).
   virtual std::unique_ptr<RawLockClient> raw_client() = 0;
+  /// For `dblock bench`: the same bare client running the simplest SQL a user would write by hand
+  /// (an upsert with the token drawn in VALUES, a plain delete), none of dblock's safety; null
+  /// where the bench has none for this backend.
+  virtual std::unique_ptr<RawLockClient> hand_written_client() { return nullptr; }
   /// For `dblock bench`: inserts `count` rows named `<stem><i>` whose lease has already ended.
   virtual void seed_expired(std::string_view stem, std::size_t count) = 0;
 };

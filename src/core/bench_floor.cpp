@@ -8,6 +8,8 @@ BenchFloor::BenchFloor(Store& store) : bench_(StoreParts::backend(store)), locks
 
 std::unique_ptr<RawLockClient> BenchFloor::raw_client() { return bench_.raw_client(); }
 
+std::unique_ptr<RawLockClient> BenchFloor::hand_written_client() { return bench_.hand_written_client(); }
+
 void BenchFloor::seed_expired(std::string_view stem, std::size_t count) { bench_.seed_expired(stem, count); }
 
 std::size_t BenchFloor::renew(std::span<const HeldRef> held) {

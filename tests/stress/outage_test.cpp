@@ -6,6 +6,10 @@
 #include <cstdio>
 #include <future>
 #include <memory>
+#include <optional>
+#include <vector>
+#include <algorithm>
+#include <iostream>
 #include <string>
 #include <thread>
 
@@ -124,6 +128,134 @@ TEST(Failover, ToASynchronousReplicaKeepsGrantedLocksExclusive) {
   auto next = other.try_acquire("job");
   ASSERT_TRUE(next);
   EXPECT_GT(next->token(), token) << "tokens keep rising on the promoted replica";
+}
+
+// Releases and reaps commit without waiting for the disk on PostgreSQL (doc/semantics.md). A crash
+// right after a burst may forget some releases, never a grant: each grant commits durably, and
+// that flush carries every release committed before it. So after the restart every acknowledged
+// grant still held is there, exclusive, with its token; every released name is free or still its
+// releaser's (a forgotten release), never another's; and new tokens exceed every acknowledged one.
+TEST(AsyncReleases, ACrashRightAfterABurstForgetsNoGrantRepeatsNoTokenAndGrantsNothingTwice) {
+  std::string shared_server;
+  DBLOCK_REQUIRE_DSN(shared_server, "DBLOCK_TEST_PG_DSN");
+  OwnCluster cluster;
+  ASSERT_FALSE(cluster.dsn().empty()) << cluster.start_log();
+  auto store = dblock::Store::open(cluster.dsn(), {.connect_timeout = 2s});
+  dblock::migrate(*store);
+  constexpr int kThreads = 4, kCycles = 150, kNames = 6;
+  struct Held {
+    std::string name;
+    std::string owner;
+    std::int64_t token;
+  };
+  std::vector<std::unique_ptr<dblock::LockManager>> managers;
+  for (int t = 0; t < kThreads; ++t)
+    managers.push_back(std::make_unique<dblock::LockManager>(store, dblock::ManagerOptions{.default_ttl = 60s}));
+  std::vector<std::vector<Held>> still_held(kThreads);
+  std::vector<std::vector<Held>> released(kThreads);
+  std::vector<std::int64_t> highest(kThreads, 0);
+  std::vector<std::optional<dblock::Lock>> kept(kThreads);
+  {
+    std::vector<std::jthread> workers;
+    for (int t = 0; t < kThreads; ++t)
+      workers.emplace_back([&, t] {
+        // Names shared by all threads: each grant is a hand-off from some other thread's release.
+        for (int cycle = 0; cycle < kCycles; ++cycle) {
+          auto name = "burst/" + std::to_string((cycle + t) % kNames);
+          auto lock = managers[t]->try_acquire(name);
+          if (!lock) continue;
+          highest[t] = std::max(highest[t], lock->token());
+          if (cycle >= kCycles - 2) {  // the last grants stay held through the crash
+            still_held[t].push_back({name, managers[t]->owner_id(), lock->token()});
+            kept[t] = std::move(lock);
+            continue;
+          }
+          released[t].push_back({name, managers[t]->owner_id(), lock->token()});
+          lock->release();
+        }
+      });
+  }
+  // A tail of releases with no grant after them: nothing makes these durable before the crash.
+  std::vector<dblock::Lock> tail;
+  for (int i = 0; i < 30; ++i)
+    if (auto lock = managers[0]->try_acquire("tail/" + std::to_string(i))) tail.push_back(std::move(*lock));
+  ASSERT_EQ(tail.size(), 30u);
+  auto release_tail = [&](std::size_t from, std::size_t to) {
+    for (auto i = from; i < to; ++i) {
+      released[0].push_back({tail[i].name(), managers[0]->owner_id(), tail[i].token()});
+      highest[0] = std::max(highest[0], tail[i].token());
+      tail[i].release();
+    }
+  };
+  release_tail(0, 10);
+  // Grants right after those releases, hand-offs to another owner, held through the crash; then
+  // the rest of the tail released, the last thing before the crash.
+  std::vector<dblock::Lock> handed_off;
+  for (int i = 0; i < 10; ++i)
+    if (auto lock = managers[1]->try_acquire("tail/" + std::to_string(i))) handed_off.push_back(std::move(*lock));
+  ASSERT_EQ(handed_off.size(), 10u);
+  for (auto& lock : handed_off) {
+    still_held[1].push_back({lock.name(), managers[1]->owner_id(), lock.token()});
+    highest[1] = std::max(highest[1], lock.token());
+  }
+  release_tail(10, tail.size());
+  cluster.crash();  // right after the last acknowledged release
+  cluster.restart();
+
+  auto admin = dblock::Store::open(cluster.dsn(), {.connect_timeout = 10s});
+  std::vector<dblock::LockInfo> rows;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {  // the server may still be recovering
+    try {
+      rows = admin->locks();
+      break;
+    } catch (const dblock::Error&) {
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  auto row_of = [&](const std::string& name) -> const dblock::LockInfo* {
+    for (auto& row : rows)
+      if (row.name == name) return &row;
+    return nullptr;
+  };
+  int held_checked = 0, forgotten_releases = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (auto& held : still_held[t]) {
+      bool current = (kept[t] && held.token == kept[t]->token()) ||
+                     std::any_of(handed_off.begin(), handed_off.end(), [&](auto& lock) { return lock.token() == held.token; });
+      if (!current) continue;  // an earlier kept lock, replaced by the next
+      auto row = row_of(held.name);
+      ASSERT_NE(row, nullptr) << "an acknowledged grant of '" << held.name << "' was forgotten";
+      EXPECT_EQ(row->owner, held.owner);
+      EXPECT_EQ(row->token, held.token);
+      ++held_checked;
+    }
+    for (auto& gone : released[t]) {
+      auto row = row_of(gone.name);
+      if (row != nullptr && row->token == gone.token) {  // a forgotten release: still the releaser's
+        EXPECT_EQ(row->owner, gone.owner) << "a token came back under another owner";
+        ++forgotten_releases;
+      }
+    }
+  }
+  EXPECT_GT(held_checked, 0);
+  std::cout << "[ crash    ] " << held_checked << " held grants survived, " << forgotten_releases
+            << " releases forgotten by the crash\n";
+  // Nothing is granted twice: held names stay exclusive; new tokens exceed every acknowledged one.
+  dblock::LockManager after(admin);
+  std::int64_t acknowledged = *std::max_element(highest.begin(), highest.end());
+  std::vector<std::string> names;
+  for (int i = 0; i < kNames; ++i) names.push_back("burst/" + std::to_string(i));
+  for (int i = 0; i < 30; ++i) names.push_back("tail/" + std::to_string(i));
+  for (auto& name : names) {
+    auto row = row_of(name);
+    auto lock = after.try_acquire(name);
+    if (row != nullptr && row->remaining.count() > 0) {
+      EXPECT_FALSE(lock) << name << " is still held by " << row->owner;
+    } else if (lock) {
+      EXPECT_GT(lock->token(), acknowledged) << "a token was handed out twice";
+    }
+  }
 }
 
 }  // namespace

@@ -119,6 +119,9 @@ class PgBackend final : public Backend {
   std::unique_ptr<RawLockClient> raw_client() override {
     return make_pg_raw_client(driver_uri_, sql_, mode_->behind_transaction_pooler());
   }
+  std::unique_ptr<RawLockClient> hand_written_client() override {
+    return make_pg_raw_client(driver_uri_, sql_, mode_->behind_transaction_pooler(), true);
+  }
 
   void seed_expired(std::string_view stem, std::size_t count) override {
     std::array<std::string, 2> params{std::string(stem), std::to_string(count)};

@@ -13,11 +13,12 @@ namespace {
 /// a transaction pooler the same statements sent unnamed with PQexecParams.
 class PgRawClient final : public RawLockClient {
  public:
-  PgRawClient(const std::string& uri, const PgSql& sql, bool unnamed) : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed) {
+  PgRawClient(const std::string& uri, const PgSql& sql, bool unnamed, bool hand_written)
+      : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed), hand_written_(hand_written) {
     if (PQstatus(conn_.get()) != CONNECTION_OK)
       throw ConnectionError(fmt::format("raw client: {}", PQerrorMessage(conn_.get())));
-    prepare(0, sql.acquire.sql);
-    prepare(1, sql.release.sql);
+    prepare(0, hand_written ? sql.hand_written_acquire : sql.acquire.sql);
+    prepare(1, hand_written ? sql.hand_written_release : sql.release.sql);
     prepare(2, "SELECT pg_advisory_lock($1::bigint)");
     prepare(3, "SELECT pg_advisory_unlock($1::bigint)");
   }
@@ -27,7 +28,7 @@ class PgRawClient final : public RawLockClient {
     char ttl[24];
     *std::to_chars(ttl, ttl + sizeof ttl - 1, ttl_ms).ptr = '\0';
     const char* values[] = {name.c_str(), owner.c_str(), ttl, "0"};
-    auto result = run(0, values);
+    auto result = hand_written_ ? run(0, {name.c_str(), owner.c_str(), ttl}) : run(0, values);
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return to_int64(result.get(), 0, 1);
   }
@@ -74,13 +75,15 @@ class PgRawClient final : public RawLockClient {
 
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   bool unnamed_;
+  bool hand_written_;
   std::array<PgStatement, 4> statements_;
 };
 
 }  // namespace
 
-std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed) {
-  return std::make_unique<PgRawClient>(uri, sql, unnamed);
+std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed,
+                                                  bool hand_written) {
+  return std::make_unique<PgRawClient>(uri, sql, unnamed, hand_written);
 }
 
 }  // namespace dblock::detail

@@ -10,6 +10,8 @@
 namespace dblock::detail {
 
 /// `unnamed`: behind a transaction pooler, statements are sent unnamed (PQexecParams).
-[[nodiscard]] std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed);
+/// `hand_written`: PgSql's hand_written_acquire/release instead of dblock's statements.
+[[nodiscard]] std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed,
+                                                                bool hand_written = false);
 
 }  // namespace dblock::detail
