@@ -27,7 +27,11 @@ class Lock {
   /// Fencing token: strictly greater than every token granted earlier for this name. Re-entries
   /// share the token of the first acquisition; the readers of one group (LockOptions::shared)
   /// share the group's, which every later exclusive grant exceeds. Pass it to the resource you
-  /// protect.
+  /// protect. Thread-safe.
+  /// Advisory mode (PostgreSQL advisory locks, MySQL GET_LOCK) draws it when first asked for, on
+  /// the session that holds the lock (one round trip, which also proves the lock alive then), so
+  /// a holder that never asks pays nothing for it; later calls return the same value.
+  /// @throws NotHeld after release(); LockLost when it must be drawn and the lock is gone.
   [[nodiscard]] std::int64_t token() const;
   /// Re-entrancy depth this guard stands for (1 for the outermost acquisition).
   [[nodiscard]] std::int64_t count() const noexcept { return count_; }

@@ -68,7 +68,7 @@ enum class LockEventKind {
 struct LockEvent {
   LockEventKind kind;
   std::string_view name;  ///< empty for renewal cycles
-  std::int64_t token = 0;
+  std::int64_t token = 0;  ///< 0 in advisory mode while no one has asked the Lock for it
   std::int64_t count = 0;  ///< re-entrancy depth, or locks renewed for `renewed`
   std::chrono::milliseconds waited{0};
 };
@@ -118,7 +118,7 @@ struct ManagerOptions {
   /// Called when a held lock is found lost: from the watchdog thread (row gone, taken over,
   /// session broken) or from the deadline timer thread, at the local deadline, when no renewal
   /// succeeded in time, whatever the renewal statement in flight is doing. Must not block for
-  /// long and must not throw.
+  /// long and must not throw. `token` is 0 for an advisory lock whose token was never asked for.
   std::function<void(std::string_view name, std::int64_t token)> on_lost;
   /// Called on every lock event, from the thread that caused it (renewed/lost: the watchdog).
   /// Must be cheap and must not throw. Default: none.

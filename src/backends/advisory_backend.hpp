@@ -34,11 +34,16 @@ struct AdvisoryTarget {
 class AdvisorySession {
  public:
   virtual ~AdvisorySession() = default;
-  /// One round trip: takes the lock and draws its fencing token. `wait` zero: try once; else the
-  /// server's own blocking wait, bounded by `wait` (at most longest_server_wait(); the server may
-  /// end it a little early). Empty when not granted.
+  /// One round trip: takes the lock. `wait` zero: try once; else the server's own blocking wait,
+  /// bounded by `wait` (at most longest_server_wait(); the server may end it a little early).
+  /// Empty when not granted; else the fencing token when the statement drew one, 0 when it is
+  /// left to draw_token() (drawn when first asked for).
   /// @throws ConnectionError when the session broke (every lock on it is gone with it).
   virtual std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) = 0;
+  /// One round trip: draws a fencing token on this session. Drawn while the session holds a lock,
+  /// it exceeds every token of the lock's earlier holders, and a reply proves the session (so its
+  /// locks) alive. @throws ConnectionError when the session broke.
+  virtual std::int64_t draw_token() = 0;
   /// False when the session did not hold the lock.
   virtual bool unlock(const AdvisoryTarget& target) = 0;
   /// One round trip. @throws ConnectionError when the session broke.

@@ -169,6 +169,31 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
   return {make_guard(std::move(held), 1), true};
 }
 
+std::int64_t AdvisoryCore::token_of(HeldLock& base) {
+  if (auto token = base.token.load(); token != 0) return token;
+  auto& held = static_cast<AdvisoryHeld&>(base);
+  auto& pinned = held.pinned;
+  std::unique_lock use(pinned->use);
+  if (auto token = held.token.load(); token != 0) return token;  // drawn meanwhile by another thread
+  auto refuse = [&](std::string_view why) {
+    return LockLost(fmt::format("lock '{}': no fencing token, the lock is gone ({})", held.name, why));
+  };
+  if (!held.believed_held(SteadyClock::now())) throw refuse("reported lost");
+  if (!pinned->session) throw refuse("its connection was dropped");
+  auto sent = SteadyClock::now();
+  try {
+    auto token = pinned->session->draw_token();
+    prove_alive(pinned, sent);
+    held.token = token;
+    return token;
+  } catch (const ConnectionError& e) {
+    auto gone = detach_session(pinned);
+    use.unlock();
+    report_all_lost(gone, fmt::format("the connection holding it broke: {}", e.what()));
+    throw refuse(e.what());
+  }
+}
+
 std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::mutex>& use,
                                                           const std::shared_ptr<Pinned>& pinned,
                                                           const AdvisoryTarget& target, std::chrono::milliseconds wait) {

@@ -29,6 +29,9 @@ class AdvisoryCore final : public ManagerBase {
   std::optional<Lock> try_acquire(const AdvisoryKey& key, const LockOptions& options) override;
   Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options) override;
   void release(const std::shared_ptr<HeldLock>& held) override;
+  /// Draws the token on the lock's own session when first asked for: one round trip, which also
+  /// proves the session (so the lock) alive. @throws LockLost when the lock is gone.
+  std::int64_t token_of(HeldLock& held) override;
 
  protected:
   void start() override;

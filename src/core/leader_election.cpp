@@ -113,7 +113,12 @@ void LeaderElection::campaign(std::stop_token stop) {
       wake_.wait_for(state, stop, options_.retry_after_error, [] { return false; });
       continue;
     }
-    std::int64_t token = granted->token();
+    std::int64_t token = 0;
+    try {
+      token = granted->token();  // advisory mode draws it now, on the lock's session
+    } catch (const LockLost&) {
+      continue;  // lost before the term began: campaign again
+    }
     {
       std::lock_guard callbacks(callbacks_);
       {

@@ -42,7 +42,10 @@ const detail::HeldLock& require(const std::shared_ptr<detail::HeldLock>& held) {
 }  // namespace
 
 const std::string& Lock::name() const { return require(held_).name; }
-std::int64_t Lock::token() const { return require(held_).token; }
+std::int64_t Lock::token() const {
+  require(held_);
+  return core_->token_of(*held_);
+}
 bool Lock::lost() const { return !require(held_).believed_held(std::chrono::steady_clock::now()); }
 
 std::chrono::steady_clock::time_point Lock::local_deadline() const {

@@ -131,7 +131,7 @@ void ManagerBase::throw_timeout(std::string_view name, std::chrono::milliseconds
 void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
   lost_.fetch_add(1, std::memory_order_relaxed);
-  logger_->warn("lock '{}' (token {}) lost: {}", held.name, held.token, why);
+  logger_->warn("lock '{}' (token {}) lost: {}", held.name, held.token.load(), why);
   emit(LockEventKind::lost, held.name, held.token);
   if (!options_.on_lost) return;
   try {
@@ -146,10 +146,10 @@ void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
 void ManagerBase::throw_lost_on_release(HeldLock& held, std::string_view why) {
   if (!held.lost.exchange(true)) {
     lost_.fetch_add(1, std::memory_order_relaxed);
-    logger_->warn("lock '{}' (token {}) was lost before release", held.name, held.token);
+    logger_->warn("lock '{}' (token {}) was lost before release", held.name, held.token.load());
   }
   emit(LockEventKind::lost, held.name, held.token);
-  throw LockLost(fmt::format("lock '{}' (token {}) was lost before release: {}", held.name, held.token, why));
+  throw LockLost(fmt::format("lock '{}' (token {}) was lost before release: {}", held.name, held.token.load(), why));
 }
 
 void ManagerBase::count_renewal(std::int64_t renewed) {

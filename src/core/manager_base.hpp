@@ -75,7 +75,8 @@ struct HeldLock {
 
   const std::string name;
   const std::string owner;
-  const std::int64_t token;
+  /// The fencing token; 0 in advisory mode until first asked for (token_of), then set once.
+  std::atomic<std::int64_t> token;
   const HolderKind kind;  // table mode: exclusive, or a member of a group (permit, shared)
   std::atomic<std::chrono::milliseconds> ttl;  // the longest any re-entry asked for: what the database holds
   std::atomic<bool> lost{false};
@@ -104,6 +105,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   virtual Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options);
   /// Releases one level of `held`; the guard has already let go of it.
   virtual void release(const std::shared_ptr<HeldLock>& held) = 0;
+  /// Lock::token(): the held lock's fencing token. Advisory mode draws it here when first asked.
+  /// @throws LockLost when it must be drawn and the lock is gone.
+  virtual std::int64_t token_of(HeldLock& held) { return held.token; }
 
   [[nodiscard]] std::string owner_for_this_thread() const;
   /// The calling thread's owner as a number, cheaper to look up than its id: 0 for the manager's

@@ -359,21 +359,26 @@ TEST_P(Conformance, CrossProcessExclusionWithTheCli) {
 TEST_P(AdvisoryConformance, ConnectionDeathReleasesTheLockAndReportsItLost) {
   std::promise<std::pair<std::string, std::int64_t>> lost;
   auto a = manager({.default_ttl = 300ms, .on_lost = [&](std::string_view name, std::int64_t token) {
-                      lost.set_value({std::string(name), token});
+                      if (name == "lease") lost.set_value({std::string(name), token});
                     }});
   auto b = manager();
   auto old = a->try_acquire("lease");
   ASSERT_TRUE(old);
+  auto old_token = old->token();  // drawn now, on the lock's session, while it is held
+  auto unasked = a->try_acquire("unasked");  // on the same session; its token is never asked for
+  ASSERT_TRUE(unasked);
   EXPECT_FALSE(b->try_acquire("lease"));
   kill_advisory_holder("lease");
   auto future = lost.get_future();
   ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "the watchdog must notice within a check interval";
-  EXPECT_EQ(future.get(), std::make_pair(std::string("lease"), old->token()));
+  EXPECT_EQ(future.get(), std::make_pair(std::string("lease"), old_token));
   EXPECT_TRUE(old->lost());
-  EXPECT_EQ(a->stats().lost, 1u);
+  EXPECT_EQ(old->token(), old_token) << "a drawn token stays readable";
+  EXPECT_THROW((void)unasked->token(), dblock::LockLost) << "no token is drawn for a lock that is gone";
+  EXPECT_EQ(a->stats().lost, 2u);
   auto fresh = b->try_acquire("lease");
   ASSERT_TRUE(fresh) << "the server released the lock with the connection";
-  EXPECT_GT(fresh->token(), old->token());
+  EXPECT_GT(fresh->token(), old_token);
   EXPECT_THROW(old->release(), dblock::LockLost);
   EXPECT_TRUE(held_in_database("lease")) << "the old holder's release must not touch the new holder's lock";
   auto again = a->try_acquire("other");
@@ -400,11 +405,37 @@ TEST_P(AdvisoryConformance, WaiterAcquiresWhenTheHolderDies) {
   auto b = manager();
   auto held = a->try_acquire("abandoned");
   ASSERT_TRUE(held);
+  auto held_token = held->token();
   auto waiter = std::async(std::launch::async, [&] { return b->acquire("abandoned", 20s).token(); });
   ASSERT_TRUE(eventually([&] { return b->stats().contended >= 1; }));
   kill_advisory_holder("abandoned");  // the holder's process or network dies: no release
   ASSERT_EQ(waiter.wait_for(20s), std::future_status::ready);
-  EXPECT_GT(waiter.get(), held->token());
+  EXPECT_GT(waiter.get(), held_token);
+}
+
+// Advisory and GET_LOCK modes draw a lock's token when it is first asked for, on the session that
+// holds the lock: a holder that never asks pays no round trip for it. Tokens asked for while held
+// still rise in grant order, whoever asks and whoever skips.
+TEST_P(AdvisoryConformance, TokensAskedForWhileHeldRiseInGrantOrder) {
+  auto a = manager();
+  auto b = manager();
+  std::int64_t last = 0;
+  for (int round = 0; round < 24; ++round) {
+    auto& holder = round % 2 == 0 ? a : b;
+    auto lock = holder->try_acquire("handed-on");
+    ASSERT_TRUE(lock) << "round " << round;
+    if (round % 3 != 1) {  // some holders never ask
+      auto token = lock->token();
+      EXPECT_GT(token, last) << "round " << round;
+      EXPECT_EQ(lock->token(), token) << "asked twice, drawn once";
+      last = token;
+    }
+    auto inner = holder->try_acquire("handed-on");  // a re-entry shares the token
+    ASSERT_TRUE(inner);
+    EXPECT_EQ(inner->token(), lock->token());
+    inner->release();
+    lock->release();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,

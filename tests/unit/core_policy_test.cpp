@@ -138,6 +138,10 @@ class ScriptedSession final : public AdvisorySession {
     return true;
   }
   void check_alive() override { script_->checks_gate.pass(); }
+  std::int64_t draw_token() override {
+    std::lock_guard lock(script_->mutex);
+    return ++script_->next_token;
+  }
 
  private:
   std::shared_ptr<Script> script_;

@@ -48,6 +48,8 @@ class MyNamedLockSession final : public AdvisorySession {
 
   void check_alive() override { lease_->query(sql_.ping, {}); }
 
+  std::int64_t draw_token() override { return first_int64(lease_->query(sql_.draw, {})).value_or(0); }
+
  private:
   SessionPool<MyConnection>::Lease lease_;
   const MyNamedLockSql& sql_;
@@ -58,9 +60,10 @@ class MyNamedLockSession final : public AdvisorySession {
 
 MyNamedLockSql::MyNamedLockSql(std::string_view database, std::string_view prefix)
     : lock{kFirstStatementId, "GET_LOCK",
-           fmt::format("SELECT IF(GET_LOCK({}, ?) = 1, NEXTVAL(`{}token_seq`), NULL)", kServerLockName, prefix)},
+           fmt::format("SELECT IF(GET_LOCK({}, ?) = 1, 0, NULL)", kServerLockName)},
       unlock{kFirstStatementId + 1, "RELEASE_LOCK", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName)},
       ping{kFirstStatementId + 2, "ping", "SELECT 1"},
+      draw{kFirstStatementId + 3, "draw token", fmt::format("SELECT NEXTVAL(`{}token_seq`)", prefix)},
       namespace_(fmt::format("{}.{}:", database, prefix)) {}
 
 milliseconds longest_named_lock_wait(milliseconds statement_timeout) {

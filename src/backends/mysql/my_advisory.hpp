@@ -24,11 +24,13 @@ class MyNamedLockSql {
   MyNamedLockSql(std::string_view database, std::string_view prefix);
   /// The text a name is locked under before the length rule (what the SHA2 is taken of).
   [[nodiscard]] std::string full_name(std::string_view name) const { return namespace_ + std::string(name); }
-  /// GET_LOCK(name, seconds), drawing the token once granted: the token, or NULL.
+  /// GET_LOCK(name, seconds): 0 when granted (the token is drawn when asked for: draw), or NULL.
   const MyStatement lock;
   /// RELEASE_LOCK(name): 1 released, 0 held by another session, NULL not held.
   const MyStatement unlock;
   const MyStatement ping;
+  /// NEXTVAL of the token sequence.
+  const MyStatement draw;
 
  private:
   std::string namespace_;

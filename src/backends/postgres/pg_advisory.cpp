@@ -65,6 +65,12 @@ class PgAdvisorySession final : public AdvisorySession {
 
   void check_alive() override { require_same_server_process(run(sql_.pid(), std::span<const char* const>()).get()); }
 
+  std::int64_t draw_token() override {
+    auto result = run(sql_.draw(), std::span<const char* const>());
+    require_same_server_process(result.get());
+    return int64_at(result.get(), 0);
+  }
+
  private:
   template <class Params>
   PgResult run(const PgStatement& statement, const Params& params, milliseconds longer = milliseconds(0)) {
@@ -111,9 +117,10 @@ PgAdvisorySql::PgAdvisorySql(std::string_view schema, std::string_view prefix) {
     for (bool shared : {false, true}) {
       auto suffix = shared ? "_shared" : "";
       auto args = key_arguments(two_part);
-      // CASE evaluates in order: the token is drawn only once the lock is ours.
-      try_session_.push_back({id++, fmt::format("SELECT CASE WHEN pg_try_advisory_lock{}({}) THEN {} END, pg_backend_pid()",
-                                                suffix, args, token)});
+      // The session lock's token is drawn when first asked for (draw()); a transaction lock's
+      // with the lock (CASE evaluates in order: only once the lock is ours).
+      try_session_.push_back({id++, fmt::format("SELECT CASE WHEN pg_try_advisory_lock{}({}) THEN 0 END, pg_backend_pid()",
+                                                suffix, args)});
       try_xact_.push_back({id++, fmt::format("SELECT CASE WHEN pg_try_advisory_xact_lock{}({}) THEN {} END, pg_backend_pid()",
                                              suffix, args, token)});
       unlock_.push_back({id++, fmt::format("SELECT pg_advisory_unlock{}({}), pg_backend_pid()", suffix, args)});
@@ -122,6 +129,7 @@ PgAdvisorySql::PgAdvisorySql(std::string_view schema, std::string_view prefix) {
   wait_ = {id++, fill(R"(SELECT "{schema}"."{prefix}advisory_lock"($1::bigint, $2::integer, $3::integer, $4::boolean,
   $5::boolean, $6::boolean, $7::bigint), pg_backend_pid())")};
   pid_ = {id++, "SELECT pg_backend_pid()"};
+  draw_ = {id++, fmt::format("SELECT {}, pg_backend_pid()", token)};
 }
 
 const PgStatement& PgAdvisorySql::try_lock(const AdvisoryTarget& target, bool xact) const {

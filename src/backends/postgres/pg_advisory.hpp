@@ -23,8 +23,11 @@ class PgAdvisorySql {
  public:
   PgAdvisorySql(std::string_view schema, std::string_view prefix);
 
-  /// One round trip, no wait: the token when granted (NULL when not), then the server pid.
+  /// One round trip, no wait, then the server pid. Session locks: 0 when granted (the token is
+  /// drawn when asked for: draw()), NULL when not; transaction locks: the token or NULL.
   [[nodiscard]] const PgStatement& try_lock(const AdvisoryTarget& target, bool xact) const;
+  /// A fencing token from the sequence, then the server pid.
+  [[nodiscard]] const PgStatement& draw() const { return draw_; }
   /// pg_advisory_unlock(_shared): granted-before flag, then the server pid.
   [[nodiscard]] const PgStatement& unlock(const AdvisoryTarget& target) const;
   /// The server-side wait bounded by lock_timeout (migration 0002): the token or NULL, then the pid.
@@ -37,7 +40,7 @@ class PgAdvisorySql {
  private:
   static std::size_t variant(const AdvisoryTarget& target) { return (target.key.two_part() ? 2 : 0) + (target.shared ? 1 : 0); }
   std::vector<PgStatement> try_session_, try_xact_, unlock_;
-  PgStatement wait_, pid_;
+  PgStatement wait_, pid_, draw_;
 };
 
 /// A key's one or two integers as text parameters, formatted on the stack: the hot path of a
