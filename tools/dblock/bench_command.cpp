@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <dblock/dblock.hpp>
@@ -13,6 +14,7 @@
 #include "core/bench_floor.hpp"
 #include "dblock/bench_harness.hpp"
 #include "dblock/bench_report.hpp"
+#include "dblock/server_cpu.hpp"
 #include "dblock/exit_codes.hpp"
 
 namespace dblock::cli {
@@ -99,6 +101,7 @@ class Bench {
       std::atomic<std::int64_t> released_at{0};
       std::vector<std::size_t> grants(threads, 0);
       Latencies handoffs;
+      auto cpu_before = server_cpu(store_->dialect());
       std::mutex mutex;
       auto figure = run_threads(threads, request_.duration / 2, [&](std::size_t t, Latencies&) {
         acquire_one(t);
@@ -115,27 +118,32 @@ class Bench {
       figure.p50_ms = handoffs.percentile(0.5);
       figure.p99_ms = handoffs.percentile(0.99);
       auto [least, most] = std::minmax_element(grants.begin(), grants.end());
-      return std::make_pair(figure, fmt::format("{}..{}", *least, *most));
+      std::optional<double> cpu_ms;  // the server's CPU per hand-off
+      if (cpu_before)
+        cpu_ms = 1000 * cpu_before->seconds_since() / std::max<double>(1, static_cast<double>(handoffs.ms.size()));
+      return std::make_tuple(figure, fmt::format("{}..{}", *least, *most), cpu_ms);
     };
     auto name = fmt::format("{}/handoff", run_id_);
     LockManager locks(store_, {.mode = mode_, .default_ttl = std::chrono::seconds(30)});
     std::vector<std::optional<Lock>> held(threads);
-    auto [dblock_figure, dblock_fairness] = measure(
+    auto [dblock_figure, dblock_fairness, dblock_cpu] = measure(
         [&](std::size_t t) { held[t].emplace(locks.acquire(name, std::chrono::seconds(30))); },
         [&](std::size_t t) { held[t].reset(); });
     Result result{"handoff", request_.mode, threads, dblock_figure, std::nullopt, "", std::nullopt, {}};
     result.extra["grants_per_thread"] = dblock_fairness;
+    if (dblock_cpu) result.extra["server_cpu_ms_per_handoff"] = fmt::format("{:.3f}", *dblock_cpu);
     std::vector<std::unique_ptr<detail::RawLockClient>> raw;
     for (std::size_t t = 0; t < threads; ++t) raw.push_back(floor_.raw_client());
     if (raw.front()->blocking_lock(0)) {
       raw.front()->blocking_unlock(0);
       constexpr std::int64_t kKey = 0x64626c6f636bLL;  // "dblock"
-      auto [floor_figure, floor_fairness] = measure([&](std::size_t t) { raw[t]->blocking_lock(kKey); },
+      auto [floor_figure, floor_fairness, floor_cpu] = measure([&](std::size_t t) { raw[t]->blocking_lock(kKey); },
                                                     [&](std::size_t t) { raw[t]->blocking_unlock(kKey); });
       result.floor = floor_figure;
       result.ratio = dblock_figure.ops_per_sec / std::max(1e-9, floor_figure.ops_per_sec);
       result.floor_name = fmt::format("{} blocking hand-off", raw.front()->blocking_lock_functions());
       result.extra["floor_grants_per_thread"] = floor_fairness;
+      if (floor_cpu) result.extra["floor_server_cpu_ms_per_handoff"] = fmt::format("{:.3f}", *floor_cpu);
       result.extra["p50_latency_ratio"] = fmt::format("{:.2f}", dblock_figure.p50_ms / std::max(1e-9, floor_figure.p50_ms));
     }
     result.extra["unit"] = "hand-offs; p50/p99 = release-to-next-grant";
@@ -173,6 +181,55 @@ class Bench {
     result.extra["acquire_all_seconds"] = fmt::format("{:.2f}", acquire_seconds);
     held.clear();
     return result;
+  }
+
+  /// --scenario scale: how cost grows with the work. Table mode: acquire latency with the lock
+  /// table at 10k/100k/1M rows (rows whose lease ended, reaped afterwards) and one renewal cycle
+  /// at 1k/10k/100k held locks; every mode: hand-offs with 1/16/128 waiters on one name (with the
+  /// server's CPU per hand-off where the server runs on this host) and throughput at 1-64 threads.
+  std::vector<Result> scale() {
+    std::vector<Result> results;
+    if (mode_ == LockMode::table) {
+      LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
+      std::size_t seeded = 0, counter = 0;
+      for (std::size_t rows : {std::size_t{10'000}, std::size_t{100'000}, std::size_t{1'000'000}}) {
+        floor_.seed_expired(fmt::format("{}/scale/{}/", run_id_, rows), rows - seeded);
+        seeded = rows;
+        auto figure = run_threads(1, request_.duration / 2, [&](std::size_t, Latencies& latencies) {
+          auto started = Clock::now();
+          if (auto lock = locks.try_acquire(fmt::format("{}/rows/{}", run_id_, counter++ % 64))) lock->release();
+          latencies.add(Clock::now() - started);
+        });
+        Result result{"scale rows", request_.mode, 1, figure, std::nullopt, "", std::nullopt, {}};
+        result.extra["rows"] = std::to_string(rows);
+        result.extra["unit"] = "acquire+release cycles with the lock table at `rows` rows";
+        results.push_back(std::move(result));
+      }
+      auto reaped = Reaper(store_, {.batch_size = 10'000}).run_once();
+      if (!reaped.ok) throw DatabaseError("reaping the scale scenario's rows failed: " + reaped.error);
+      for (std::size_t count : {std::size_t{1'000}, std::size_t{10'000}, std::size_t{100'000}}) {
+        results.push_back(renew(count));
+        results.back().scenario = "scale renew";
+      }
+    }
+    for (std::size_t waiters : {std::size_t{1}, std::size_t{16}, std::size_t{128}}) {
+      results.push_back(handoff(waiters + 1));
+      results.back().scenario = "scale handoff";
+      results.back().extra["waiters"] = std::to_string(waiters);
+    }
+    LockManager locks(store_, {.mode = mode_, .default_ttl = std::chrono::seconds(30)});
+    for (std::size_t threads : {1, 2, 4, 8, 16, 32, 64}) {
+      std::vector<std::size_t> counters(threads, 0);
+      auto figure = run_threads(threads, request_.duration / 2, [&](std::size_t t, Latencies& latencies) {
+        auto started = Clock::now();
+        if (auto lock = locks.try_acquire(fmt::format("{}/threads/{}/{}", run_id_, t, counters[t]++ % 64))) lock->release();
+        latencies.add(Clock::now() - started);
+      });
+      Result result{"scale threads", request_.mode, threads, figure, std::nullopt, "", std::nullopt, {}};
+      result.extra["unit"] = "uncontended acquire+release cycles, all threads together";
+      results.push_back(std::move(result));
+    }
+    return results;
   }
 
   Result reap() {
@@ -231,9 +288,9 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     throw InvalidArgument(fmt::format("--kind {} is unknown (lock, permit or shared)", request.kind));
   if (request.kind != "lock" && (advisory || request.scenario != "uncontended"))
     throw InvalidArgument("--kind permit|shared measures groups: --scenario uncontended in table mode");
-  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "all"};
+  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "scale", "all"};
   if (std::find(kScenarios.begin(), kScenarios.end(), request.scenario) == kScenarios.end())
-    throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, all)",
+    throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, scale, all)",
                                       request.scenario));
   store->check_schema();
   Bench bench(request, store);
@@ -257,6 +314,8 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     }
   }
   if (wants("reap") && !advisory) results.push_back(bench.reap());
+  if (request.scenario == "scale")  // minutes long: only when asked for by name
+    for (auto& result : bench.scale()) results.push_back(std::move(result));
   if (request.json) print_json(results, store->dialect());
   else print_table(results, store->dialect());
   return 0;

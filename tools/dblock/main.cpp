@@ -212,7 +212,8 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Measure dblock against the raw-driver floor in the same run");
   cli::BenchRequest bench_request;
   std::string bench_duration = "5s";
-  bench->add_option("--scenario", bench_request.scenario, "uncontended, handoff, renew, reap or all");
+  bench->add_option("--scenario", bench_request.scenario,
+                    "uncontended, handoff, renew, reap, all (these four) or scale (minutes: cost against table size, held locks, waiters, threads)");
   bench->add_option("--mode", bench_request.mode, "table or advisory (PostgreSQL advisory locks, MySQL GET_LOCK; uncontended and handoff)");
   bench->add_option("--kind", bench_request.kind,
                     "uncontended: lock, permit (of a semaphore of 2) or shared (a read lock), against the same floor");
