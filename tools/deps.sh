@@ -20,10 +20,13 @@ install_missing() {
   [ -z "$guard" ] || $sudo rm -f "$policy"
 }
 
-# What building dblock needs (no database server).
+# What building dblock needs (no database server); help2man makes the manual pages, dpkg-dev and
+# file let CPack build the Debian packages.
 DBLOCK_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libpq-dev libspdlog-dev libfmt-dev libcli11-dev
-                       libsoci-dev libsqlite3-dev libcpp-httplib-dev libmysqlcppconn-dev libboost-dev)
-# What the tests need on top: GoogleTest and the PostgreSQL and MariaDB servers.
+                       libsoci-dev libsqlite3-dev libcpp-httplib-dev libmysqlcppconn-dev libboost-dev
+                       help2man dpkg-dev file)
+# What the tests need on top: GoogleTest, the PostgreSQL and MariaDB servers, and man and
+# systemd-analyze to check the installed pages and units.
 DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client pgbouncer mariadb-server mariadb-client
                       galera-4 rsync lsof iproute2 patroni python3-pysyncobj sqlite3 docker-compose clang procps
-                      libclang-rt-14-dev)
+                      libclang-rt-14-dev man-db systemd)

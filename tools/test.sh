@@ -2,8 +2,9 @@
 # The one test command. On a fresh Debian 12 machine (as root, or with sudo) it installs what is
 # missing, builds, starts throwaway database servers on loopback, runs every test with
 # DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), builds and tests once without
-# MySQL and once without PostgreSQL, builds the consumer project against the installed package,
-# repeats the suites under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits non-zero on any failure.
+# MySQL and once without PostgreSQL, builds a consumer against the installed static and shared
+# library, builds the Debian packages and installs, checks and removes them, repeats the suites
+# under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits non-zero on any failure.
 #   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,13 +71,28 @@ done
 step "fuzz the URI, duration and name parsers (libFuzzer, 20 s)"
 tools/fuzz.sh 20 "$dbdir/fuzz"
 
-step "install and build the consumer project against the installed package"
+step "install the static library and build a consumer against it (find_package and pkg-config)"
 prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
-cmake --install build/dev --prefix "$prefix" > /dev/null
-cmake -S tests/consumer -B "$prefix/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
-cmake --build "$prefix/consumer-build"
-"$prefix/consumer-build/consumer" "$DBLOCK_TEST_PG_DSN?prefix=consumer_"
+cmake --install build/dev --prefix "$prefix" --component dev > /dev/null
+tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_PG_DSN?prefix=consumer_"
 rm -rf "$prefix"
+
+step "build libdblock.so (preset shared) and a consumer against it; its SONAME and exports"
+cmake --preset shared > /dev/null
+cmake --build --preset shared -j "$jobs"
+prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
+cmake --install build/shared --prefix "$prefix" --component dev > /dev/null
+tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_MYSQL_DSN?prefix=consumer_"
+rm -rf "$prefix"
+ldd build/shared/dblock | grep -q "libdblock.so.[0-9]* => $root/build/shared/" \
+  || { echo "the shared build's CLI does not load its libdblock.so" >&2; exit 1; }
+build/shared/dblock --dsn "sqlite://$dbdir/shared.db" run --name shared-cli -- true
+
+step "Debian packages: build with CPack, install, use, remove"
+cmake --preset package > /dev/null
+cmake --build --preset package -j "$jobs"
+(cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
+tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
 
 for preset in $sanitizers; do
   step "build and ctest under preset $preset"

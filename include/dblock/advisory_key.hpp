@@ -9,9 +9,11 @@
 #include <string>
 #include <string_view>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
-class AdvisoryKey {
+class DBLOCK_EXPORT AdvisoryKey {
  public:
   /// FNV-1a, 64 bits, over the name's bytes (offset basis 0xcbf29ce484222325, prime
   /// 0x100000001b3), read as a two's-complement int64. Stable: changing it is a breaking change.

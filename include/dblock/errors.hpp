@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
 enum class ErrorCategory {
@@ -21,7 +23,7 @@ enum class ErrorCategory {
   database,          ///< any other error reported by the database
 };
 
-class Error : public std::runtime_error {
+class DBLOCK_EXPORT Error : public std::runtime_error {
  public:
   Error(ErrorCategory category, const std::string& message, std::string_view sqlstate = {});
 
@@ -34,34 +36,34 @@ class Error : public std::runtime_error {
   std::array<char, 6> sqlstate_{};
 };
 
-class InvalidArgument : public Error {
+class DBLOCK_EXPORT InvalidArgument : public Error {
  public:
   explicit InvalidArgument(const std::string& message) : Error(ErrorCategory::invalid_argument, message) {}
 };
 
-class ConnectionError : public Error {
+class DBLOCK_EXPORT ConnectionError : public Error {
  public:
   explicit ConnectionError(const std::string& message, std::string_view sqlstate = {})
       : Error(ErrorCategory::connection, message, sqlstate) {}
 };
 
-class Timeout : public Error {
+class DBLOCK_EXPORT Timeout : public Error {
  public:
   explicit Timeout(const std::string& message) : Error(ErrorCategory::timeout, message) {}
 };
 
-class NotHeld : public Error {
+class DBLOCK_EXPORT NotHeld : public Error {
  public:
   explicit NotHeld(const std::string& message) : Error(ErrorCategory::not_held, message) {}
 };
 
-class LockLost : public Error {
+class DBLOCK_EXPORT LockLost : public Error {
  public:
   explicit LockLost(const std::string& message) : Error(ErrorCategory::lock_lost, message) {}
 };
 
 /// dblock's tables are missing, or their version differs from what this build understands.
-class SchemaError : public Error {
+class DBLOCK_EXPORT SchemaError : public Error {
  public:
   enum class Reason { missing, outdated, newer };
   SchemaError(Reason reason, const std::string& message)
@@ -75,12 +77,12 @@ class SchemaError : public Error {
 /// The role dblock connects as lacks a right: the message names it. At run time the role lacks one
 /// of the grants `dblock migrate grants` prints; from `migrate up`, a right to create dblock's
 /// objects (checked before anything is created).
-class PermissionDenied : public Error {
+class DBLOCK_EXPORT PermissionDenied : public Error {
  public:
   explicit PermissionDenied(const std::string& message) : Error(ErrorCategory::permission, message, "42501") {}
 };
 
-class DatabaseError : public Error {
+class DBLOCK_EXPORT DatabaseError : public Error {
  public:
   explicit DatabaseError(const std::string& message, std::string_view sqlstate = {})
       : Error(ErrorCategory::database, message, sqlstate) {}

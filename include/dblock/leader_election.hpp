@@ -35,6 +35,8 @@
 #include <dblock/store.hpp>
 #include <spdlog/fwd.h>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
 class LockManager;
@@ -55,7 +57,7 @@ struct ElectionOptions {
   std::chrono::milliseconds retry_after_error{1000};
 };
 
-class LeaderElection {
+class DBLOCK_EXPORT LeaderElection {
  public:
   /// Starts campaigning at once. @throws InvalidArgument for a bad name or options, and what
   /// the LockManager constructor throws (SchemaError when dblock's tables are missing).

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
 namespace detail {
@@ -15,7 +17,7 @@ struct HeldLock;
 class ManagerBase;
 }  // namespace detail
 
-class Lock {
+class DBLOCK_EXPORT Lock {
  public:
   Lock(Lock&& other) noexcept;
   Lock& operator=(Lock&& other) noexcept;

@@ -27,6 +27,8 @@
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
 /// Monotonic counters of one manager; read with LockManager::stats().
@@ -40,7 +42,7 @@ struct ManagerStats {
   std::chrono::milliseconds waited{0};  ///< total time spent waiting in acquire()
 };
 
-class LockManager {
+class DBLOCK_EXPORT LockManager {
  public:
   /// @throws InvalidArgument for bad options; SchemaError when dblock's tables are missing or
   ///         of another version ("run dblock migrate up").

@@ -12,11 +12,13 @@
 
 #include <dblock/lock.hpp>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
 class LockManager;
 
-class LockSet {
+class DBLOCK_EXPORT LockSet {
  public:
   LockSet(LockSet&&) noexcept = default;
   LockSet& operator=(LockSet&& other) noexcept;

@@ -14,6 +14,8 @@
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
 struct MigrationResult {
@@ -29,7 +31,7 @@ enum class MigrationState {
   unknown_newer,  ///< recorded by a newer dblock: this build must not touch the database
 };
 
-[[nodiscard]] std::string_view to_string(MigrationState state) noexcept;
+[[nodiscard]] DBLOCK_EXPORT std::string_view to_string(MigrationState state) noexcept;
 
 struct MigrationStatus {
   int version = 0;
@@ -40,7 +42,7 @@ struct MigrationStatus {
 };
 
 /// Library calls behind `dblock migrate ...`. Thread-safe as the Store is.
-class Migrator {
+class DBLOCK_EXPORT Migrator {
  public:
   explicit Migrator(std::shared_ptr<Store> store, std::chrono::milliseconds lock_timeout = std::chrono::minutes(2));
 
@@ -80,9 +82,9 @@ class Migrator {
 };
 
 /// Applies every missing version: `Migrator(store).up()`.
-MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout = std::chrono::minutes(2));
+DBLOCK_EXPORT MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout = std::chrono::minutes(2));
 
 /// The schema version this build understands (the newest embedded migration).
-[[nodiscard]] int latest_schema_version() noexcept;
+[[nodiscard]] DBLOCK_EXPORT int latest_schema_version() noexcept;
 
 }  // namespace dblock

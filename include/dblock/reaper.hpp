@@ -15,6 +15,8 @@
 
 #include <dblock/store.hpp>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
 /// What one cycle did: batches until a batch came back smaller than the batch size.
@@ -47,7 +49,7 @@ struct ReaperStats {
   std::uint64_t consecutive_failures = 0;
 };
 
-class Reaper {
+class DBLOCK_EXPORT Reaper {
  public:
   /// @throws InvalidArgument for bad options.
   explicit Reaper(std::shared_ptr<Store> store, ReaperOptions options = {});

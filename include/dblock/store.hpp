@@ -14,6 +14,8 @@
 
 #include <dblock/options.hpp>
 
+#include <dblock/export.hpp>
+
 namespace dblock {
 
 namespace detail {
@@ -40,7 +42,7 @@ struct LockCensus {
   std::chrono::milliseconds oldest_held_age{0};  ///< age of the oldest live grant (0 when none)
 };
 
-class Store : public std::enable_shared_from_this<Store> {
+class DBLOCK_EXPORT Store : public std::enable_shared_from_this<Store> {
  public:
   /// Parses the URI and opens one session to prove the server and credentials work.
   /// @throws InvalidArgument for a malformed URI, an unknown scheme or bad options;

@@ -9,6 +9,7 @@
 #include <span>
 #include <string_view>
 
+#include <dblock/export.hpp>
 #include <dblock/store.hpp>
 
 #include "backends/bench_backend.hpp"
@@ -16,7 +17,7 @@
 
 namespace dblock::detail {
 
-class BenchFloor {
+class DBLOCK_EXPORT BenchFloor {  // exported for the CLI, which links libdblock.so in a shared build
  public:
   explicit BenchFloor(Store& store);
 

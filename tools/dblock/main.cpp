@@ -126,7 +126,8 @@ int run_migrate(const std::shared_ptr<Store>& store, const CLI::App* up, const C
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"dblock: distributed locks in the SQL database you already run"};
+  // Named here, not from argv[0]: help, usage errors and the man pages made from them say "dblock".
+  CLI::App app{"dblock: distributed locks in the SQL database you already run", "dblock"};
   app.require_subcommand(1);
   app.set_version_flag("--version", [] {
     std::string text = fmt::format("dblock {} (commit {})\nbackends:", DBLOCK_VERSION, DBLOCK_GIT_COMMIT);
