@@ -34,7 +34,7 @@ struct PgSql {
     // the name, taken before the clock is read and the token drawn, and held until the row is
     // committed, so tokens rise in grant order with one row version per grant
     // (doc/database-facts.md §1). The clock is read once: EXCLUDED.acquired_at carries it into the
-    // conflict branch.
+    // conflict branch. Kept in step with the function by tests/postgres/acquire_forms_test.cpp.
     acquire = {0, fill(R"(
 WITH serial AS (SELECT pg_advisory_xact_lock(hashtextextended($1, 7310958615390432069))),
      c AS (SELECT clock_timestamp() AS now FROM serial)
