@@ -21,6 +21,13 @@ namespace dblock::cli {
 
 namespace {
 
+/// One measured cycle of the library: try to take `name`, release it if granted.
+void timed_cycle(LockManager& locks, const std::string& name, Latencies& latencies, LockOptions options = {}) {
+  auto started = Clock::now();
+  if (auto lock = locks.try_acquire(name, options)) lock->release();
+  latencies.add(Clock::now() - started);
+}
+
 class Bench {
  public:
   Bench(const BenchRequest& request, std::shared_ptr<Store> store)
@@ -54,12 +61,7 @@ class Bench {
     // --kind permit / shared: a permit of a semaphore of 2, or a read lock, against the same floor
     // (a plain lock's bare statements): what a group costs next to a lock.
     LockOptions options{.shared = request_.kind == "shared", .permits = request_.kind == "permit" ? 2 : 0};
-    auto library = [&](std::size_t t, Latencies& latencies) {
-      auto name = name_for(t);
-      auto started = Clock::now();
-      if (auto lock = locks.try_acquire(name, options)) lock->release();
-      latencies.add(Clock::now() - started);
-    };
+    auto library = [&](std::size_t t, Latencies& latencies) { timed_cycle(locks, name_for(t), latencies, options); };
     auto comparison = compare(threads, request_.duration, floor, library);
     auto scenario = request_.kind == "lock" ? std::string("uncontended") : "uncontended " + request_.kind;
     Result result{scenario, request_.mode, threads, comparison.library, comparison.floor,
@@ -196,9 +198,7 @@ class Bench {
         floor_.seed_expired(fmt::format("{}/scale/{}/", run_id_, rows), rows - seeded);
         seeded = rows;
         auto figure = run_threads(1, request_.duration / 2, [&](std::size_t, Latencies& latencies) {
-          auto started = Clock::now();
-          if (auto lock = locks.try_acquire(fmt::format("{}/rows/{}", run_id_, counter++ % 64))) lock->release();
-          latencies.add(Clock::now() - started);
+          timed_cycle(locks, fmt::format("{}/rows/{}", run_id_, counter++ % 64), latencies);
         });
         Result result{"scale rows", request_.mode, 1, figure, std::nullopt, "", std::nullopt, {}};
         result.extra["rows"] = std::to_string(rows);
@@ -221,9 +221,7 @@ class Bench {
     for (std::size_t threads : {1, 2, 4, 8, 16, 32, 64}) {
       std::vector<std::size_t> counters(threads, 0);
       auto figure = run_threads(threads, request_.duration / 2, [&](std::size_t t, Latencies& latencies) {
-        auto started = Clock::now();
-        if (auto lock = locks.try_acquire(fmt::format("{}/threads/{}/{}", run_id_, t, counters[t]++ % 64))) lock->release();
-        latencies.add(Clock::now() - started);
+        timed_cycle(locks, fmt::format("{}/threads/{}/{}", run_id_, t, counters[t]++ % 64), latencies);
       });
       Result result{"scale threads", request_.mode, threads, figure, std::nullopt, "", std::nullopt, {}};
       result.extra["unit"] = "uncontended acquire+release cycles, all threads together";
@@ -236,9 +234,7 @@ class Bench {
     LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
     std::size_t counter = 0;
     auto live_cycle = [&](Latencies& latencies) {
-      auto started = Clock::now();
-      if (auto lock = locks.try_acquire(fmt::format("{}/live/{}", run_id_, counter++ % 64))) lock->release();
-      latencies.add(Clock::now() - started);
+      timed_cycle(locks, fmt::format("{}/live/{}", run_id_, counter++ % 64), latencies);
     };
     Latencies baseline;
     auto baseline_until = Clock::now() + std::max(milliseconds(200), request_.duration / 4);
