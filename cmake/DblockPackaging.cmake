@@ -34,14 +34,17 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL cli dev)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
+# Strips the CLI (install/strip leaves static archives alone: libdblock.a keeps its symbols).
+set(CPACK_STRIP_FILES ON)
 
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME dblock)
 set(CPACK_DEBIAN_CLI_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_CLI_PACKAGE_SHLIBDEPS ON)  # libpq5, libmysqlcppconn7v5, libsoci-*, ... from the binary
 set(CPACK_DEBIAN_CLI_DESCRIPTION "distributed locks in the SQL database you already run (CLI and reaper)
- dblock run guards a command with a lock in PostgreSQL, MySQL/MariaDB or an embedded SQLite
- file; dblock reaper deletes expired locks; dblock migrate manages dblock's tables. Ships
- systemd units for the reaper and for lock-guarded periodic jobs.")
+ dblock run guards a command with a lock in PostgreSQL, MySQL/MariaDB or
+ an embedded SQLite file; dblock reaper deletes expired locks; dblock
+ migrate manages dblock's tables. Ships systemd units for the reaper and
+ for lock-guarded periodic jobs.")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libdblock-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
@@ -54,7 +57,8 @@ if(DBLOCK_WITH_MYSQL)
 endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "${_dev_depends}")
 set(CPACK_DEBIAN_DEV_DESCRIPTION "distributed locks in the SQL database you already run (C++ library)
- A C++20 library of re-entrant, renewed, fenced locks stored in PostgreSQL, MySQL/MariaDB or
- an embedded SQLite file, with semaphores, read-write locks, leader election and a reaper.
- Headers, the library, its CMake package (find_package(dblock)) and dblock.pc.")
+ A C++20 library of re-entrant, renewed, fenced locks stored in
+ PostgreSQL, MySQL/MariaDB or an embedded SQLite file, with semaphores,
+ read-write locks, leader election and a reaper. Headers, the static
+ library, its CMake package (find_package(dblock)) and dblock.pc.")
 include(CPack)
