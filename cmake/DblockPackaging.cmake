@@ -11,7 +11,7 @@ set(_man_dir "${CMAKE_CURRENT_BINARY_DIR}/man")
 add_custom_command(
   OUTPUT "${_man_dir}/dblock.1.gz"
   COMMAND "${CMAKE_CURRENT_SOURCE_DIR}/tools/man/make_man_pages.sh" $<TARGET_FILE:dblock_cli> "${PROJECT_VERSION}" "${_man_dir}"
-  DEPENDS dblock_cli "${CMAKE_CURRENT_SOURCE_DIR}/tools/man/make_man_pages.sh"
+  DEPENDS dblock_cli "${CMAKE_CURRENT_SOURCE_DIR}/tools/man/make_man_pages.sh" "${CMAKE_CURRENT_SOURCE_DIR}/tools/man/cli_help.sh"
   COMMENT "Manual pages from the CLI's --help"
   VERBATIM)
 add_custom_target(dblock_man_pages ALL DEPENDS "${_man_dir}/dblock.1.gz")
@@ -19,9 +19,14 @@ install(DIRECTORY "${_man_dir}/" DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPON
 
 install(FILES tools/completion/dblock.bash RENAME dblock
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions COMPONENT cli)
-# Debian 12 has merged /usr: /usr/lib/systemd/system is where packages put their units.
-install(FILES tools/systemd/dblock-reaper.service tools/systemd/dblock-run@.service tools/systemd/dblock-run@.timer
-        DESTINATION lib/systemd/system COMPONENT cli)
+# The units name the CLI where this build installs it. Debian 12 has merged /usr, so
+# PREFIX/lib/systemd/system is /usr/lib/systemd/system for the packages (and systemd also reads
+# /usr/local/lib/systemd/system).
+set(DBLOCK_INSTALLED_CLI "${CMAKE_INSTALL_FULL_BINDIR}/dblock")
+foreach(unit dblock-reaper.service dblock-run@.service dblock-run@.timer)
+  configure_file("tools/systemd/${unit}.in" "${CMAKE_CURRENT_BINARY_DIR}/systemd/${unit}" @ONLY)
+  install(FILES "${CMAKE_CURRENT_BINARY_DIR}/systemd/${unit}" DESTINATION lib/systemd/system COMPONENT cli)
+endforeach()
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT cli)
 install(DIRECTORY doc/ DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT cli FILES_MATCHING PATTERN "*.md" PATTERN bench EXCLUDE)
 
