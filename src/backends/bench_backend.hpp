@@ -29,6 +29,10 @@ class RawLockClient {
   [[nodiscard]] virtual std::string_view blocking_lock_functions() const noexcept { return "none"; }
 };
 
+/// Which hand-written SQL: as a user would write it, or with the delete committed without waiting
+/// for the disk (what dblock's release does on PostgreSQL), the most such SQL gains from that.
+enum class HandWritten { synchronous, asynchronous_delete };
+
 class BenchBackend {
  public:
   virtual ~BenchBackend() = default;
@@ -36,8 +40,11 @@ class BenchBackend {
   virtual std::unique_ptr<RawLockClient> raw_client() = 0;
   /// For `dblock bench`: the same bare client running the simplest SQL a user would write by hand
   /// (an upsert with the token drawn in VALUES, a plain delete), none of dblock's safety; null
-  /// where the bench has none for this backend.
-  virtual std::unique_ptr<RawLockClient> hand_written_client() { return nullptr; }
+  /// where the bench has none for this backend (or for `how`).
+  virtual std::unique_ptr<RawLockClient> hand_written_client(HandWritten how) {
+    (void)how;
+    return nullptr;
+  }
   /// For `dblock bench`: inserts `count` rows named `<stem><i>` whose lease has already ended.
   virtual void seed_expired(std::string_view stem, std::size_t count) = 0;
 };

@@ -61,6 +61,12 @@ class LockBackend {
   /// Decrements the count and deletes the row at zero. Returns the count left, or empty when the
   /// row does not carry this owner and token (nothing is changed then).
   virtual std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) = 0;
+  /// Release by the holder of the last level it counts: deletes the row whatever its count (a
+  /// count above the caller's is a re-entry whose reply was lost, held by nobody, which would keep
+  /// the name blocked until the lease ends) in one plain statement. Returns 0, or empty when the
+  /// row does not carry this owner and token.
+  virtual std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner,
+                                                   std::int64_t token) = 0;
   /// Renews every given lock in one statement, never shortening a lease, and returns the positions
   /// in `held` of those renewed (the row still carried that name, owner and token and a live
   /// lease). Waits for the reply until `reply_by` at most where the driver allows (PostgreSQL;

@@ -8,7 +8,9 @@ BenchFloor::BenchFloor(Store& store) : bench_(StoreParts::backend(store)), locks
 
 std::unique_ptr<RawLockClient> BenchFloor::raw_client() { return bench_.raw_client(); }
 
-std::unique_ptr<RawLockClient> BenchFloor::hand_written_client() { return bench_.hand_written_client(); }
+std::unique_ptr<RawLockClient> BenchFloor::hand_written_client(HandWritten how) {
+  return bench_.hand_written_client(how);
+}
 
 void BenchFloor::seed_expired(std::string_view stem, std::size_t count) { bench_.seed_expired(stem, count); }
 

@@ -24,7 +24,7 @@ class DBLOCK_EXPORT BenchFloor {  // exported for the CLI, which links libdblock
   /// A client running the backend's own lock statements on a dedicated session, prepared once.
   [[nodiscard]] std::unique_ptr<RawLockClient> raw_client();
   /// A client running hand-written SQL instead (BenchBackend::hand_written_client), or null.
-  [[nodiscard]] std::unique_ptr<RawLockClient> hand_written_client();
+  [[nodiscard]] std::unique_ptr<RawLockClient> hand_written_client(HandWritten how);
   /// Inserts `count` rows named `<stem><i>` whose lease has already ended.
   void seed_expired(std::string_view stem, std::size_t count);
   /// One renewal statement over `held`; returns how many were renewed.

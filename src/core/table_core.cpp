@@ -222,8 +222,9 @@ void TableCore::forget(const std::shared_ptr<HeldLock>& held) {
 std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::int64_t depth_before) {
   try {
     return with_release_retries([&] {
-      if (held.kind == HolderKind::exclusive) return backend_.release(held.name, held.owner, held.token);
-      return backend_.release_member(held.name, held.owner, held.kind, held.token);
+      if (held.kind != HolderKind::exclusive) return backend_.release_member(held.name, held.owner, held.kind, held.token);
+      if (depth_before <= 1) return backend_.release_last(held.name, held.owner, held.token);
+      return backend_.release(held.name, held.owner, held.token);
     });
   } catch (const OutcomeUnknown& e) {
     // A membership is done locally; one that did not land lapses with its lease, unrenewed.

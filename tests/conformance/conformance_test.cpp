@@ -13,6 +13,8 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "backends/backend.hpp"
+#include "core/store_parts.hpp"
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
@@ -163,6 +165,23 @@ TEST_P(TableConformance, ExpiredLockIsTakenOverWithLargerTokenAndOldReleaseChang
   ASSERT_TRUE(info) << "the old holder's release must not delete the new owner's row";
   EXPECT_EQ(info->token, fresh->token());
   EXPECT_EQ(info->count, 1);
+}
+
+TEST_P(TableConformance, TheLastReleaseFreesTheNameEvenWhenTheRowCountsALevelNobodyHolds) {
+  auto a = manager();
+  auto b = manager();
+  auto lock = a->try_acquire("orphan-level");
+  ASSERT_TRUE(lock);
+  // A re-entry whose reply was lost: the row counts a level the manager never handed out.
+  auto before = row("orphan-level");
+  ASSERT_TRUE(before);
+  auto& backend = dblock::detail::StoreParts::backend(*store_);
+  auto unseen = backend.try_acquire("orphan-level", before->owner, 30s, before->token);
+  ASSERT_TRUE(unseen);
+  ASSERT_EQ(unseen->count, 2);
+  lock->release();
+  EXPECT_FALSE(row("orphan-level")) << "the level nobody holds kept the row until its lease ended";
+  EXPECT_TRUE(b->try_acquire("orphan-level"));
 }
 
 TEST_P(Conformance, TokensIncreaseAcrossDeleteAndRecreate) {

@@ -103,6 +103,14 @@ struct Script {
     return 0;
   }
 
+  std::optional<std::int64_t> apply_release_last(std::string_view name, std::string_view owner, std::int64_t token) {
+    std::lock_guard lock(mutex);
+    auto it = rows.find(std::string(name));
+    if (it == rows.end() || it->second.owner != owner || it->second.token != token) return std::nullopt;
+    rows.erase(it);
+    return 0;
+  }
+
   std::optional<Row> row(const std::string& name) {
     std::lock_guard lock(mutex);
     auto it = rows.find(name);
@@ -165,12 +173,10 @@ class ScriptedBackend final : public dblock::detail::Backend {
     return grant;
   }
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
-    ++script_->releases;
-    auto mode = std::exchange(script_->release_unknown, Unknown::no);
-    if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
-    auto left = script_->apply_release(name, owner, token);
-    if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
-    return left;
+    return scripted_release([&] { return script_->apply_release(name, owner, token); });
+  }
+  std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
+    return scripted_release([&] { return script_->apply_release_last(name, owner, token); });
   }
   std::vector<std::size_t> renew(std::span<const HeldRef> held, Clock::time_point) override {
     ++script_->renewals;
@@ -229,6 +235,15 @@ class ScriptedBackend final : public dblock::detail::Backend {
   }
 
  private:
+  template <class Apply>
+  std::optional<std::int64_t> scripted_release(Apply apply) {
+    ++script_->releases;
+    auto mode = std::exchange(script_->release_unknown, Unknown::no);
+    if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    auto left = apply();
+    if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    return left;
+  }
   std::shared_ptr<Script> script_;
 };
 

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <stop_token>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,31 +55,86 @@ inline Figure figure_of(Latencies& latencies, std::size_t ops, Clock::duration e
           latencies.percentile(0.99)};
 }
 
+/// Threads kept for a whole comparison, so both sides run on the same long-lived threads, as an
+/// application's workers do: a library that keeps per-thread state (an owner, a pinned session)
+/// builds it once, not once per slice.
+class Workers {
+ public:
+  explicit Workers(std::size_t count) {
+    for (std::size_t t = 0; t < count; ++t) threads_.emplace_back([this, t](std::stop_token stop) { serve(stop, t); });
+  }
+  ~Workers() = default;  // each jthread is asked to stop (its wait wakes on that) and joined
+  Workers(const Workers&) = delete;
+  Workers& operator=(const Workers&) = delete;
+
+  /// Runs `body(thread_index, latencies)` on every worker until `duration` passes.
+  template <class Body>
+  Figure run(milliseconds duration, Body& body) {
+    std::vector<Latencies> per_thread(threads_.size());
+    auto started = Clock::now();
+    {
+      std::lock_guard lock(mutex_);
+      task_ = [&body, &per_thread](std::size_t t) { body(t, per_thread[t]); };
+      stop_slice_ = false;
+      ops_ = 0;
+      done_ = 0;
+      ++generation_;
+    }
+    changed_.notify_all();
+    std::this_thread::sleep_for(duration);  // the slice's length, not a synchronisation
+    stop_slice_ = true;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return done_ == threads_.size(); });
+      task_ = nullptr;
+    }
+    auto elapsed = Clock::now() - started;
+    Latencies all;
+    for (auto& latencies : per_thread) all.merge(latencies);
+    return figure_of(all, ops_, elapsed);
+  }
+
+ private:
+  void serve(std::stop_token stop, std::size_t index) {
+    std::size_t seen = 0;
+    while (true) {
+      std::function<void(std::size_t)> task;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, stop, [&] { return generation_ != seen; });
+        if (stop.stop_requested()) return;
+        seen = generation_;
+        task = task_;
+      }
+      std::size_t mine = 0;
+      while (!stop_slice_) {
+        task(index);
+        ++mine;
+      }
+      {
+        std::lock_guard lock(mutex_);
+        ops_ += mine;
+        ++done_;
+      }
+      changed_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable_any changed_;
+  std::function<void(std::size_t)> task_;  // guarded by mutex_
+  std::size_t generation_ = 0;             // guarded by mutex_
+  std::size_t done_ = 0;                   // guarded by mutex_
+  std::size_t ops_ = 0;                    // guarded by mutex_
+  std::atomic<bool> stop_slice_{false};
+  std::vector<std::jthread> threads_;      // last: they stop before the rest goes
+};
+
 /// Runs `body(thread_index, latencies)` on `threads` threads until `duration` passes.
 template <class Body>
 Figure run_threads(std::size_t threads, milliseconds duration, Body body) {
-  std::vector<Latencies> per_thread(threads);
-  std::atomic<bool> stop{false};
-  std::atomic<std::size_t> ops{0};
-  auto started = Clock::now();
-  {
-    std::vector<std::jthread> workers;
-    for (std::size_t t = 0; t < threads; ++t)
-      workers.emplace_back([&, t] {
-        std::size_t mine = 0;
-        while (!stop) {
-          body(t, per_thread[t]);
-          ++mine;
-        }
-        ops += mine;
-      });
-    std::this_thread::sleep_for(duration);
-    stop = true;
-  }
-  auto elapsed = Clock::now() - started;
-  Latencies all;
-  for (auto& latencies : per_thread) all.merge(latencies);
-  return figure_of(all, ops, elapsed);
+  Workers workers(threads);
+  return workers.run(duration, body);
 }
 
 struct Comparison {
@@ -92,14 +151,15 @@ template <class Floor, class Library>
 Comparison compare(std::size_t threads, milliseconds duration, Floor floor, Library library) {
   constexpr std::size_t kPairs = 8;
   auto slice = std::max(milliseconds(50), duration / static_cast<int>(2 * kPairs));
-  run_threads(threads, slice, floor);
-  run_threads(threads, slice, library);
+  Workers workers(threads);
+  workers.run(slice, floor);
+  workers.run(slice, library);
   std::vector<Figure> floors, libraries;
   std::vector<double> ratios;
   for (std::size_t pair = 0; pair < kPairs; ++pair) {
     bool floor_first = pair % 2 == 0;
-    Figure first = floor_first ? run_threads(threads, slice, floor) : run_threads(threads, slice, library);
-    Figure second = floor_first ? run_threads(threads, slice, library) : run_threads(threads, slice, floor);
+    Figure first = floor_first ? workers.run(slice, floor) : workers.run(slice, library);
+    Figure second = floor_first ? workers.run(slice, library) : workers.run(slice, floor);
     floors.push_back(floor_first ? first : second);
     libraries.push_back(floor_first ? second : first);
     ratios.push_back(libraries.back().ops_per_sec / std::max(1e-9, floors.back().ops_per_sec));

@@ -68,6 +68,12 @@ class MyBackend final : public Backend {
     return first_int64(session->query(sql_.release, params));
   }
 
+  std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
+    std::array<MyParam, 3> params{name, owner, token};
+    if (pool_.lease()->update(sql_.release_last, params) == 0) return std::nullopt;
+    return 0;
+  }
+
   std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     auto json = held_json(held);
     std::array<MyParam, 1> params{json};

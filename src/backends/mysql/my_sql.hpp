@@ -36,6 +36,8 @@ struct MySql {
     };
     acquire = make("acquire", "SELECT `{prefix}acquire_held`(?, ?, ?, ?)");
     release = make("release", "SELECT `{prefix}release`(?, ?, ?)");
+    // The caller's last level: the row goes whatever its count (LockBackend::release_last).
+    release_last = make("release_last", "DELETE FROM `{prefix}locks` WHERE name = ? AND owner = ? AND token = ?");
     // One statement renews every lock; affected rows says whether all were renewed (no UPDATE
     // ... RETURNING on MariaDB), and only when some were not does renewed_of ask which.
     renew = make("renew", R"(
@@ -153,7 +155,7 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   ttl_us BIGINT PATH '$[3]',
   position FOR ORDINALITY)) h)";
 
-  MyStatement acquire, release, renew, renewed_of, lease_left, list, force_release, reap, reap_members, census,
+  MyStatement acquire, release, release_last, renew, renewed_of, lease_left, list, force_release, reap, reap_members, census,
       seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer, unmark_writer,
       first_lease_end,
       schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock, grants, catalog;

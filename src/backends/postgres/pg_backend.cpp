@@ -57,6 +57,12 @@ class PgBackend final : public Backend {
     return to_int64(result.get(), 0, 0);
   }
 
+  std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
+    std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(token)};
+    if (PQntuples(run(*pool_.lease(), sql_.release_last, params).get()) == 0) return std::nullopt;
+    return 0;
+  }
+
   std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point reply_by) override {
     return run_renewal(sql_.renew, renewal_arrays(held, false), reply_by);
   }
@@ -117,10 +123,12 @@ class PgBackend final : public Backend {
   }
 
   std::unique_ptr<RawLockClient> raw_client() override {
-    return make_pg_raw_client(driver_uri_, sql_, mode_->behind_transaction_pooler());
+    return make_pg_raw_client(driver_uri_, sql_, mode_->behind_transaction_pooler(), RawStatements::dblock);
   }
-  std::unique_ptr<RawLockClient> hand_written_client() override {
-    return make_pg_raw_client(driver_uri_, sql_, mode_->behind_transaction_pooler(), true);
+  std::unique_ptr<RawLockClient> hand_written_client(HandWritten how) override {
+    return make_pg_raw_client(driver_uri_, sql_, mode_->behind_transaction_pooler(),
+                              how == HandWritten::synchronous ? RawStatements::hand_written
+                                                              : RawStatements::hand_written_async_delete);
   }
 
   void seed_expired(std::string_view stem, std::size_t count) override {

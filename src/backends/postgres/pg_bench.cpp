@@ -13,12 +13,16 @@ namespace {
 /// a transaction pooler the same statements sent unnamed with PQexecParams.
 class PgRawClient final : public RawLockClient {
  public:
-  PgRawClient(const std::string& uri, const PgSql& sql, bool unnamed, bool hand_written)
-      : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed), hand_written_(hand_written) {
+  PgRawClient(const std::string& uri, const PgSql& sql, bool unnamed, RawStatements statements)
+      : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed), hand_written_(statements != RawStatements::dblock) {
     if (PQstatus(conn_.get()) != CONNECTION_OK)
       throw ConnectionError(fmt::format("raw client: {}", PQerrorMessage(conn_.get())));
-    prepare(0, hand_written ? sql.hand_written_acquire : sql.acquire.sql);
-    prepare(1, hand_written ? sql.hand_written_release : sql.release.sql);
+    prepare(0, hand_written_ ? sql.hand_written_acquire : sql.acquire.sql);
+    switch (statements) {
+      case RawStatements::dblock: prepare(1, sql.release_last.sql); break;  // an uncontended release is a last level
+      case RawStatements::hand_written: prepare(1, sql.hand_written_release); break;
+      case RawStatements::hand_written_async_delete: prepare(1, sql.hand_written_release_async); break;
+    }
     prepare(2, "SELECT pg_advisory_lock($1::bigint)");
     prepare(3, "SELECT pg_advisory_unlock($1::bigint)");
   }
@@ -82,8 +86,8 @@ class PgRawClient final : public RawLockClient {
 }  // namespace
 
 std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed,
-                                                  bool hand_written) {
-  return std::make_unique<PgRawClient>(uri, sql, unnamed, hand_written);
+                                                  RawStatements statements) {
+  return std::make_unique<PgRawClient>(uri, sql, unnamed, statements);
 }
 
 }  // namespace dblock::detail

@@ -9,9 +9,12 @@
 
 namespace dblock::detail {
 
+/// Which statements a raw client runs: dblock's acquire and last-level release, or PgSql's
+/// hand-written pair, its delete committed synchronously or not.
+enum class RawStatements { dblock, hand_written, hand_written_async_delete };
+
 /// `unnamed`: behind a transaction pooler, statements are sent unnamed (PQexecParams).
-/// `hand_written`: PgSql's hand_written_acquire/release instead of dblock's statements.
 [[nodiscard]] std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed,
-                                                                bool hand_written = false);
+                                                                RawStatements statements);
 
 }  // namespace dblock::detail

@@ -66,6 +66,15 @@ WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
 SELECT 0::bigint, CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
                        ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END FROM d, async
 UNION ALL SELECT count::bigint, 0 FROM u, async)")};
+    // The caller's last level (the core counts levels): the row goes whatever its count, so no
+    // decrement branch is planned or run. A count above the caller's is a re-entry whose reply was
+    // lost and which nobody holds; it would only keep the name blocked until the lease ends.
+    // Asynchronous and notifying as `release`.
+    release_last = {14, fill(R"(
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+     d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint RETURNING name)
+SELECT CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
+            ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END FROM d, async)")};
     // The bench's hand-written floor: what a user would write without dblock (no stalled-insert
     // guard for tokens, no re-entry, no lost-reply handling, no wake-ups).
     hand_written_acquire = fill(R"(
@@ -77,6 +86,10 @@ WHERE l.expires_at <= now()
 RETURNING count, token)");
     hand_written_release = fill(R"(
 DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint RETURNING 1)");
+    hand_written_release_async = fill(R"(
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint
+  AND EXISTS (SELECT FROM async) RETURNING 1)");
     renew = {2, fill(R"(SELECT "{schema}"."{prefix}renew_held"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
     lease_left = {3, fill(R"(
 SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
@@ -225,9 +238,9 @@ WHERE n.nspname = $1 AND t.typname = ANY ($2::text[]) AND t.typtype IN ('c', 'd'
 ORDER BY 2, 1)");
   }
 
-  PgStatement acquire, release, renew, lease_left, list, force_release, reap, census;
+  PgStatement acquire, release, release_last, renew, lease_left, list, force_release, reap, census;
   PgStatement acquire_member, release_member, renew_members, lease_left_marking_writer, unmark_writer, first_lease_end;
-  std::string hand_written_acquire, hand_written_release;
+  std::string hand_written_acquire, hand_written_release, hand_written_release_async;
   std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_xact_lock,
       migration_lock_blocking,
       migration_unlock, create_schema, migration_rights, catalog;

@@ -46,6 +46,11 @@ class SqliteBackend final : public Backend {
     return session->guarded("release", [&] { return session->release(name, owner, token); });
   }
 
+  std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return session->release_last(name, owner, token); });
+  }
+
   std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     std::string json = "[";
     for (std::size_t i = 0; i < held.size(); ++i)

@@ -24,10 +24,7 @@ class SqliteRawClient final : public RawLockClient {
     sqlite_api::sqlite3_busy_timeout(db, static_cast<int>(busy_timeout.count()));
     exec("PRAGMA synchronous = NORMAL");
     acquire_ = prepare(sql.acquire);
-    release_last_ = prepare(sql.release_last);
-    release_inner_ = prepare(sql.release_inner);
-    begin_ = prepare("BEGIN IMMEDIATE");
-    commit_ = prepare("COMMIT");
+    release_last_ = prepare(sql.release_last);  // an uncontended release is a last level
   }
 
   std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
@@ -44,11 +41,7 @@ class SqliteRawClient final : public RawLockClient {
   }
 
   bool release(const std::string& name, const std::string& owner, std::int64_t token) override {
-    run(begin_.get());
-    bool released = run_returning(release_last_.get(), name, owner, token) ||
-                    run_returning(release_inner_.get(), name, owner, token);
-    run(commit_.get());
-    return released;
+    return run_returning(release_last_.get(), name, owner, token);
   }
 
   bool blocking_lock(std::int64_t) override { return false; }
@@ -83,10 +76,6 @@ class SqliteRawClient final : public RawLockClient {
     }
     return rc;
   }
-  void run(sqlite_api::sqlite3_stmt* st) {
-    step(st);
-    sqlite_api::sqlite3_reset(st);
-  }
   bool run_returning(sqlite_api::sqlite3_stmt* st, const std::string& name, const std::string& owner,
                      std::int64_t token) {
     bind(st, name, owner, token);
@@ -98,7 +87,7 @@ class SqliteRawClient final : public RawLockClient {
   }
 
   std::unique_ptr<sqlite_api::sqlite3, DbCloser> db_;
-  Statement acquire_, release_last_, release_inner_, begin_, commit_;
+  Statement acquire_, release_last_;
 };
 
 }  // namespace

@@ -25,10 +25,19 @@ std::optional<std::int64_t> SqliteSession::release(std::string_view name, std::s
   // Delete-at-one and decrement are two statements: one IMMEDIATE transaction makes them atomic.
   begin_immediate_statement().execute(true);
   std::optional<std::int64_t> remaining;
-  if (execute_single(release_last_statement())) remaining = 0;
+  if (execute_single(release_at_one_statement())) remaining = 0;
   else if (execute_single(release_inner_statement())) remaining = result_a_;
   commit_statement().execute(true);
   return remaining;
+}
+
+std::optional<std::int64_t> SqliteSession::release_last(std::string_view name, std::string_view owner,
+                                                       std::int64_t token) {
+  name_ = name;
+  owner_ = owner;
+  number_ = token;
+  if (!execute_single(release_last_statement())) return std::nullopt;
+  return 0;
 }
 
 std::vector<std::size_t> SqliteSession::renew(std::span<const HeldRef> held, const std::string& held_json) {

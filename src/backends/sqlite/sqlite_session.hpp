@@ -69,6 +69,7 @@ class SqliteSession {
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
                                    std::int64_t held_token);
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token);
+  std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token);
   /// `held_json`: [[name, owner, token, ttl_ms], ...]; returns the positions in `held` renewed.
   std::vector<std::size_t> renew(std::span<const HeldRef> held, const std::string& held_json);
   std::optional<std::chrono::milliseconds> lease_left(std::string_view name);
@@ -145,6 +146,12 @@ class SqliteSession {
                               soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
     });
   }
+  soci::statement& release_at_one_statement() {
+    return prepared(release_at_one_, [&] {
+      return soci::statement((session_.prepare << sql_.release_at_one, soci::use(name_, "name"),
+                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
+    });
+  }
   soci::statement& release_inner_statement() {
     return prepared(release_inner_, [&] {
       return soci::statement((session_.prepare << sql_.release_inner, soci::use(name_, "name"),
@@ -204,7 +211,7 @@ class SqliteSession {
   std::string name_, owner_, text_, out_name_, out_owner_, out_kind_;
   std::int64_t number_ = 0, held_token_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
 
-  std::optional<soci::statement> acquire_, release_last_, release_inner_, renew_, lease_left_, list_, force_release_,
+  std::optional<soci::statement> acquire_, release_last_, release_at_one_, release_inner_, renew_, lease_left_, list_, force_release_,
       reap_, reap_members_, census_, begin_immediate_, commit_;
 };
 

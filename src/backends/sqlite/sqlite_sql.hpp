@@ -97,7 +97,10 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE l.owner = excluded.owner OR l.expires_at <= {now}
 RETURNING count, token)"), {{"{reenter}", "l.owner = excluded.owner AND l.expires_at > " + std::string(kNow) +
                                              " AND l.token = :held"}});
+    // The caller's last level: the row goes whatever its count (LockBackend::release_last).
     release_last = fill(R"(
+DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token RETURNING 0)");
+    release_at_one = fill(R"(
 DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token AND count = 1 RETURNING 0)");
     release_inner = fill(R"(
 UPDATE "{prefix}locks" SET count = count - 1
@@ -159,7 +162,7 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
     forget = fill(R"(DELETE FROM "{prefix}schema_history" WHERE version = :version)");
   }
 
-  std::string acquire, release_last, release_inner, renew, lease_left, list, force_release, reap, reap_members, census;
+  std::string acquire, release_last, release_at_one, release_inner, renew, lease_left, list, force_release, reap, reap_members, census;
   std::string seed_expired, schema_version, history_table, history, record, forget;
   SqliteGroupSql groups;
 };
