@@ -32,16 +32,16 @@ class MyNamedLockSession final : public AdvisorySession {
 
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
     auto full = sql_.full_name(target.name);
-    std::array<MyParam, 5> params{full, full, full, full, static_cast<double>(wait.count()) / 1e3};
-    auto token = first_int64(lease_->query(sql_.lock, params));
+    std::array<MyParam, 2> params{full, static_cast<double>(wait.count()) / 1e3};
+    auto token = first_int64(lease_->query(MyNamedLockSql::hashed(full) ? sql_.lock_hashed : sql_.lock, params));
     if (token) ++grants_;
     return token;
   }
 
   bool unlock(const AdvisoryTarget& target) override {
     auto full = sql_.full_name(target.name);
-    std::array<MyParam, 4> params{full, full, full, full};
-    bool was_held = first_int64(lease_->query(sql_.unlock, params)) == 1;
+    std::array<MyParam, 1> params{full};
+    bool was_held = first_int64(lease_->query(MyNamedLockSql::hashed(full) ? sql_.unlock_hashed : sql_.unlock, params)) == 1;
     if (was_held) --grants_;
     return was_held;
   }
@@ -59,12 +59,19 @@ class MyNamedLockSession final : public AdvisorySession {
 }  // namespace
 
 MyNamedLockSql::MyNamedLockSql(std::string_view database, std::string_view prefix)
-    : lock{kFirstStatementId, "GET_LOCK",
-           fmt::format("SELECT IF(GET_LOCK({}, ?) = 1, 0, NULL)", kServerLockName)},
-      unlock{kFirstStatementId + 1, "RELEASE_LOCK", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName)},
-      ping{kFirstStatementId + 2, "ping", "SELECT 1"},
-      draw{kFirstStatementId + 3, "draw token", fmt::format("SELECT NEXTVAL(`{}token_seq`)", prefix)},
+    : lock{kFirstStatementId, "GET_LOCK", "SELECT IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
+      lock_hashed{kFirstStatementId + 1, "GET_LOCK", "SELECT IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
+      unlock{kFirstStatementId + 2, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"},
+      unlock_hashed{kFirstStatementId + 3, "RELEASE_LOCK", "SELECT RELEASE_LOCK(SHA2(?, 256))"},
+      ping{kFirstStatementId + 4, "ping", "SELECT 1"},
+      draw{kFirstStatementId + 5, "draw token", fmt::format("SELECT NEXTVAL(`{}token_seq`)", prefix)},
       namespace_(fmt::format("{}.{}:", database, prefix)) {}
+
+bool MyNamedLockSql::hashed(std::string_view full_name) noexcept {
+  auto continuation = [](char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; };
+  auto characters = std::count_if(full_name.begin(), full_name.end(), [&](char byte) { return !continuation(byte); });
+  return characters > 64 || full_name.size() > 192;
+}
 
 milliseconds longest_named_lock_wait(milliseconds statement_timeout) {
   return std::max(statement_timeout - kReadTimeoutMargin, statement_timeout / 2);

@@ -12,7 +12,9 @@
 
 namespace dblock::detail {
 
-/// The SQL for the server-side name of a lock: four parameters, each the full name.
+/// The SQL for the server-side name of a lock: four parameters, each the full name. The
+/// migration lock's statements use it; GET_LOCK mode applies the same rule on the client
+/// (MyNamedLockSql::hashed), so a lock costs one parameter.
 inline constexpr std::string_view kServerLockName = "IF(CHAR_LENGTH(?) > 64 OR LENGTH(?) > 192, SHA2(?, 256), ?)";
 
 /// The statements of one installation. Server-side names are `<database>.<prefix>:<name>`, or
@@ -24,10 +26,15 @@ class MyNamedLockSql {
   MyNamedLockSql(std::string_view database, std::string_view prefix);
   /// The text a name is locked under before the length rule (what the SHA2 is taken of).
   [[nodiscard]] std::string full_name(std::string_view name) const { return namespace_ + std::string(name); }
-  /// GET_LOCK(name, seconds): 0 when granted (the token is drawn when asked for: draw), or NULL.
-  const MyStatement lock;
-  /// RELEASE_LOCK(name): 1 released, 0 held by another session, NULL not held.
-  const MyStatement unlock;
+  /// Whether kServerLockName's rule hashes `full_name` (more than 64 characters or 192 bytes; lock
+  /// names are valid UTF-8, and the connection's character set is utf8mb4, so characters are
+  /// code points).
+  [[nodiscard]] static bool hashed(std::string_view full_name) noexcept;
+  /// GET_LOCK(full name, seconds): 0 when granted (the token is drawn when asked for: draw), or
+  /// NULL. `lock_hashed` takes the SHA2 of the full name, for the names hashed() says.
+  const MyStatement lock, lock_hashed;
+  /// RELEASE_LOCK(full name), or of its SHA2: 1 released, 0 held by another session, NULL not held.
+  const MyStatement unlock, unlock_hashed;
   const MyStatement ping;
   /// NEXTVAL of the token sequence.
   const MyStatement draw;
