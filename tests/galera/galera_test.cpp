@@ -65,7 +65,7 @@ TEST_F(Galera, ManagersOnThreeNodesContendingForOneNameCountExactlyWithRisingTok
   std::int64_t last_token = 0;
   std::atomic<int> inside{0}, overlaps{0}, token_regressions{0}, failures{0};
   auto deadline = Clock::now() + 180s;
-  {
+  auto run_round = [&] {
     std::vector<std::jthread> threads;
     for (std::size_t m = 0; m < managers.size(); ++m)
       for (int t = 0; t < kThreadsPerNode; ++t)
@@ -87,17 +87,29 @@ TEST_F(Galera, ManagersOnThreeNodesContendingForOneNameCountExactlyWithRisingTok
             }
           }
         });
+  };
+  auto retried = [&] {
+    std::uint64_t sum = 0;
+    for (auto& manager : managers) sum += manager->stats().retried;
+    return sum;
+  };
+  // Conflicts are what this test is about, but whether two nodes hit the free name at once is up
+  // to the scheduler (a loaded machine can serialise a whole round): more rounds, boundedly, until
+  // one was seen.
+  constexpr int kMaxRounds = 5;
+  int rounds = 0;
+  while (rounds < kMaxRounds && (rounds == 0 || retried() == 0) && Clock::now() < deadline) {
+    run_round();
+    ++rounds;
   }
   ASSERT_LT(Clock::now(), deadline) << "did not finish in time";
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(overlaps, 0) << "two holders on different nodes at once";
   EXPECT_EQ(token_regressions, 0) << "tokens must rise in grant order across the nodes";
-  EXPECT_EQ(counter, 3 * kThreadsPerNode * kIterations);
-  std::uint64_t retried = 0;
-  for (auto& manager : managers) retried += manager->stats().retried;
-  std::cout << "[ galera   ] " << counter << " grants across 3 nodes, " << retried
+  EXPECT_EQ(counter, rounds * 3 * kThreadsPerNode * kIterations);
+  std::cout << "[ galera   ] " << counter << " grants across 3 nodes in " << rounds << " round(s), " << retried()
             << " statements retried after certification conflicts\n";
-  EXPECT_GT(retried, 0u) << "nodes granting one name at once conflict at certification, retried and counted";
+  EXPECT_GT(retried(), 0u) << "nodes granting one name at once conflict at certification, retried and counted";
 }
 
 TEST_F(Galera, GetLockModeIsRefusedBecauseItIsNodeLocal) {

@@ -165,6 +165,32 @@ TEST_F(MySql, TwoInstallationsOnOneServerDoNotCollide) {
   EXPECT_TRUE(a && b) << "GET_LOCK names carry the database and the table prefix";
 }
 
+TEST_F(MySql, EveryStatementSetSharesOneSessionWithoutTheirPreparedStatementsColliding) {
+  // Table mode, migrations and GET_LOCK mode each prepare their statements on whichever pooled
+  // session they get, cached by id: with one session in the pool, all of them meet on it.
+  auto one_session = dblock::Store::open(installation_->dsn("pool=1"));
+  dblock::Migrator migrator(one_session);
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_FALSE(migrator.status().empty());
+    EXPECT_NO_THROW(migrator.verify());
+    {
+      dblock::LockManager table(one_session, {});
+      auto lock = table.try_acquire("one-session");
+      ASSERT_TRUE(lock);
+      EXPECT_EQ(one_session->locks().size(), 1u);
+      lock->release();
+    }
+    dblock::LockManager named(one_session, {.mode = dblock::LockMode::advisory});
+    auto lock = named.try_acquire("one-session");
+    ASSERT_TRUE(lock);
+    EXPECT_GT(lock->token(), 0);
+    lock->release();
+    auto long_name = named.try_acquire(std::string(100, 'n'));  // hashed by the server
+    ASSERT_TRUE(long_name);
+    long_name->release();
+  }
+}
+
 TEST_F(MySql, WhatGetLockCannotExpressIsRefusedBeforeAnythingIsSent) {
   auto locks = manager();
   EXPECT_THROW((void)locks->try_acquire("x", {.shared = true}), dblock::InvalidArgument);

@@ -9,8 +9,7 @@ namespace dblock::detail {
 
 namespace {
 
-// Prepared-statement ids of GET_LOCK mode; table mode uses the ones below 20.
-constexpr std::size_t kFirstStatementId = 20;
+constexpr std::size_t kFirstStatementId = kNamedLockStatementIds;
 // A GET_LOCK wait must end before the client's read timeout (the statement timeout) gives up on
 // the session.
 constexpr std::chrono::milliseconds kReadTimeoutMargin{1000};

@@ -21,9 +21,6 @@ namespace dblock::detail {
 
 namespace {
 
-// Prepared-statement id of the engine check; table mode uses ids below 20, GET_LOCK mode 20-29.
-constexpr std::size_t kEngineStatementId = 30;
-
 /// Whether the server is a node of a Galera cluster (wsrep_on; MySQL 8 has no such variable).
 /// @throws InvalidArgument when the URI says engine=galera and it is not.
 bool is_galera_node(MyConnection& connection, const StoreUri& uri) {

@@ -43,8 +43,8 @@ class MyRawClient final : public RawLockClient {
  private:
   std::unique_ptr<MyConnection> connection_;
   const MySql& sql_;
-  MyStatement blocking_lock_{40, "GET_LOCK", "SELECT GET_LOCK(?, ?)"};
-  MyStatement blocking_unlock_{41, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"};
+  MyStatement blocking_lock_{kBenchStatementIds, "GET_LOCK", "SELECT GET_LOCK(?, ?)"};
+  MyStatement blocking_unlock_{kBenchStatementIds + 1, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"};
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cppconn/statement.h>
 
 #include <charconv>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -207,9 +208,18 @@ void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
 }
 
 sql::PreparedStatement& MyConnection::prepared(const MyStatement& statement, std::span<const MyParam> params) {
-  if (prepared_.size() <= statement.id) prepared_.resize(statement.id + 1);
+  if (prepared_.size() <= statement.id) {
+    prepared_.resize(statement.id + 1);
+    prepared_sql_.resize(statement.id + 1);
+  }
   auto& slot = prepared_[statement.id];
-  if (!slot) slot.reset(conn_->prepareStatement(statement.sql));
+  if (!slot) {
+    slot.reset(conn_->prepareStatement(statement.sql));
+    prepared_sql_[statement.id] = statement.sql;
+  } else if (prepared_sql_[statement.id] != statement.sql) {
+    throw std::logic_error(fmt::format("prepared-statement id {} ({}) is taken by other SQL on this session",
+                                       statement.id, statement.name));
+  }
   for (unsigned i = 0; i < params.size(); ++i) {
     std::visit(
         [&](auto value) {

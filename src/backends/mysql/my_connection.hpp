@@ -34,6 +34,13 @@ struct MyEndpoint {
 /// @throws InvalidArgument naming the (redacted) URI and the problem.
 [[nodiscard]] MyEndpoint parse_mysql_uri(std::string_view driver_uri, std::string_view redacted);
 
+/// Prepared-statement ids, one range per statement set: a session caches the statements of every
+/// set it runs side by side, by id (MyConnection refuses an id already taken by other SQL).
+inline constexpr std::size_t kTableStatementIds = 0;       // MySql: table mode and migrations, below 64
+inline constexpr std::size_t kNamedLockStatementIds = 64;  // MyNamedLockSql: GET_LOCK mode, below 80
+inline constexpr std::size_t kEngineStatementId = 80;      // the Galera check at connect
+inline constexpr std::size_t kBenchStatementIds = 96;      // the bench floor's own
+
 /// A statement the backend prepares lazily, once per session.
 struct MyStatement {
   std::size_t id;
@@ -95,7 +102,8 @@ class MyConnection {
   auto guarded(std::string_view what, Fn&& fn);
 
   std::unique_ptr<sql::Connection> conn_;
-  std::vector<std::unique_ptr<sql::PreparedStatement>> prepared_;
+  std::vector<std::unique_ptr<sql::PreparedStatement>> prepared_;  // by MyStatement::id
+  std::vector<std::string> prepared_sql_;                            // what each was prepared from
   std::string redacted_uri_;
   std::chrono::milliseconds statement_timeout_;
   bool broken_ = false;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +27,9 @@ inline std::int64_t micros(std::chrono::milliseconds duration) { return duration
 /// schema of migrations/galera (no token sequence).
 struct MySql {
   explicit MySql(std::string_view prefix, bool galera = false) {
-    std::size_t id = 0;
+    std::size_t id = kTableStatementIds;
     auto make = [&](const char* name, std::string_view sql) {
+      if (id >= kNamedLockStatementIds) throw std::logic_error("MySql: more statements than its range of ids");
       // A seeded (expired) row's token is never handed out: a grant draws a new one. Galera has no
       // sequence to draw it from.
       std::string_view seed_token = galera ? "0" : "NEXTVAL(`{prefix}token_seq`)";
