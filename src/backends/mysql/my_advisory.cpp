@@ -32,7 +32,7 @@ class MyNamedLockSession final : public AdvisorySession {
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
     auto full = sql_.full_name(target.name);
     std::array<MyParam, 2> params{full, static_cast<double>(wait.count()) / 1e3};
-    auto token = first_int64(lease_->query(MyNamedLockSql::hashed(full) ? sql_.lock_hashed : sql_.lock, params));
+    auto token = first_int64(lease_->query(sql_.lock_for(full), params));
     if (token) ++grants_;
     return token;
   }
@@ -40,7 +40,7 @@ class MyNamedLockSession final : public AdvisorySession {
   bool unlock(const AdvisoryTarget& target) override {
     auto full = sql_.full_name(target.name);
     std::array<MyParam, 1> params{full};
-    bool was_held = first_int64(lease_->query(MyNamedLockSql::hashed(full) ? sql_.unlock_hashed : sql_.unlock, params)) == 1;
+    bool was_held = first_int64(lease_->query(sql_.unlock_for(full), params)) == 1;
     if (was_held) --grants_;
     return was_held;
   }
@@ -58,12 +58,12 @@ class MyNamedLockSession final : public AdvisorySession {
 }  // namespace
 
 MyNamedLockSql::MyNamedLockSql(std::string_view database, std::string_view prefix)
-    : lock{kFirstStatementId, "GET_LOCK", "SELECT IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
-      lock_hashed{kFirstStatementId + 1, "GET_LOCK", "SELECT IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
-      unlock{kFirstStatementId + 2, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"},
-      unlock_hashed{kFirstStatementId + 3, "RELEASE_LOCK", "SELECT RELEASE_LOCK(SHA2(?, 256))"},
-      ping{kFirstStatementId + 4, "ping", "SELECT 1"},
-      draw{kFirstStatementId + 5, "draw token", fmt::format("SELECT NEXTVAL(`{}token_seq`)", prefix)},
+    : ping{kFirstStatementId, "ping", "SELECT 1"},
+      draw{kFirstStatementId + 1, "draw token", fmt::format("SELECT NEXTVAL(`{}token_seq`)", prefix)},
+      lock_{kFirstStatementId + 2, "GET_LOCK", "SELECT IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
+      lock_hashed_{kFirstStatementId + 3, "GET_LOCK", "SELECT IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
+      unlock_{kFirstStatementId + 4, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"},
+      unlock_hashed_{kFirstStatementId + 5, "RELEASE_LOCK", "SELECT RELEASE_LOCK(SHA2(?, 256))"},
       namespace_(fmt::format("{}.{}:", database, prefix)) {}
 
 bool MyNamedLockSql::hashed(std::string_view full_name) noexcept {

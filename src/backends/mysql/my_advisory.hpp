@@ -12,11 +12,6 @@
 
 namespace dblock::detail {
 
-/// The SQL for the server-side name of a lock: four parameters, each the full name. The
-/// migration lock's statements use it; GET_LOCK mode applies the same rule on the client
-/// (MyNamedLockSql::hashed), so a lock costs one parameter.
-inline constexpr std::string_view kServerLockName = "IF(CHAR_LENGTH(?) > 64 OR LENGTH(?) > 192, SHA2(?, 256), ?)";
-
 /// The statements of one installation. Server-side names are `<database>.<prefix>:<name>`, or
 /// SHA2 of that text (64 hex characters) when it is longer than 64 characters (MySQL 8's limit)
 /// or 192 bytes (MariaDB's: 64 four-byte characters are 256): one rule, so a name maps alike on
@@ -26,20 +21,26 @@ class MyNamedLockSql {
   MyNamedLockSql(std::string_view database, std::string_view prefix);
   /// The text a name is locked under before the length rule (what the SHA2 is taken of).
   [[nodiscard]] std::string full_name(std::string_view name) const { return namespace_ + std::string(name); }
-  /// Whether kServerLockName's rule hashes `full_name` (more than 64 characters or 192 bytes; lock
-  /// names are valid UTF-8, and the connection's character set is utf8mb4, so characters are
-  /// code points).
-  [[nodiscard]] static bool hashed(std::string_view full_name) noexcept;
-  /// GET_LOCK(full name, seconds): 0 when granted (the token is drawn when asked for: draw), or
-  /// NULL. `lock_hashed` takes the SHA2 of the full name, for the names hashed() says.
-  const MyStatement lock, lock_hashed;
-  /// RELEASE_LOCK(full name), or of its SHA2: 1 released, 0 held by another session, NULL not held.
-  const MyStatement unlock, unlock_hashed;
+  /// GET_LOCK(?, seconds) of a full name (GET_LOCK mode's, or the migration lock's): 0 when
+  /// granted (the token is drawn when asked for: draw), or NULL.
+  [[nodiscard]] const MyStatement& lock_for(std::string_view full_name) const noexcept {
+    return hashed(full_name) ? lock_hashed_ : lock_;
+  }
+  /// RELEASE_LOCK(?) of a full name: 1 released, 0 held by another session, NULL not held.
+  [[nodiscard]] const MyStatement& unlock_for(std::string_view full_name) const noexcept {
+    return hashed(full_name) ? unlock_hashed_ : unlock_;
+  }
   const MyStatement ping;
   /// NEXTVAL of the token sequence.
   const MyStatement draw;
 
  private:
+  /// The one rule for server-side names: the SHA2 of a full name longer than 64 characters or 192
+  /// bytes (lock names are valid UTF-8 and the connection's character set is utf8mb4, so
+  /// characters are code points); the statements ending in _hashed take the SHA2 on the server.
+  [[nodiscard]] static bool hashed(std::string_view full_name) noexcept;
+
+  const MyStatement lock_, lock_hashed_, unlock_, unlock_hashed_;
   std::string namespace_;
 };
 

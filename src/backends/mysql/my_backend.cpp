@@ -264,7 +264,7 @@ class MyBackend final : public Backend {
   const MigrationDialect& migration_dialect() const override { return migration_dialect_; }
 
   std::unique_ptr<MigrationSession> open_migration() override {
-    return make_my_migration_session(connect(), sql_, migration_lock_name_);
+    return make_my_migration_session(connect(), sql_, named_lock_sql_, migration_lock_name_);
   }
 
  private:

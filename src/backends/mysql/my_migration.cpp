@@ -46,17 +46,18 @@ namespace {
 /// DDL commits on its own here: the engine records each migration as started before it runs.
 class MyMigrationSession final : public MigrationSession {
  public:
-  MyMigrationSession(std::unique_ptr<MyConnection> connection, const MySql& sql, std::string lock_name)
-      : connection_(std::move(connection)), sql_(sql), lock_name_(std::move(lock_name)) {}
+  MyMigrationSession(std::unique_ptr<MyConnection> connection, const MySql& sql, const MyNamedLockSql& named_locks,
+                     std::string lock_name)
+      : connection_(std::move(connection)), sql_(sql), named_locks_(named_locks), lock_name_(std::move(lock_name)) {}
 
   bool try_lock() override {
-    std::array<MyParam, 5> params{lock_name_, lock_name_, lock_name_, lock_name_, std::int64_t{0}};
-    return first_int64(connection_->query(sql_.migration_lock, params)) == 1;
+    std::array<MyParam, 2> params{lock_name_, 0.0};
+    return first_int64(connection_->query(named_locks_.lock_for(lock_name_), params)).has_value();
   }
   ~MyMigrationSession() override {
     try {
-      std::array<MyParam, 4> params{lock_name_, lock_name_, lock_name_, lock_name_};
-      connection_->query(sql_.migration_unlock, params);
+      std::array<MyParam, 1> params{lock_name_};
+      connection_->query(named_locks_.unlock_for(lock_name_), params);
     } catch (...) {
       // The session closes next, which releases the lock too.
     }
@@ -91,14 +92,15 @@ class MyMigrationSession final : public MigrationSession {
  private:
   std::unique_ptr<MyConnection> connection_;
   const MySql& sql_;
+  const MyNamedLockSql& named_locks_;
   std::string lock_name_;
 };
 
 }  // namespace
 
 std::unique_ptr<MigrationSession> make_my_migration_session(std::unique_ptr<MyConnection> connection, const MySql& sql,
-                                                            std::string lock_name) {
-  return std::make_unique<MyMigrationSession>(std::move(connection), sql, std::move(lock_name));
+                                                            const MyNamedLockSql& named_locks, std::string lock_name) {
+  return std::make_unique<MyMigrationSession>(std::move(connection), sql, named_locks, std::move(lock_name));
 }
 
 }  // namespace dblock::detail

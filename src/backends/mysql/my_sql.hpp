@@ -14,7 +14,6 @@
 
 #include "backends/lock_backend.hpp"
 #include "backends/migration_backend.hpp"
-#include "backends/mysql/my_advisory.hpp"
 #include "backends/mysql/my_connection.hpp"
 #include "base/sql_template.hpp"
 
@@ -109,8 +108,6 @@ ON DUPLICATE KEY UPDATE applied_at = VALUES(applied_at), applied_by = VALUES(app
     record_done = make("record_done",
                        "UPDATE `{prefix}schema_history` SET success = TRUE, execution_ms = ? WHERE version = ?");
     forget = make("forget", "DELETE FROM `{prefix}schema_history` WHERE version = ?");
-    migration_lock = make("migration_lock", fmt::format("SELECT GET_LOCK({}, ?)", kServerLockName));
-    migration_unlock = make("migration_unlock", fmt::format("SELECT RELEASE_LOCK({})", kServerLockName));
     // Names as one comma-separated parameter (dblock's never hold a comma); routine names compare
     // without case, as MySQL resolves them.
     grants = make("grants", "SHOW GRANTS");
@@ -160,7 +157,7 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   MyStatement acquire, release, release_last, renew, renewed_of, lease_left, list, force_release, reap, reap_members, census,
       seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer, unmark_writer,
       first_lease_end,
-      schema_version, history, record_started, record_done, forget, migration_lock, migration_unlock, grants, catalog;
+      schema_version, history, record_started, record_done, forget, grants, catalog;
   std::string history_table;
 };
 

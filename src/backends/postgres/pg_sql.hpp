@@ -57,24 +57,26 @@ RETURNING l.count, l.token)")};
     // Committed without waiting for the disk (doc/semantics.md, "Releases that do not wait for the
     // disk"): a release a crash forgets leaves the lock held until its lease ends, and whoever is
     // granted the name next commits durably, which makes this release durable first.
-    release = {1, fill(R"(
+    auto deleted_and_notified = [&](std::string_view sql) {
+      return fill(detail::fill(sql, {{"{notify_if_waited}", R"(CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
+                        ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END)"}}));
+    };
+    release = {1, deleted_and_notified(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint AND count <= 1
            RETURNING name),
      u AS (UPDATE "{schema}"."{prefix}locks" SET count = count - 1
            WHERE name = $1 AND owner = $2 AND token = $3::bigint AND count > 1 RETURNING count)
-SELECT 0::bigint, CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
-                       ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END FROM d, async
+SELECT 0::bigint, {notify_if_waited} FROM d, async
 UNION ALL SELECT count::bigint, 0 FROM u, async)")};
     // The caller's last level (the core counts levels): the row goes whatever its count, so no
     // decrement branch is planned or run. A count above the caller's is a re-entry whose reply was
     // lost and which nobody holds; it would only keep the name blocked until the lease ends.
     // Asynchronous and notifying as `release`.
-    release_last = {14, fill(R"(
+    release_last = {14, deleted_and_notified(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint RETURNING name)
-SELECT CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
-            ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END FROM d, async)")};
+SELECT {notify_if_waited} FROM d, async)")};
     // The bench's hand-written floor: what a user would write without dblock (no stalled-insert
     // guard for tokens, no re-entry, no lost-reply handling, no wake-ups).
     hand_written_acquire = fill(R"(
