@@ -6,6 +6,7 @@
 #include <dblock/lock_manager.hpp>
 #include <dblock/lock_set.hpp>
 #include <dblock/migrate.hpp>
+#include <dblock/occurrence.hpp>
 #include <dblock/options.hpp>
 #include <dblock/postgres.hpp>
 #include <dblock/reaper.hpp>

@@ -94,6 +94,12 @@ struct LockOptions {
   /// callers disagree: a caller is admitted while fewer than its own `permits` others hold one).
   /// Exclusive locks and read locks of the same name exclude permit holders. 0: not a semaphore.
   std::int64_t permits = 0;
+  /// Table mode, exclusive locks: the name stays unavailable until at least this long after the
+  /// grant (by the database's clock), however early the lock is released (ShedLock's
+  /// lockAtLeastFor: a job that must not run more often than this). A release before then keeps
+  /// the row, its lease cut to end at grant + min_hold, renewed by nobody. 0: none. A re-entry
+  /// with a longer one raises it for the whole grant.
+  milliseconds min_hold{0};
 };
 
 /// Policy of one LockManager.

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,13 @@ class Backend;
 struct StoreParts;
 }  // namespace detail
 
+/// What a row of the lock table stands for.
+enum class LockState {
+  held,      ///< its owner holds it (or held it: see `remaining`)
+  revoked,   ///< revoked by an operator: unavailable until its lease ends or its holder lets go
+  min_hold,  ///< released within its minimum hold: unavailable until the hold ends
+};
+
 /// One row of the lock table as an operator sees it.
 struct LockInfo {
   std::string name;
@@ -33,6 +41,9 @@ struct LockInfo {
   std::chrono::milliseconds remaining{0};
   /// Exclusive, or a semaphore's permit holder or a reader (one row per holder).
   HolderKind kind = HolderKind::exclusive;
+  /// Store::locks() and Store::revoke(): revoked or kept for a minimum hold, `owner` then being
+  /// the holder it was taken from.
+  LockState state = LockState::held;
 };
 
 /// What the lock table holds right now, by the database's clock.
@@ -64,7 +75,18 @@ class DBLOCK_EXPORT Store : public std::enable_shared_from_this<Store> {
 
   /// Every row in the lock table, live and expired, ordered by name.
   [[nodiscard]] std::vector<LockInfo> locks();
-  /// Operator's break-glass: deletes the row whoever holds it. Returns whether a row existed.
+  /// Operator's break-glass that keeps exclusion: revokes the holder of `name`. Its renewals fail
+  /// from now on (it is told it lost the lock at its next renewal, `Lock::lost()`, `on_lost`), and
+  /// the name becomes available to others only once the holder can no longer believe it holds it:
+  /// when its lease ends as the database recorded it, or earlier when the holder lets go of it (its
+  /// release; `dblock run` once its command is dead). A group's row (permits, readers) is revoked
+  /// as a whole and stays until its lease ends. Returns the revoked row (`state` revoked, `owner`
+  /// the holder, `remaining` the lease left: the name is free by then at the latest), or empty
+  /// when no live lock was there.
+  std::optional<LockInfo> revoke(std::string_view name);
+  /// UNSAFE break-glass: deletes the row whoever holds it, at once. If the holder is alive, it and
+  /// the next holder both run until the holder's next renewal; only for a holder known to be dead.
+  /// Prefer revoke(). Returns whether a row existed.
   bool force_release(std::string_view name);
   /// Counts live and expired rows (a full scan of the lock table: for metrics, not hot paths).
   [[nodiscard]] LockCensus census();

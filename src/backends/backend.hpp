@@ -11,9 +11,14 @@
 #include "backends/group_backend.hpp"
 #include "backends/lock_backend.hpp"
 #include "backends/migration_backend.hpp"
+#include "backends/occurrence_backend.hpp"
 
 namespace dblock::detail {
 
-class Backend : public LockBackend, public GroupBackend, public AdvisoryBackend, public MigrationBackend, public BenchBackend {};
+class Backend : public LockBackend, public GroupBackend, public AdvisoryBackend, public MigrationBackend, public BenchBackend {
+ public:
+  /// The occurrence role (occurrence_backend.hpp), which every table backend has; nullptr without.
+  virtual OccurrenceBackend* occurrences() { return nullptr; }
+};
 
 }  // namespace dblock::detail

@@ -19,6 +19,15 @@ namespace dblock::detail {
 
 using std::chrono::milliseconds;
 
+/// Owners no live holder can have (dblock's owner ids start with a host name, never with `(`): a
+/// revoked row keeps its lease under kRevokedOwner + the first kMarkedOwnerKept characters of its
+/// holder's owner, and a row kept after its release for the lock's minimum hold under
+/// kMinHoldOwner + the same. Nobody renews or re-enters such a row; acquirers wait for its lease
+/// like any other owner's. (9 + 240 and 10 + 240 fit MySQL's VARCHAR(255) owner.)
+inline constexpr std::string_view kRevokedOwner = "(revoked)";
+inline constexpr std::string_view kMinHoldOwner = "(min-hold)";
+inline constexpr std::size_t kMarkedOwnerKept = 240;
+
 struct Grant {
   std::int64_t count = 0;  // re-entrancy depth after this acquisition
   std::int64_t token = 0;
@@ -84,7 +93,24 @@ class LockBackend {
   }
   /// Read-only: every row, ordered by name.
   std::vector<LockInfo> list() { return list_rows({}); }
+  /// Deletes the row whoever holds it, at once (the operator's unsafe delete: for a holder known
+  /// to be dead). Returns whether a row existed.
   virtual bool force_release(std::string_view name) = 0;
+  /// Revokes the live holder of `name`: its row's owner becomes kRevokedOwner + its owner, lease
+  /// and token unchanged, so renewals and re-entries no longer match and acquirers wait until the
+  /// lease ends (or acknowledge_revoked deletes it). Returns false when no live row was there to
+  /// revoke (none, expired, already revoked, or kept for a minimum hold).
+  virtual bool revoke(std::string_view name) = 0;
+  /// The revoked holder's acknowledgement (it no longer believes it holds the lock): deletes the
+  /// row revoked from (owner, token) and wakes waiters. Returns whether it did.
+  virtual bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) = 0;
+  /// The last release of a lock with a minimum hold: when less than `min_hold` has passed since the
+  /// grant by the database's clock, the row stays with its lease ending at grant + min_hold and its
+  /// owner turned into kMinHoldOwner + owner (nobody renews or re-enters it). Returns false and
+  /// changes nothing when the minimum hold has passed or the row does not carry this owner and
+  /// token: the caller then releases as usual.
+  virtual bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
+                               milliseconds min_hold) = 0;
   /// Deletes at most `batch` rows whose lease has ended at the moment of deletion, skipping rows
   /// another reaper or an acquirer is working on. Returns how many it deleted.
   virtual std::size_t reap(std::size_t batch) = 0;

@@ -136,6 +136,7 @@ StoreUri parse_store_uri(std::string_view uri) {
         if (value != "session" && value != "transaction")
           fail(fmt::format("pool_mode='{}' must be session or transaction (the pooler's pool_mode)", value));
         parsed.transaction_pooler = value == "transaction";
+        parsed.session_pooler = value == "session";
       } else if (key == "engine") {
         if (parsed.dialect != Dialect::mysql) fail("engine= is for mysql:// (engine=galera: a MariaDB Galera cluster)");
         if (value != "galera") fail(fmt::format("engine='{}' must be galera (a MariaDB Galera cluster)", value));

@@ -22,6 +22,9 @@ struct StoreUri {
   /// `pool_mode=transaction` (PostgreSQL): a pooler in transaction mode sits in between, so no
   /// statement may rely on session state (see PgConnection).
   bool transaction_pooler = false;
+  /// `pool_mode=session` (PostgreSQL): a pooler that keeps one server process per client session
+  /// sits in between; its login reports a pid of its own, which advisory mode then does not expect.
+  bool session_pooler = false;
   /// `engine=galera` (MySQL): the database is a MariaDB Galera cluster. Needed only where there is
   /// no connection (`migrate sql`, `migrate grants`); at connect the engine is detected, and a URI
   /// that says otherwise is refused.

@@ -82,6 +82,7 @@ struct HeldLock {
   std::atomic<bool> lost{false};
   std::atomic<SteadyClock::rep> local_deadline;
   std::int64_t depth = 0;  // guarded by the manager's mutex_
+  std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
 };
 
 class ManagerBase : public std::enable_shared_from_this<ManagerBase> {

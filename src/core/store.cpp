@@ -127,11 +127,48 @@ void Store::check_schema() {
   impl_->schema_checked = true;
 }
 
+namespace {
+
+/// A row as an operator sees it: a revoked or minimum-hold owner is shown as the holder it stands for.
+LockInfo presented(LockInfo row) {
+  for (auto [marker, state] : {std::pair{detail::kRevokedOwner, LockState::revoked},
+                               std::pair{detail::kMinHoldOwner, LockState::min_hold}})
+    if (row.owner.starts_with(marker)) {
+      row.owner.erase(0, marker.size());
+      row.state = state;
+      break;
+    }
+  return row;
+}
+
+}  // namespace
+
 std::vector<LockInfo> Store::locks() {
-  return detail::repeat_if_reply_lost([&] { return impl_->backend->list(); });
+  auto rows = detail::repeat_if_reply_lost([&] { return impl_->backend->list(); });
+  for (auto& row : rows) row = presented(std::move(row));
+  return rows;
 }
 LockCensus Store::census() {
   return detail::repeat_if_reply_lost([&] { return impl_->backend->census(); });
+}
+
+std::optional<LockInfo> Store::revoke(std::string_view name) {
+  detail::validate_lock_name(name);
+  bool revoked = true;
+  try {
+    revoked = detail::retry_transient([&] { return impl_->backend->revoke(name); });
+  } catch (const detail::OutcomeUnknown&) {
+    // It may have landed or not (never run twice: a second run would not match): the row says.
+  }
+  auto row = detail::repeat_if_reply_lost([&] { return impl_->backend->read(name); });
+  if (!revoked || !row || !row->owner.starts_with(detail::kRevokedOwner) || row->remaining.count() <= 0) {
+    impl_->logger->warn("revoking lock '{}': no live lock to revoke", name);
+    return std::nullopt;
+  }
+  auto info = presented(std::move(*row));
+  impl_->logger->warn("revoked lock '{}' (token {}); free in {} ms at the latest", name, info.token,
+                      info.remaining.count());
+  return info;
 }
 
 bool Store::force_release(std::string_view name) {

@@ -19,6 +19,7 @@ namespace dblock::detail {
 namespace {
 
 constexpr std::chrono::milliseconds kNotifiedSafetyPoll{1000};
+constexpr std::size_t kUnsettledReleasesKept = 256;
 
 }  // namespace
 
@@ -38,6 +39,13 @@ TableCore::Request TableCore::request_of(const LockOptions& options) const {
   if (options.permits > 0) request.kind = HolderKind::permit;
   if (options.shared) request.kind = HolderKind::shared;
   request.capacity = options.permits;
+  if (options.min_hold.count() < 0)
+    throw InvalidArgument(fmt::format("min_hold {}ms is negative", options.min_hold.count()));
+  if (options.min_hold > std::chrono::days(30))
+    throw InvalidArgument(fmt::format("min_hold {} is longer than 30 days", format_duration(options.min_hold)));
+  if (options.min_hold.count() > 0 && request.kind != HolderKind::exclusive)
+    throw InvalidArgument("a minimum hold (min_hold) is for exclusive locks, not for permits or shared locks");
+  request.min_hold = options.min_hold;
   if (request.kind != HolderKind::exclusive && !backend_.has_groups()) throw InvalidArgument(backend_.no_groups_message());
   return request;
 }
@@ -73,21 +81,37 @@ std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, c
   std::lock_guard lock(mutex_);
   auto it = held_.find(Key{owner, std::string(name), HolderKind::exclusive});
   std::int64_t depth_before = (it != held_.end() && it->second->token == row->token) ? it->second->depth : 0;
+  // A row with a release of unknown outcome pending does not show what this acquisition did: its
+  // DELETE or decrement may still land, and a count that matches now may be one level short then.
+  if (unsettled_releases_.contains({row->name, row->token})) return std::nullopt;
   if (row->count == depth_before + 1) return Grant{row->count, row->token};
   return std::nullopt;
+}
+
+std::optional<Lock> TableCore::attempt(std::string_view name, const std::string& owner, const Request& request,
+                                       std::optional<SteadyClock::time_point> waiting_since) {
+  std::shared_ptr<HeldLock> held, replaced;
+  Grant grant;
+  {
+    auto pass = gates_.enter(Key{owner, std::string(name), request.kind});
+    auto sent = SteadyClock::now();
+    auto got = acquire_once(name, owner, request);
+    if (!got) return std::nullopt;
+    grant = *got;
+    std::tie(held, replaced) = record_grant(name, owner, request, sent, grant);
+  }
+  // Our earlier lease on this name expired and we took it over afresh: the old guards are stale.
+  if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
+  count_acquired(name, grant.token, grant.count, waiting_since ? count_wait(*waiting_since) : std::chrono::milliseconds(0));
+  return make_guard(std::move(held), grant.count);
 }
 
 std::optional<Lock> TableCore::try_acquire(std::string_view name, const LockOptions& options) {
   validate_lock_name(name);
   auto request = request_of(options);
-  auto owner = owner_for_this_thread();
-  auto sent = SteadyClock::now();
-  auto grant = acquire_once(name, owner, request);
-  if (!grant) {
-    count_contended(name);
-    return std::nullopt;
-  }
-  return register_grant(name, owner, request, sent, *grant, std::chrono::milliseconds(0));
+  auto lock = attempt(name, owner_for_this_thread(), request, std::nullopt);
+  if (!lock) count_contended(name);
+  return lock;
 }
 
 Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
@@ -128,10 +152,9 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
     while (SteadyClock::now() < deadline) {
       try {
         if (try_now) {
-          auto sent = SteadyClock::now();
-          if (auto grant = acquire_once(name, owner, request)) {
+          if (auto lock = attempt(name, owner, request, started)) {
             if (woken && request.kind != HolderKind::exclusive) subscription->pass_on();  // others may join too
-            return register_grant(name, owner, request, sent, *grant, count_wait(started));
+            return std::move(*lock);
           }
           count_contended(name);
           if (woken && (request.kind != HolderKind::exclusive || marked)) subscription->pass_on();
@@ -177,8 +200,8 @@ std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::s
   return left;
 }
 
-Lock TableCore::register_grant(std::string_view name, const std::string& owner, const Request& request,
-                                 SteadyClock::time_point sent, Grant grant, std::chrono::milliseconds waited) {
+std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::record_grant(
+    std::string_view name, const std::string& owner, const Request& request, SteadyClock::time_point sent, Grant grant) {
   auto ttl = request.ttl;
   auto now = SteadyClock::now();
   if (now >= lease_deadline(sent, ttl)) {
@@ -206,12 +229,10 @@ Lock TableCore::register_grant(std::string_view name, const std::string& owner, 
                                                                 lease_deadline(sent, ttl), request.kind));
     }
     slot->depth += 1;
+    slot->min_hold = std::max(slot->min_hold, request.min_hold);
     held = slot;
   }
-  // Our earlier lease on this name expired and we took it over afresh: the old guards are stale.
-  if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
-  count_acquired(name, grant.token, grant.count, waited);
-  return make_guard(std::move(held), grant.count);
+  return {std::move(held), std::move(replaced)};
 }
 
 void TableCore::forget(const std::shared_ptr<HeldLock>& held) {
@@ -219,10 +240,16 @@ void TableCore::forget(const std::shared_ptr<HeldLock>& held) {
   if (it != held_.end() && it->second == held) held_.erase(it);
 }
 
-std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::int64_t depth_before) {
+std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::int64_t depth_before,
+                                                    std::chrono::milliseconds min_hold) {
   try {
     return with_release_retries([&] {
       if (held.kind != HolderKind::exclusive) return backend_.release_member(held.name, held.owner, held.kind, held.token);
+      // Within its minimum hold the row stays, held by nobody, until grant + min_hold; one extra
+      // statement only for locks that ask for a minimum hold and outlive it.
+      if (depth_before <= 1 && min_hold.count() > 0 &&
+          backend_.release_keeping(held.name, held.owner, held.token, min_hold))
+        return std::optional<std::int64_t>(0);
       if (depth_before <= 1) return backend_.release_last(held.name, held.owner, held.token);
       return backend_.release(held.name, held.owner, held.token);
     });
@@ -235,21 +262,48 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
     logger_->warn("release of '{}' lost its reply ({}); reading the row to resolve it", held.name, e.what());
     auto row = with_read_retries([&] { return backend_.read(held.name); });
     bool still_ours = row && row->owner == held.owner && row->token == held.token;
+    if (still_ours) {
+      std::lock_guard lock(mutex_);
+      if (unsettled_releases_.size() >= kUnsettledReleasesKept) unsettled_releases_.erase(unsettled_releases_.begin());
+      unsettled_releases_.emplace(held.name, held.token);
+    }
     if (still_ours) return std::min(row->count, depth_before - 1);
     return depth_before <= 1 ? std::optional<std::int64_t>(0) : std::nullopt;
   }
 }
 
-void TableCore::release(const std::shared_ptr<HeldLock>& held) {
-  std::int64_t depth_before = 0;
-  {
-    // Forget first: whatever the database says, this guard no longer holds the lock, and a row
-    // we fail to release must not be renewed forever.
-    std::lock_guard lock(mutex_);
-    depth_before = held->depth;
-    if (--held->depth <= 0) forget(held);
+bool TableCore::acknowledge_revocation(const HeldLock& held) {
+  try {
+    return with_release_retries([&] { return backend_.acknowledge_revoked(held.name, held.owner, held.token); });
+  } catch (const std::exception& e) {
+    // The revoked row then lapses with its lease: later, never unsafely.
+    logger_->warn("letting go of the revoked lock '{}' failed (it lapses with its lease): {}", held.name, e.what());
+    return false;
   }
-  auto remaining = release_once(*held, depth_before);
+}
+
+void TableCore::release(const std::shared_ptr<HeldLock>& held) {
+  std::optional<std::int64_t> remaining;
+  bool acknowledged = false;
+  {
+    auto pass = gates_.enter(Key{held->owner, held->name, held->kind});
+    std::int64_t depth_before = 0;
+    std::chrono::milliseconds min_hold{0};
+    {
+      // Forget first: whatever the database says, this guard no longer holds the lock, and a row
+      // we fail to release must not be renewed forever.
+      std::lock_guard lock(mutex_);
+      depth_before = held->depth;
+      min_hold = held->min_hold;
+      if (--held->depth <= 0) forget(held);
+    }
+    remaining = release_once(*held, depth_before, min_hold);
+    // The holder's last release is its acknowledgement of a revocation: it no longer believes it
+    // holds the lock, so the name need not wait for the revoked lease to end. An inner level's
+    // release is not: an outer guard may still believe it until its next renewal.
+    if (!remaining && held->kind == HolderKind::exclusive && depth_before <= 1) acknowledged = acknowledge_revocation(*held);
+  }
+  if (acknowledged) throw_lost_on_release(*held, "it was revoked (dblock release --force); the name is free now");
   if (!remaining) throw_lost_on_release(*held, "its lease ended or another owner took it over");
   // The row was still ours and is released now, but the holder was already told it lost it.
   if (held->lost.load()) throw_lost_on_release(*held, "it had been reported lost (its local deadline passed)");

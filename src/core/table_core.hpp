@@ -7,11 +7,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "core/key_gates.hpp"
 #include "core/manager_base.hpp"
 
 namespace dblock::detail {
@@ -34,12 +36,17 @@ class TableCore final : public ManagerBase {
     HolderKind kind = HolderKind::exclusive;
     std::int64_t capacity = 0;  // permits
     std::chrono::milliseconds ttl{0};
+    std::chrono::milliseconds min_hold{0};
   };
 
   bool watchdog_cycle() override;
   std::vector<std::shared_ptr<HeldLock>> held_snapshot() override;
   void deadline_passed(const std::shared_ptr<HeldLock>& held) override;
   Request request_of(const LockOptions& options) const;
+  /// One try: the statement, and on a grant the record and the guard. `waiting_since`: when the
+  /// caller's wait began (counted on a grant), empty for a try without waiting.
+  std::optional<Lock> attempt(std::string_view name, const std::string& owner, const Request& request,
+                              std::optional<SteadyClock::time_point> waiting_since);
   std::optional<Grant> acquire_once(std::string_view name, const std::string& owner, const Request& request);
   std::optional<Grant> resolve_unknown_acquire(std::string_view name, const std::string& owner);
   /// How long a waiter may sleep: until the lease on `name` ends, or for a member until the first
@@ -47,15 +54,33 @@ class TableCore final : public ManagerBase {
   /// name (`marked` then turns true).
   std::optional<std::chrono::milliseconds> lease_left_for_waiter(std::string_view name, const std::string& owner,
                                                                  const Request& request, bool& marked);
-  Lock register_grant(std::string_view name, const std::string& owner, const Request& request,
-                      SteadyClock::time_point sent, Grant grant, std::chrono::milliseconds waited);
-  std::optional<std::int64_t> release_once(const HeldLock& held, std::int64_t depth_before);
+  /// Records a grant; returns the record and the one it replaced (our own earlier lease on the
+  /// name, expired and taken over afresh), if any. @throws ConnectionError for a grant whose reply
+  /// came after its lease could have ended (given back).
+  std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> record_grant(std::string_view name,
+                                                                               const std::string& owner,
+                                                                               const Request& request,
+                                                                               SteadyClock::time_point sent, Grant grant);
+  std::optional<std::int64_t> release_once(const HeldLock& held, std::int64_t depth_before,
+                                           std::chrono::milliseconds min_hold);
+  /// After the last release found the row not ours: if it was revoked from this grant, lets go of
+  /// it (the name is free now). Returns whether it was.
+  bool acknowledge_revocation(const HeldLock& held);
   /// Renews `refs` (plain locks and group members, each set in one statement); positions renewed.
   std::vector<std::size_t> renew_all(const std::vector<HeldRef>& refs, SteadyClock::time_point reply_by);
   void forget(const std::shared_ptr<HeldLock>& held);  // REQUIRES: mutex_ held
   void mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why);
 
   std::map<Key, std::shared_ptr<HeldLock>> held_;
+  /// One owner's statements on one name go one at a time (taken before mutex_): a release racing
+  /// a re-entry of the same owner (a guard released on another thread, OwnerScope::manager) could
+  /// otherwise delete the row whose count the re-entry had just raised.
+  KeyGates<Key> gates_;
+  /// (name, token) of releases whose reply was lost while the row was still ours: the abandoned
+  /// DELETE or decrement may land later, so an acquisition whose reply is lost too is never
+  /// resolved by reading that row. Guarded by mutex_; bounded (the oldest go: by then the
+  /// statement has long landed or died).
+  std::set<std::pair<std::string, std::int64_t>> unsettled_releases_;
 };
 
 }  // namespace dblock::detail

@@ -35,6 +35,15 @@ struct Reaper::State {
         ++result.batches;
         if (deleted < options.batch_size) break;
       }
+      // Occurrence records kept long enough: logged, not counted as reaped locks.
+      if (auto* occurrences = detail::StoreParts::backend(*store).occurrences()) {
+        std::size_t cleared = 0;
+        for (std::size_t deleted = options.batch_size; deleted == options.batch_size && !stopping;) {
+          deleted = detail::retry_transient([&] { return occurrences->reap(options.batch_size); });
+          cleared += deleted;
+        }
+        if (cleared > 0) logger.info("cleared {} old occurrence record(s)", cleared);
+      }
     } catch (const std::exception& e) {
       result.ok = false;
       result.error = e.what();

@@ -90,6 +90,26 @@ TEST_F(MySql, AWaiterIsGrantedByTheServerWhenAPlainSessionReleases) {
   EXPECT_EQ(locks->stats().contended, 1u) << "one try, then one server-side wait";
 }
 
+TEST_F(MySql, AGetLockWaiterHasNoTransactionSoPurgeIsNotHeldBack) {
+  // Unlike PostgreSQL's (a statement's snapshot), a GET_LOCK wait in autocommit touches no InnoDB
+  // table: no transaction, no read view, purge goes on (doc/database-facts.md §6). A wait inside a
+  // transaction that had read a table would show here as the waiter's row in innodb_trx.
+  auto locks = manager();
+  ASSERT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", full_name("purge"))).at(0), "1");
+  auto waiter = std::async(std::launch::async, [&] { return locks->acquire("purge", 20s).token(); });
+  ASSERT_TRUE(dblock::test::eventually([&] {
+    return other_->query("SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'").at(0) !=
+           "0";
+  }));
+  EXPECT_EQ(other_->query("SELECT count(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p "
+                          "ON p.id = t.trx_mysql_thread_id WHERE p.state LIKE '%user lock%'")
+                .at(0),
+            "0");
+  admin_->query(fmt::format("SELECT RELEASE_LOCK({})", full_name("purge")));
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  EXPECT_GT(waiter.get(), 0);
+}
+
 TEST_F(MySql, AGetLockDeadlockIsBrokenAndTheWaiterBacksOffInsteadOfSpinning) {
   // a holds p and waits for q; b holds q and asks for p: MariaDB reports the cycle to b at once
   // (1213). b keeps waiting until its deadline, backing off, so its round trips stay few.

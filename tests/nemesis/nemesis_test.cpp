@@ -1,8 +1,9 @@
 // The nemesis suite, the way Jepsen checks lock services. Holders in this process (threads, two of
-// them sharing one manager) and in child processes (`dblock run` wrappers whose command records
-// its work) contend for two hot names, while a nemesis stalls their connections (packets held, no
-// reset) for longer than the TTL, cuts them, SIGKILLs wrappers and pauses them (SIGSTOP) past
-// their deadline. Every holder records its belief interval (first to last instant it worked
+// them sharing one manager, two more sharing one owner so that they re-enter each other's locks
+// while releases race; guards are released on other threads too) and in child processes (`dblock
+// run` wrappers whose command records its work) contend for two hot names, while a nemesis stalls
+// their connections (packets held, no reset) for longer than the TTL, cuts them, SIGKILLs wrappers
+// or their guard process alone and pauses wrappers (SIGSTOP) past their deadline. Every holder records its belief interval (first to last instant it worked
 // believing it held the lock, on this machine's monotonic clock) and its fencing token. The
 // checker fails on any overlap of two intervals for one name, and on any token that does not
 // rise in grant order. A second run does the same with groups: permit holders of a semaphore of
@@ -68,6 +69,9 @@ struct Belief {
   std::int64_t first_ns = 0, last_ns = 0;
   std::string holder;
   dblock::HolderKind kind = dblock::HolderKind::exclusive;
+  /// Threads of one owner (OwnerScope::manager) re-enter each other's locks: their beliefs may
+  /// overlap, with one token. Empty: an owner of its own.
+  std::string owner;
 };
 
 /// What the holders take: plain locks of two hot names, or groups: permits of "sem" (a semaphore
@@ -140,15 +144,16 @@ std::vector<std::string> violations(std::vector<Belief> beliefs) {
                                       later.holder, later.token));
         continue;
       }
+      bool one_owner = !earlier.owner.empty() && earlier.owner == later.owner && earlier.token == later.token;
       if (later.first_ns <= earlier.last_ns) {
-        bool may_share = earlier.kind == later.kind && earlier.kind != HolderKind::exclusive;
+        bool may_share = one_owner || (earlier.kind == later.kind && earlier.kind != HolderKind::exclusive);
         if (!may_share)
           found.push_back(fmt::format("'{}': {} (token {}) began {:.3f} ms before {} (token {}) stopped", later.name,
                                       later.holder, later.token, (earlier.last_ns - later.first_ns) / 1e6,
                                       earlier.holder, earlier.token));
         continue;
       }
-      bool shares_token = earlier.kind == HolderKind::shared && later.kind == HolderKind::shared;
+      bool shares_token = one_owner || (earlier.kind == HolderKind::shared && later.kind == HolderKind::shared);
       if (shares_token ? later.token < earlier.token : later.token <= earlier.token)
         found.push_back(fmt::format("'{}': token {} of {} was granted after token {} of {} ended", later.name,
                                     later.token, later.holder, earlier.token, earlier.holder));
@@ -243,6 +248,15 @@ class RunLoop {
     std::lock_guard lock(mutex_);
     return running_ != 0 && std::filesystem::exists(record_);
   }
+  /// SIGKILLs the guard (the wrapper's child that leads the command's process group) while the
+  /// command is at work; true when there was one.
+  bool kill_guard_at_work() {
+    std::lock_guard lock(mutex_);
+    if (running_ == 0 || !std::filesystem::exists(record_)) return false;
+    std::ifstream children(fmt::format("/proc/{}/task/{}/children", running_, running_));
+    pid_t guard = 0;
+    return children >> guard && guard > 0 && kill(guard, SIGKILL) == 0;
+  }
   /// The same, only while its command is at work (holding the lock): the faults that matter.
   bool signal_at_work(int signal_number) {
     std::lock_guard lock(mutex_);
@@ -261,9 +275,11 @@ class RunLoop {
   std::vector<std::tuple<Take, std::filesystem::path, std::string>> records_;  // what, record, holder
 };
 
-/// A holder thread: takes a name, works while lost() is false, records what it believed.
+/// A holder thread: takes a name, works while lost() is false, records what it believed. Threads
+/// given one `owner` share a manager with OwnerScope::manager: they re-enter each other's locks,
+/// and their releases race those re-entries. Every other guard is released on another thread.
 void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::atomic<bool>& stop, History& history,
-                    std::string label, std::uint32_t seed) {
+                    std::string label, std::uint32_t seed, std::string owner = {}) {
   std::mt19937 random(seed);
   while (!stop) {
     auto take = pick(workload, random);
@@ -273,7 +289,7 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
     } catch (const dblock::Error&) {
       continue;
     }
-    Belief belief{take.name, lock->token(), 0, 0, label, take.kind};
+    Belief belief{take.name, lock->token(), 0, 0, label, take.kind, owner};
     auto until = Clock::now() + work_time(random);
     while (Clock::now() < until) {
       auto at = now_ns();
@@ -283,10 +299,14 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
       std::this_thread::sleep_for(1ms);  // the work's own pace
     }
     if (belief.first_ns != 0) history.add(belief);
-    try {
-      lock->release();
-    } catch (const dblock::Error&) {
-    }
+    auto release = [](dblock::Lock held) {
+      try {
+        held.release();
+      } catch (const dblock::Error&) {
+      }
+    };
+    if (random() % 2 == 0) release(std::move(*lock));
+    else std::thread(release, std::move(*lock)).join();  // a guard moved to another thread
     std::this_thread::sleep_for(std::chrono::milliseconds(random() % 150));  // other work: others get a turn
   }
 }
@@ -334,6 +354,13 @@ void Nemesis::run(Workload workload) {
                                                               manager_options);
   auto own_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(1), store_options),
                                                            manager_options);
+  // One owner for two threads (plain locks in table mode: an advisory lock is its session's, one
+  // per guard, and a group's re-entered membership is one permit the checker would count twice).
+  auto one_owner_options = manager_options;
+  one_owner_options.owner_scope = dblock::OwnerScope::manager;
+  auto one_owner_manager = advisory || workload != Workload::locks ? nullptr
+                                    : std::make_unique<dblock::LockManager>(
+                                          dblock::Store::open(dsn_for(1), store_options), one_owner_options);
   std::vector<std::unique_ptr<RunLoop>> loops;
   for (std::size_t holder : {2, 3})
     loops.push_back(
@@ -345,6 +372,12 @@ void Nemesis::run(Workload workload) {
   holders.emplace_back([&] { hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread0", 1); });
   holders.emplace_back([&] { hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread1", 2); });
   holders.emplace_back([&] { hold_in_thread(*own_manager, workload, stop, history, "manager1/thread0", 3); });
+  if (one_owner_manager)
+    for (std::uint32_t thread : {0u, 1u})
+      holders.emplace_back([&, thread] {
+        hold_in_thread(*one_owner_manager, workload, stop, history, fmt::format("manager2/thread{}", thread), 4 + thread,
+                       "manager2");
+      });
   for (std::size_t i = 0; i < loops.size(); ++i)
     holders.emplace_back([&, i] { loops[i]->run(stop, static_cast<std::uint32_t>(10 + i)); });
 
@@ -388,9 +421,13 @@ void Nemesis::run(Workload workload) {
     // And a process fault on a wrapper whose command is at work, when there is one.
     auto* loop = at_work();
     if (!loop) continue;
-    if (round % 3 == 0) {
+    if (round % 6 == 0) {
       // SIGKILL: its command must not work on unlocked.
       if (loop->signal_at_work(SIGKILL)) ++faults["kill wrapper"];
+    } else if (round % 6 == 3) {
+      // SIGKILL of the guard alone (the OOM killer's pick): the wrapper must not release while
+      // anything of the command may still run.
+      if (loop->kill_guard_at_work()) ++faults["kill guard"];
     } else if (loop->signal_at_work(SIGSTOP)) {
       // Paused past its deadline: nobody renews, its command must stop in time.
       undo.emplace_back(Clock::now() + between(400, 1500), [loop] { loop->signal(SIGCONT); });
@@ -438,6 +475,11 @@ TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {
   EXPECT_EQ(violations({{"a", 1, 0, 10, "x"}, {"a", 2, 10, 20, "y"}}).size(), 1u) << "touching is overlapping";
   EXPECT_EQ(violations({{"a", 1, 0, 100, "x"}, {"a", 2, 20, 30, "y"}, {"a", 3, 40, 50, "z"}}).size(), 2u);
   EXPECT_EQ(violations({{"a", 5, 0, 10, "x"}, {"a", 4, 20, 30, "y"}}).size(), 1u);
+  using dblock::HolderKind;
+  Belief outer{"a", 3, 0, 10, "t0", HolderKind::exclusive, "m"}, inner{"a", 3, 5, 20, "t1", HolderKind::exclusive, "m"};
+  EXPECT_TRUE(violations({outer, inner}).empty()) << "re-entries of one owner share the name and its token";
+  inner.token = 4;
+  EXPECT_EQ(violations({outer, inner}).size(), 1u) << "one owner, but a new grant beside the old one";
 }
 
 TEST(NemesisChecker, FindsTooManyPermitHoldersAndWritersBesideReaders) {

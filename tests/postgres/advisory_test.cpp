@@ -5,7 +5,9 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cstdio>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -224,6 +226,99 @@ TEST_F(Advisory, WaitingIsTheServersOwnBlockingWaitNotPolling) {
   EXPECT_EQ(waiter->stats().contended, 1u) << "one try, then one wait: no polling loop";
 }
 
+/// What a VACUUM (VERBOSE) of one table reported: row versions removed, and dead ones it had to keep.
+struct VacuumReport {
+  long long removed = 0;
+  long long kept_dead = -1;
+};
+
+VacuumReport vacuum_verbose(PGconn* conn, const std::string& table) {
+  std::string notices;
+  auto previous = PQsetNoticeProcessor(conn, [](void* out, const char* text) { *static_cast<std::string*>(out) += text; },
+                                       &notices);
+  PGresult* result = PQexec(conn, ("VACUUM (VERBOSE) " + table).c_str());
+  auto status = PQresultStatus(result);
+  std::string error = PQresultErrorMessage(result);
+  PQclear(result);
+  PQsetNoticeProcessor(conn, previous, nullptr);
+  if (status != PGRES_COMMAND_OK) throw std::runtime_error("VACUUM: " + error);
+  VacuumReport report;
+  auto at = notices.find("tuples: ");  // "tuples: R removed, N remain, K are dead but not yet removable"
+  long long remain = 0;
+  if (at == std::string::npos ||
+      std::sscanf(notices.c_str() + at, "tuples: %lld removed, %lld remain, %lld are dead", &report.removed, &remain,
+                  &report.kept_dead) != 3)
+    throw std::runtime_error("VACUUM VERBOSE said: " + notices);
+  return report;
+}
+
+TEST_F(Advisory, AWaiterHoldsNoSnapshotThatKeepsVacuumFromRemovingRows) {
+  // A database of its own: no other test's open transaction holds the horizon back here.
+  auto database = fmt::format("dblock_vacuum_{}", getpid());
+  auto drop = [&] {
+    if (raw_->value("SELECT count(*) FROM pg_database WHERE datname = '" + database + "'") != "0")
+      raw_->value("DROP DATABASE " + database + " WITH (FORCE)");
+  };
+  drop();  // left by a run of a process with the same pid that died
+  raw_->value("CREATE DATABASE " + database);
+  auto query = server_dsn_.find('?');
+  auto path = server_dsn_.rfind('/', query);
+  auto database_dsn = server_dsn_.substr(0, path + 1) + database +
+                      (query == std::string::npos ? "" : server_dsn_.substr(query));
+  constexpr int kRows = 4000;
+  auto run = [&] {  // ASSERTs return from here: the database is dropped below in any case
+    auto store = dblock::Store::open(dblock::test::with_params(database_dsn, "prefix=" + prefix_));
+    dblock::migrate(*store);
+    RawSession app(database_dsn);
+    app.value(fmt::format("CREATE TABLE app_rows WITH (autovacuum_enabled = off) AS "
+                          "SELECT generate_series(1, {}) AS id",
+                          kRows));
+    dblock::LockManager holder(store, {.mode = dblock::LockMode::advisory});
+    dblock::LockManager waiter(store, {.mode = dblock::LockMode::advisory});
+    auto key = dblock::AdvisoryKey::of(base_ + 11);
+    auto held = holder.try_acquire(key);
+    ASSERT_TRUE(held);
+    auto waited = std::async(std::launch::async, [&] { return waiter.acquire(key, 15s).token(); });
+    struct ReleaseFirst {  // on any way out, before `waited` waits for the waiter
+      std::optional<dblock::Lock>& held;
+      ~ReleaseFirst() { held.reset(); }
+    } release_first{held};
+    RawSession observer(database_dsn);
+    ASSERT_TRUE(eventually([&] {
+      return observer.value("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = "
+                            "'advisory' AND datname = current_database()") != "0";
+    }));
+    app.value("DELETE FROM app_rows");  // committed while the waiter waits
+    // Each slice of the wait takes a fresh snapshot (and between slices the session holds none):
+    // within about one slice VACUUM may remove every deleted row. One long wait kept them all.
+    VacuumReport report;
+    long long removed = 0;
+    auto removable = eventually(
+        [&] {
+          report = vacuum_verbose(observer.get(), "app_rows");
+          removed += report.removed;
+          return removed == kRows;
+        },
+        3s);
+    EXPECT_TRUE(removable) << "VACUUM removed " << removed << " of " << kRows << " deleted rows in 3 s; "
+                           << report.kept_dead << " dead but not removable at the last run (the waiter's backend_xmin: '"
+                           << observer.value("SELECT backend_xmin FROM pg_stat_activity WHERE wait_event = 'advisory' "
+                                             "AND datname = current_database()")
+                           << "')";
+    EXPECT_EQ(waited.wait_for(0s), std::future_status::timeout) << "the waiter still waits";
+    held->release();
+    ASSERT_EQ(waited.wait_for(5s), std::future_status::ready);
+    EXPECT_GT(waited.get(), 0) << "granted at the release";
+  };
+  try {
+    run();
+  } catch (...) {
+    drop();
+    throw;
+  }
+  drop();
+}
+
 TEST_F(Advisory, TimeoutLeavesTheSessionUsableAndNothingHeld) {
   auto waiter = manager();
   auto key = dblock::AdvisoryKey::of(base_ + 7);
@@ -296,9 +391,26 @@ TEST_F(Advisory, XactLockRefusesAConnectionWithoutAHealthyTransaction) {
 TEST_F(Advisory, RefusesLoudlyThroughAPoolerInTransactionMode) {
   std::string pooler_dsn;
   DBLOCK_REQUIRE_DSN(pooler_dsn, "DBLOCK_TEST_PGBOUNCER_DSN");
-  auto through_pooler = dblock::Store::open(dblock::test::with_params(pooler_dsn, "prefix=" + prefix_ + "&pool=1"));
-  dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
   auto key = dblock::AdvisoryKey::of(base_ + 10);
+  {
+    // The first lock statement runs only on the server process the login reported, which through
+    // a pooler is none: refused there, and up front from then on.
+    auto through_pooler = dblock::Store::open(dblock::test::with_params(pooler_dsn, "prefix=" + prefix_ + "&pool=1"));
+    dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
+    try {
+      (void)locks.try_acquire(key);
+      FAIL() << "granted through a transaction pooler";
+    } catch (const dblock::ConnectionError& e) {
+      EXPECT_NE(std::string(e.what()).find("pool_mode=transaction"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW((void)locks.try_acquire(key), dblock::InvalidArgument);
+    EXPECT_EQ(holders(key.key()), 0) << "nothing was taken";
+  }
+  // A URI that calls the pooler a session pool: the first statement runs unchecked, and the check
+  // between statements must catch the pooler moving the session.
+  auto through_pooler =
+      dblock::Store::open(dblock::test::with_params(pooler_dsn, "prefix=" + prefix_ + "&pool=1&pool_mode=session"));
+  dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
   decltype(locks.try_acquire(key)) held;
   try {
     held = locks.try_acquire(key);

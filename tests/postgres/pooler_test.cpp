@@ -154,4 +154,45 @@ TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
   PQclear(held);
 }
 
+TEST_F(Pooler, AdvisoryModeIsRefusedEveryTimeWithoutTheParameter) {
+  // Detected at the first lock statement of every fresh store, whichever server connection the
+  // pooler runs it on: its login reported a pid of PgBouncer's own, and the statement takes the
+  // lock only on that pid. Before, the check compared two statements' server processes and passed
+  // when the pooler happened to run both on one: a lock was then granted through the pooler, and
+  // an acquire with a timeout retried the refusal as a connection error until its deadline.
+  dblock::migrate(*dblock::Store::open(with_params(direct_dsn_, "prefix=" + prefix_)));
+  auto key = dblock::AdvisoryKey::of(static_cast<std::int64_t>(getpid()) * 1000 + 50);
+  constexpr int kStores = 50;
+  auto started = std::chrono::steady_clock::now();
+  int refused = 0;
+  for (int i = 0; i < kStores && std::chrono::steady_clock::now() - started < 40s; ++i) {
+    auto store = dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool=2"));
+    dblock::LockManager locks(store, {.mode = dblock::LockMode::advisory});
+    auto attempt_started = std::chrono::steady_clock::now();
+    try {
+      if (i % 2 == 0) (void)locks.try_acquire(key);
+      else (void)locks.acquire(key, 20s);
+      ADD_FAILURE() << "store " << i << ": granted through a transaction pooler";
+    } catch (const dblock::Error& e) {
+      bool named = std::string(e.what()).find("pool_mode") != std::string::npos;
+      EXPECT_TRUE(named && (e.category() == dblock::ErrorCategory::connection ||
+                            e.category() == dblock::ErrorCategory::invalid_argument))
+          << "store " << i << ": " << e.what();
+      EXPECT_LT(std::chrono::steady_clock::now() - attempt_started, 5s) << "store " << i << ": refused, not waited out";
+      if (named) ++refused;
+    }
+  }
+  EXPECT_EQ(refused, kStores);
+  // Nothing was taken on any server connection of the pooler.
+  std::unique_ptr<PGconn, PgConnDeleter> direct(PQconnectdb(direct_dsn_.c_str()));
+  auto k = static_cast<std::uint64_t>(key.key());
+  PGresult* held = PQexec(direct.get(), ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
+                                         std::to_string(k >> 32) + " AND objid = " + std::to_string(k & 0xffffffffu) +
+                                         " AND objsubid = 1")
+                                            .c_str());
+  ASSERT_EQ(PQresultStatus(held), PGRES_TUPLES_OK);
+  EXPECT_STREQ(PQgetvalue(held, 0, 0), "0");
+  PQclear(held);
+}
+
 }  // namespace

@@ -1,11 +1,6 @@
 // dblock: the command-line tool. Subcommands: migrate up|status|verify|sql|grants|repair, run, locks,
 // release --force, reaper, bench.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 #include <iostream>
 
@@ -15,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dblock/bench_command.hpp"
+#include "dblock/default_store.hpp"
 #include "dblock/exit_codes.hpp"
 #include "dblock/logging.hpp"
 #include "dblock/reaper_command.hpp"
@@ -23,38 +19,6 @@
 namespace {
 
 using namespace dblock;
-
-constexpr const char* kDefaultStateDir = "/var/lib/dblock";
-
-/// The embedded default store: one file per host, whatever the working directory, shared by
-/// every user of the host. $DBLOCK_STATE_DIR (absolute) or /var/lib/dblock, created when missing
-/// as a sticky world-writable directory (like /tmp), holding dblock.db created mode 0666 (SQLite
-/// gives its -wal and -shm files the database file's mode).
-std::string embedded_default_dsn() {
-  namespace fs = std::filesystem;
-  const char* from_env = std::getenv("DBLOCK_STATE_DIR");
-  fs::path dir = from_env != nullptr && *from_env != '\0' ? from_env : kDefaultStateDir;
-  if (!dir.is_absolute()) throw InvalidArgument(fmt::format("DBLOCK_STATE_DIR '{}' must be an absolute path", dir.string()));
-  std::error_code error;
-  if (!fs::exists(dir, error)) {
-    fs::create_directories(dir, error);
-    if (!error) fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit, error);
-  }
-  if (!fs::is_directory(dir, error))
-    throw ConnectionError(fmt::format("the embedded default store's directory {} does not exist and cannot be created "
-                                      "by this user ({}): create it once as root (any dblock command does), or set "
-                                      "DBLOCK_STATE_DIR or --dsn",
-                                      dir.string(), error ? error.message() : "not a directory"));
-  auto file = dir / "dblock.db";
-  if (!fs::exists(file, error)) {
-    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      ::fchmod(fd, 0666);  // whatever the umask: every user of the host shares the file
-      ::close(fd);
-    }
-  }
-  return "sqlite://" + file.string();
-}
 
 int exit_code_for(const Error& error) {
   switch (error.category()) {
@@ -67,31 +31,62 @@ int exit_code_for(const Error& error) {
   }
 }
 
+std::string_view state_name(LockState state) {
+  switch (state) {
+    case LockState::revoked: return "revoked";
+    case LockState::min_hold: return "min-hold";
+    default: return "held";
+  }
+}
+
+/// The records of once-per-occurrence runs, escaped like lock rows (one row each).
+void print_occurrences(const std::vector<OccurrenceInfo>& runs) {
+  if (runs.empty()) return;
+  fmt::print("{:<32} {:<28} {:<9} {:>8} {:>5} {:>10} {:>8}  {}\n", "OCCURRENCE OF", "KEY", "STATUS", "ATTEMPTS", "EXIT",
+             "TOKEN", "AGE", "OWNER");
+  for (auto& run : runs)
+    fmt::print("{:<32} {:<28} {:<9} {:>8} {:>5} {:>10} {:>8}  {}\n", terminal_safe(run.name),
+               terminal_safe(run.occurrence), occurrence_status_name(run.status), run.attempts,
+               run.exit_code ? std::to_string(*run.exit_code) : std::string("-"), run.token,
+               format_duration(run.age), terminal_safe(run.owner));
+}
+
 void print_locks(Store& store, bool json) {
   auto rows = store.locks();
+  auto runs = occurrences(store);
   if (json) {
     fmt::print("[");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       auto& row = rows[i];
-      fmt::print("{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"count\":{},\"token\":{},\"remaining_ms\":{},"
-                 "\"expired\":{}}}",
-                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), holder_kind_name(row.kind), row.count,
-                 row.token, row.remaining.count(), row.remaining.count() <= 0);
+      fmt::print("{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"state\":\"{}\",\"count\":{},\"token\":{},"
+                 "\"remaining_ms\":{},\"expired\":{}}}",
+                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), holder_kind_name(row.kind),
+                 state_name(row.state), row.count, row.token, row.remaining.count(), row.remaining.count() <= 0);
+    }
+    // Occurrence records of once-per-occurrence runs, as entries of kind "occurrence".
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      auto& run = runs[i];
+      fmt::print("{}{{\"name\":{},\"kind\":\"occurrence\",\"occurrence\":{},\"owner\":{},\"token\":{},"
+                 "\"status\":\"{}\",\"attempts\":{},\"exit_code\":{},\"age_ms\":{}}}",
+                 rows.empty() && i == 0 ? "" : ",", json_string(run.name), json_string(run.occurrence),
+                 json_string(run.owner), run.token, occurrence_status_name(run.status), run.attempts,
+                 run.exit_code ? std::to_string(*run.exit_code) : std::string("null"), run.age.count());
     }
     fmt::print("]\n");
     return;
   }
   fmt::print("store: {}\n", terminal_safe(store.redacted_uri()));
+  print_occurrences(runs);
   if (rows.empty()) {
     fmt::print("no locks\n");
     return;
   }
-  fmt::print("{:<32} {:<9} {:>6} {:>10} {:>10}  {}\n", "NAME", "KIND", "COUNT", "TOKEN", "LEASE", "OWNER");
+  fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", "NAME", "KIND", "STATE", "COUNT", "TOKEN", "LEASE", "OWNER");
   for (auto& row : rows) {
     auto lease = row.remaining.count() > 0 ? format_duration(row.remaining) : std::string("expired");
     // Names and owners come from the database: escaped, so that each lock is exactly one row.
-    fmt::print("{:<32} {:<9} {:>6} {:>10} {:>10}  {}\n", terminal_safe(row.name), holder_kind_name(row.kind), row.count,
-               row.token, lease, terminal_safe(row.owner));
+    fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", terminal_safe(row.name), holder_kind_name(row.kind),
+               state_name(row.state), row.count, row.token, lease, terminal_safe(row.owner));
   }
 }
 
@@ -140,8 +135,9 @@ int main(int argc, char** argv) {
   std::string log_level = "warn";
   std::optional<std::string> dsn_option;
   app.add_option("--dsn", dsn_option,
-                 "Database URI (default: $DBLOCK_DSN, else the host's embedded store "
-                 "sqlite://$DBLOCK_STATE_DIR/dblock.db, DBLOCK_STATE_DIR defaulting to /var/lib/dblock)");
+                 "Database URI (default: $DBLOCK_DSN, else the embedded store sqlite://$DBLOCK_STATE_DIR/dblock.db, "
+                 "DBLOCK_STATE_DIR defaulting to /var/lib/dblock for root and to $XDG_STATE_HOME/dblock "
+                 "(~/.local/state/dblock) for other users)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
@@ -170,7 +166,7 @@ int main(int argc, char** argv) {
   std::string wait_text = "0s";
   std::string grace_text;
   run->add_option("--name", request.name, "Lock name")->required();
-  run->add_option("--ttl", ttl_text, "Lease length, renewed every third of it (500ms, 30s, 5m)");
+  run->add_option("--ttl", ttl_text, "Lease length, at least 200ms, renewed every third of it (500ms, 30s, 5m)");
   run->add_option("--wait", wait_text, "How long to wait for the lock (0s: fail at once; forever: until granted)");
   run->add_option("--grace", grace_text,
                   "When renewals keep failing, SIGTERM the command this long before the lease's local deadline; "
@@ -187,16 +183,42 @@ int main(int argc, char** argv) {
   run->add_option("--permits", request.permits,
                   "Table mode: one of N permits of a counting semaphore (at most N commands run at once)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
+  std::string min_hold_text;
+  run->add_option("--min-hold", min_hold_text,
+                  "Table mode, exclusive: keep the name unavailable until this long after the grant even when CMD "
+                  "ends sooner (a job that must not run more often than that; e.g. 10m)");
+  std::string once_per_text, occurrence_key_text, tolerance_text, offset_text, keep_text;
+  bool retry_failed = false;
+  run->add_option("--once-per", once_per_text,
+                  "Run CMD at most once per occurrence of a schedule with this period across every host (e.g. 1h "
+                  "for an hourly timer): a host finding this occurrence already run (or failed) exits 75");
+  run->add_option("--occurrence", occurrence_key_text,
+                  "Run CMD once for this occurrence key (e.g. the scheduled instant), instead of --once-per");
+  run->add_option("--occurrence-tolerance", tolerance_text,
+                  "How early a host may fire before the scheduled instant (clock skew; default: a tenth of "
+                  "--once-per, at most 5m)");
+  run->add_option("--occurrence-offset", offset_text,
+                  "Where the periods start after the Unix epoch in UTC (e.g. 22h: days starting at 22:00 UTC)");
+  run->add_option("--occurrence-keep", keep_text,
+                  "How long occurrence records are kept (default: 3 periods; 7 days with --occurrence)");
+  run->add_flag("--retry-failed", retry_failed,
+                "Let a failed or abandoned occurrence run again (default: at most one run per occurrence)");
   run->add_option("command", request.command, "The command and its arguments, after --")->required();
 
   auto* locks = app.add_subcommand("locks", "List locks with owner, count, token and lease left");
   bool json = false;
   locks->add_flag("--json", json, "Print JSON");
 
-  auto* release = app.add_subcommand("release", "Operator's break-glass: delete a lock whoever holds it");
+  auto* release = app.add_subcommand("release", "Operator's break-glass: revoke a lock whoever holds it");
   bool force = false;
+  bool unsafe_delete = false;
   std::string release_name;
-  release->add_flag("--force", force, "Required: confirms breaking someone else's lock");
+  release->add_flag("--force", force,
+                    "Required: confirms breaking someone else's lock. The holder is revoked: told at its next renewal "
+                    "that it lost the lock, and the name is free once it lets go or its lease ends, not before");
+  release->add_flag("--unsafe-delete", unsafe_delete,
+                    "With --force: delete the row at once instead. UNSAFE unless the holder is known to be dead: a "
+                    "live holder keeps working until its next renewal while the next one is already granted");
   release->add_option("name", release_name, "Lock name")->required();
 
   auto* reaper = app.add_subcommand("reaper", "Delete expired locks until SIGTERM; serve /metrics and /healthz");
@@ -253,18 +275,46 @@ int main(int argc, char** argv) {
       throw InvalidArgument("--dsn is empty: give a database URI, or leave --dsn out for the embedded default");
     if (!dsn_option && from_env != nullptr && *from_env == '\0')
       throw InvalidArgument("DBLOCK_DSN is set but empty: give a database URI, or unset it for the embedded default");
-    dsn = dsn_option ? *dsn_option : from_env != nullptr ? std::string(from_env) : embedded_default_dsn();
+    // The subcommands that need no connection only need the default store's dialect.
+    bool connects = !migrate_sql->parsed() && !migrate_grants->parsed();
+    dsn = dsn_option                       ? *dsn_option
+          : from_env != nullptr            ? std::string(from_env)
+          : connects                       ? cli::open_default_store()
+                                           : cli::default_store_uri();
     if (run->parsed()) {
       request.ttl = parse_duration(ttl_text);
       request.wait = wait_text == "forever" ? wait_forever : parse_duration(wait_text);
       validate_lock_name(request.name);
       validate_ttl(request.ttl);
+      if (request.ttl < cli::kMinRunTtl)
+        throw InvalidArgument(fmt::format("--ttl {} is too short for `run`: it must be at least {} (renewals every "
+                                          "third of the lease, SIGTERM and SIGKILL before its end must fit in it)",
+                                          ttl_text, format_duration(cli::kMinRunTtl)));
       request.grace = grace_text.empty() ? request.ttl / 3 : parse_duration(grace_text);
       if (request.grace >= request.ttl)
         throw InvalidArgument(fmt::format("--grace {} must be shorter than --ttl {}", grace_text, ttl_text));
       request.mode = mode_text == "advisory" ? LockMode::advisory : LockMode::table;
       if (request.permits > 0 && request.mode != LockMode::table) throw InvalidArgument("--permits needs --mode table");
       if (request.permits > 0 && request.shared) throw InvalidArgument("--permits and --shared exclude each other");
+      if (!min_hold_text.empty()) {
+        request.min_hold = parse_duration(min_hold_text);
+        if (request.min_hold.count() <= 0) throw InvalidArgument("--min-hold must be positive");
+        if (request.mode != LockMode::table || request.permits > 0 || request.shared)
+          throw InvalidArgument("--min-hold needs --mode table and an exclusive lock (no --shared, no --permits)");
+      }
+      if (!once_per_text.empty() || !occurrence_key_text.empty()) {
+        OccurrenceOptions occurrence{.key = occurrence_key_text, .retry_failed = retry_failed};
+        if (!once_per_text.empty()) occurrence.period = parse_duration(once_per_text);
+        if (!tolerance_text.empty()) occurrence.tolerance = parse_duration(tolerance_text);
+        if (!offset_text.empty()) occurrence.offset = parse_duration(offset_text);
+        if (!keep_text.empty()) occurrence.keep = parse_duration(keep_text);
+        if (request.mode != LockMode::table || request.shared || request.permits > 0)
+          throw InvalidArgument("--once-per and --occurrence need an exclusive lock in table mode");
+        request.occurrence = occurrence;
+      } else if (!tolerance_text.empty() || !offset_text.empty() || !keep_text.empty() || retry_failed) {
+        throw InvalidArgument("--occurrence-tolerance, --occurrence-offset, --occurrence-keep and --retry-failed "
+                              "need --once-per or --occurrence");
+      }
       cli::block_forwarded_signals();  // before the Store or a manager starts any thread
     }
     if (release->parsed()) {
@@ -304,11 +354,25 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (release->parsed()) {
-      bool existed = store->force_release(release_name);
       auto shown = terminal_safe(release_name);
-      fmt::print("{}\n", existed ? fmt::format("released '{}'", shown) : fmt::format("no lock named '{}'", shown));
-      return existed ? 0 : 1;
+      if (unsafe_delete) {
+        bool existed = store->force_release(release_name);
+        fmt::print("{}\n", existed ? fmt::format("deleted '{}' (unsafe: a live holder runs on until its next renewal)", shown)
+                                   : fmt::format("no lock named '{}'", shown));
+        return existed ? 0 : 1;
+      }
+      auto revoked = store->revoke(release_name);
+      if (!revoked) {
+        fmt::print("no live lock named '{}' to revoke (none, expired, already revoked or in its minimum hold)\n", shown);
+        return 1;
+      }
+      fmt::print("revoked '{}' from {} (token {}): free once its holder lets go, at the latest in {}\n", shown,
+                 terminal_safe(revoked->owner), revoked->token, format_duration(revoked->remaining));
+      return 0;
     }
+  } catch (const cli::StoreRefused& e) {
+    out.say("error", e.what());
+    return e.exit_code();
   } catch (const Error& e) {
     out.say("error", e.what());
     return exit_code_for(e);

@@ -59,7 +59,12 @@ class MyNamedLockSession final : public AdvisorySession {
 
 MyNamedLockSql::MyNamedLockSql(std::string_view database, std::string_view prefix)
     : ping{kFirstStatementId, "ping", "SELECT 1"},
-      draw{kFirstStatementId + 1, "draw token", fmt::format("SELECT NEXTVAL(`{}token_seq`)", prefix)},
+      // A NEXTVAL in a statement that writes: its commit makes a refill of the sequence's cache
+      // durable, which a bare SELECT NEXTVAL's is not (migrations/mysql/0006).
+      draw{kFirstStatementId + 1, "draw token",
+           fmt::format("REPLACE INTO `{0}token_draws` (slot, token) VALUES (CONNECTION_ID() % 64, NEXTVAL(`{0}token_seq`)) "
+                       "RETURNING token",
+                       prefix)},
       lock_{kFirstStatementId + 2, "GET_LOCK", "SELECT IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
       lock_hashed_{kFirstStatementId + 3, "GET_LOCK", "SELECT IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
       unlock_{kFirstStatementId + 4, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"},

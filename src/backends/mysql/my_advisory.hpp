@@ -31,7 +31,7 @@ class MyNamedLockSql {
     return hashed(full_name) ? unlock_hashed_ : unlock_;
   }
   const MyStatement ping;
-  /// NEXTVAL of the token sequence.
+  /// NEXTVAL of the token sequence, written to a row (made durable by the write's commit).
   const MyStatement draw;
 
  private:

@@ -10,6 +10,7 @@
 #include "backends/mysql/my_bench.hpp"
 #include "backends/mysql/my_connection.hpp"
 #include "backends/mysql/my_migration.hpp"
+#include "backends/mysql/my_occurrences.hpp"
 #include "backends/mysql/my_advisory.hpp"
 #include "backends/mysql/my_rights.hpp"
 #include "base/holder_kind.hpp"
@@ -95,6 +96,22 @@ class MyBackend final : public Backend {
   bool force_release(std::string_view name) override {
     std::array<MyParam, 1> params{name};
     return pool_.lease()->update(sql_.force_release, params) > 0;
+  }
+
+  bool revoke(std::string_view name) override {
+    std::array<MyParam, 1> params{name};
+    return pool_.lease()->update(sql_.revoke, params) > 0;
+  }
+
+  bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
+    std::array<MyParam, 3> params{name, owner, token};
+    return pool_.lease()->update(sql_.acknowledge_revoked, params) > 0;
+  }
+
+  bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
+                       milliseconds min_hold) override {
+    std::array<MyParam, 5> params{micros(min_hold), name, owner, token, micros(min_hold)};
+    return pool_.lease()->update(sql_.release_keeping, params) > 0;
   }
 
   std::size_t reap(std::size_t batch) override {
@@ -287,7 +304,10 @@ class MyBackend final : public Backend {
         pool_([this] { return connect(); }, uri.redacted, uri.pool_size, settings.connect_timeout) {
     if (galera_) read_causally(*first);
     pool_.adopt(std::move(first));
+    occurrences_ = make_my_occurrences(pool_, prefix_);
   }
+
+  OccurrenceBackend* occurrences() override { return occurrences_.get(); }
 
   std::unique_ptr<MyConnection> connect() const {
     auto connection =
@@ -321,6 +341,7 @@ class MyBackend final : public Backend {
   MyNamedLockSql named_lock_sql_;
   MyMigrationDialect migration_dialect_;
   SessionPool<MyConnection> pool_;
+  std::unique_ptr<OccurrenceBackend> occurrences_;  // after pool_: it uses its sessions
 };
 
 }  // namespace

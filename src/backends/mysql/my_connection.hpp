@@ -40,6 +40,7 @@ inline constexpr std::size_t kTableStatementIds = 0;       // MySql: table mode 
 inline constexpr std::size_t kNamedLockStatementIds = 64;  // MyNamedLockSql: GET_LOCK mode, below 80
 inline constexpr std::size_t kEngineStatementId = 80;      // the Galera check at connect
 inline constexpr std::size_t kBenchStatementIds = 96;      // the bench floor's own
+inline constexpr std::size_t kOccurrenceStatementIds = 112; // MyOccurrences: occurrence records, below 128
 
 /// A statement the backend prepares lazily, once per session.
 struct MyStatement {

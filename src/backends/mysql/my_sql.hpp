@@ -132,6 +132,17 @@ WHERE ROUTINE_SCHEMA = DATABASE() AND FIND_IN_SET(LOWER(CONVERT(ROUTINE_NAME USI
 UNION ALL
 SELECT TRIGGER_NAME, 'trigger', EVENT_OBJECT_TABLE, '', ACTION_STATEMENT, 0, '' FROM information_schema.TRIGGERS
 WHERE TRIGGER_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TRIGGER_NAME USING utf8mb4), ?))");
+    // Revocation, the holder's acknowledgement of it, and the minimum hold (as PgSql's; added last:
+    // the ids of the statements above stay as they were).
+    revoke = make("revoke", R"(
+UPDATE `{prefix}locks` SET owner = CONCAT('(revoked)', LEFT(owner, 240))
+WHERE name = ? AND expires_at > UTC_TIMESTAMP(6) AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%')");
+    acknowledge_revoked = make("acknowledge_revoked", R"(
+DELETE FROM `{prefix}locks` WHERE name = ? AND owner = CONCAT('(revoked)', LEFT(?, 240)) AND token = ?)");
+    release_keeping = make("release_keeping", R"(
+UPDATE `{prefix}locks`
+SET owner = CONCAT('(min-hold)', LEFT(owner, 240)), expires_at = acquired_at + INTERVAL ? MICROSECOND
+WHERE name = ? AND owner = ? AND token = ? AND acquired_at + INTERVAL ? MICROSECOND > UTC_TIMESTAMP(6))");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   version      INT NOT NULL PRIMARY KEY,
@@ -157,7 +168,8 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   MyStatement acquire, release, release_last, renew, renewed_of, lease_left, list, force_release, reap, reap_members, census,
       seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer, unmark_writer,
       first_lease_end,
-      schema_version, history, record_started, record_done, forget, grants, catalog;
+      schema_version, history, record_started, record_done, forget, grants, catalog, revoke, acknowledge_revoked,
+      release_keeping;
   std::string history_table;
 };
 

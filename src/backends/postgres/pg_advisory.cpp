@@ -30,8 +30,13 @@ std::string key_arguments(bool two_part) { return two_part ? "$1::integer, $2::i
 
 class PgAdvisorySession final : public AdvisorySession {
  public:
-  PgAdvisorySession(SessionPool<PgConnection>::Lease lease, const PgAdvisorySql& sql)
-      : lease_(std::move(lease)), sql_(sql) {}
+  PgAdvisorySession(SessionPool<PgConnection>::Lease lease, const PgAdvisorySql& sql, PgStatementMode& mode,
+                    bool session_pooler)
+      : lease_(std::move(lease)), sql_(sql), mode_(mode),
+        // A pooler's login reports a pid of its own (PgBouncer: a random cancel key), PostgreSQL
+        // the server process's: so this is known before the first statement, whichever server
+        // connection a transaction pooler would run it on.
+        server_pid_(session_pooler ? 0 : PQbackendPID(lease_->raw())) {}
 
   ~PgAdvisorySession() override {
     if (grants_ == 0) return;
@@ -46,8 +51,11 @@ class PgAdvisorySession final : public AdvisorySession {
   PgAdvisorySession& operator=(const PgAdvisorySession&) = delete;
 
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
-    auto result = wait.count() == 0 ? run(sql_.try_lock(target, false), PgKeyParams(target.key).values())
-                                    : run(sql_.wait(), PgAdvisorySql::wait_params(target, false, wait), wait);
+    // The statement takes the lock only on server_pid_: a lock a transaction pooler let another
+    // server process take could never be reached again.
+    auto result = wait.count() == 0
+                      ? run(sql_.try_lock(target, false), PgKeyParams(target.key).with_pid(server_pid_).values())
+                      : run(sql_.wait(false), PgAdvisorySql::wait_params(target, false, wait, server_pid_), wait);
     // Counted before the pid check: a grant through a pooler must still be cleaned up if it can be.
     auto token = token_at(result.get());
     if (token) ++grants_;
@@ -82,13 +90,17 @@ class PgAdvisorySession final : public AdvisorySession {
     }
   }
 
-  /// A ConnectionError: this session cannot reach the server process that holds its locks.
+  /// A ConnectionError: this session cannot reach the server process that holds its locks. The
+  /// backend is told, so that no later session is pinned (an acquisition retrying connection
+  /// errors until its deadline gets InvalidArgument at its next try, not a timeout).
   [[noreturn]] void refuse_pooler(std::string_view sign) {
     lease_->abandon();
+    mode_.detect_transaction_pooler();
     throw ConnectionError(fmt::format(
-        "advisory mode: the server process behind one connection changed between statements ({}). A pooler in "
+        "advisory mode: the server process behind one connection is not the one it was ({}). A pooler in "
         "transaction mode (e.g. PgBouncer pool_mode=transaction) sits in between, and session advisory locks cannot "
-        "work through it: connect advisory mode to PostgreSQL directly or through a session-mode pool",
+        "work through it: connect advisory mode to PostgreSQL directly or through a session-mode pool (and say so "
+        "with pool_mode=session in the URI: a pooler's login reports a server process of its own)",
         sign));
   }
 
@@ -98,11 +110,21 @@ class PgAdvisorySession final : public AdvisorySession {
   /// Every advisory statement also returns pg_backend_pid(), so the check costs no round trip.
   void require_same_server_process(const PGresult* result) {
     auto pid = int64_at(result, PQnfields(result) - 1);
+    if (server_pid_ != 0 && pid != server_pid_) {
+      refuse_pooler(confirmed_ ? fmt::format("now pid {}", pid)
+                               : fmt::format("the connection logged in to pid {}, its statement ran on pid {}",
+                                             server_pid_, pid));
+    }
     if (!lease_->same_server_process(pid)) refuse_pooler(fmt::format("now pid {}", pid));
+    server_pid_ = pid;
+    confirmed_ = true;
   }
 
   SessionPool<PgConnection>::Lease lease_;
   const PgAdvisorySql& sql_;
+  PgStatementMode& mode_;
+  std::int64_t server_pid_;  // the server process every lock statement must run on; 0: the next reply's
+  bool confirmed_ = false;   // a reply came from server_pid_
   std::int64_t grants_ = 0;  // server-side grants not yet unlocked
 };
 
@@ -119,8 +141,11 @@ PgAdvisorySql::PgAdvisorySql(std::string_view schema, std::string_view prefix) {
       auto args = key_arguments(two_part);
       // The session lock's token is drawn when first asked for (draw()); a transaction lock's
       // with the lock (CASE evaluates in order: only once the lock is ours).
-      try_session_.push_back({id++, fmt::format("SELECT CASE WHEN pg_try_advisory_lock{}({}) THEN 0 END, pg_backend_pid()",
-                                                suffix, args)});
+      auto pid = two_part ? "$3::integer" : "$2::integer";
+      try_session_.push_back(
+          {id++, fmt::format("SELECT CASE WHEN ({0} = 0 OR {0} = pg_backend_pid()) AND pg_try_advisory_lock{1}({2}) "
+                             "THEN 0 END, pg_backend_pid()",
+                             pid, suffix, args)});
       try_xact_.push_back({id++, fmt::format("SELECT CASE WHEN pg_try_advisory_xact_lock{}({}) THEN {} END, pg_backend_pid()",
                                              suffix, args, token)});
       unlock_.push_back({id++, fmt::format("SELECT pg_advisory_unlock{}({}), pg_backend_pid()", suffix, args)});
@@ -130,6 +155,9 @@ PgAdvisorySql::PgAdvisorySql(std::string_view schema, std::string_view prefix) {
   $5::boolean, $6::boolean, $7::bigint), pg_backend_pid())")};
   pid_ = {id++, "SELECT pg_backend_pid()"};
   draw_ = {id++, fmt::format("SELECT {}, pg_backend_pid()", token)};
+  wait_session_ = {id++, fill(R"(SELECT CASE WHEN $8::integer = 0 OR $8::integer = pg_backend_pid() THEN
+  "{schema}"."{prefix}advisory_lock"($1::bigint, $2::integer, $3::integer, $4::boolean, $5::boolean, $6::boolean,
+  $7::bigint) END, pg_backend_pid())")};
 }
 
 const PgStatement& PgAdvisorySql::try_lock(const AdvisoryTarget& target, bool xact) const {
@@ -154,16 +182,19 @@ void PgKeyParams::put(std::int64_t value) noexcept {
 }
 
 std::vector<std::string> PgAdvisorySql::wait_params(const AdvisoryTarget& target, bool xact,
-                                                    std::chrono::milliseconds wait) {
+                                                    std::chrono::milliseconds wait, std::int64_t pid) {
   auto flag = [](bool value) { return std::string(value ? "t" : "f"); };
-  return {std::to_string(target.key.key()), std::to_string(target.key.first()), std::to_string(target.key.second()),
-          flag(target.key.two_part()),      flag(target.shared),                flag(xact),
-          std::to_string(wait.count())};
+  std::vector<std::string> params{std::to_string(target.key.key()), std::to_string(target.key.first()),
+                                  std::to_string(target.key.second()), flag(target.key.two_part()),
+                                  flag(target.shared), flag(xact), std::to_string(wait.count())};
+  if (!xact) params.push_back(std::to_string(pid));
+  return params;
 }
 
 std::unique_ptr<AdvisorySession> make_pg_advisory_session(SessionPool<PgConnection>::Lease lease,
-                                                          const PgAdvisorySql& sql) {
-  return std::make_unique<PgAdvisorySession>(std::move(lease), sql);
+                                                          const PgAdvisorySql& sql, PgStatementMode& mode,
+                                                          bool session_pooler) {
+  return std::make_unique<PgAdvisorySession>(std::move(lease), sql, mode, session_pooler);
 }
 
 std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql, const AdvisoryTarget& target,
@@ -191,7 +222,7 @@ std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql,
     auto params = PgAdvisorySql::wait_params(target, true, wait);
     std::vector<const char*> values;
     for (auto& param : params) values.push_back(param.c_str());
-    result = exec(sql.wait(), values);
+    result = exec(sql.wait(true), values);
   }
   if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK)
     throw_pg_error(conn, result.get(), "xact lock", "the database of the application's connection");

@@ -10,6 +10,7 @@
 #include "backends/postgres/pg_connection.hpp"
 #include "backends/postgres/pg_listener.hpp"
 #include "backends/postgres/pg_migration.hpp"
+#include "backends/postgres/pg_occurrences.hpp"
 #include "backends/postgres/pg_sql.hpp"
 #include "backends/session_pool.hpp"
 
@@ -28,6 +29,7 @@ class PgBackend final : public Backend {
         advisory_sql_(uri.schema, uri.prefix),
         migration_dialect_(uri),
         mode_(std::make_shared<PgStatementMode>(uri.transaction_pooler)),
+        session_pooler_(uri.session_pooler),
         pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, settings, mode = mode_] {
                 return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
                                                       settings.statement_timeout, settings.logger, mode);
@@ -35,7 +37,10 @@ class PgBackend final : public Backend {
               uri.redacted, uri.pool_size, settings.connect_timeout) {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
     engine_ = pg_engine_of(first->reported("server_version"), first->reported("crdb_version"));
+    occurrences_ = make_pg_occurrences(pool_, uri.schema, uri.prefix);
   }
+
+  OccurrenceBackend* occurrences() override { return occurrences_.get(); }
 
   Dialect dialect() const noexcept override { return Dialect::postgresql; }
 
@@ -81,6 +86,23 @@ class PgBackend final : public Backend {
     return PQntuples(result.get()) > 0;
   }
 
+  bool revoke(std::string_view name) override {
+    std::array<std::string, 1> params{std::string(name)};
+    return PQntuples(run(*pool_.lease(), sql_.revoke, params).get()) > 0;
+  }
+
+  bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
+    std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(token)};
+    return PQntuples(run(*pool_.lease(), sql_.acknowledge_revoked, params).get()) > 0;
+  }
+
+  bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
+                       milliseconds min_hold) override {
+    std::array<std::string, 4> params{std::string(name), std::string(owner), std::to_string(token),
+                                      std::to_string(min_hold.count())};
+    return PQntuples(run(*pool_.lease(), sql_.release_keeping, params).get()) > 0;
+  }
+
   bool has_advisory_locks() const noexcept override {
     return engine_ == PgEngine::postgresql && !mode_->behind_transaction_pooler();
   }
@@ -92,13 +114,15 @@ class PgBackend final : public Backend {
     if (!mode_->behind_transaction_pooler()) return Backend::no_advisory_message();
     return "advisory mode cannot work behind a pooler in transaction mode (pool_mode=transaction): session advisory "
            "locks belong to one server connection, and the pooler runs each statement on whichever is free. Connect "
-           "advisory mode to PostgreSQL directly or through a session-mode pool, or use LockMode::table";
+           "advisory mode to PostgreSQL directly or through a session-mode pool (with pool_mode=session in the URI), "
+           "or use LockMode::table";
   }
 
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
     if (!has_advisory_locks()) throw InvalidArgument(no_advisory_message());
-    return make_pg_advisory_session(pool_.lease(), advisory_sql_);
+    return make_pg_advisory_session(pool_.lease(), advisory_sql_, *mode_, session_pooler_);
   }
+  milliseconds longest_server_wait() const override { return kPgAdvisoryWaitSlice; }
   void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
     pool_.add_reclaimer(std::move(give_back));
   }
@@ -292,8 +316,10 @@ class PgBackend final : public Backend {
   PgAdvisorySql advisory_sql_;
   PgMigrationDialect migration_dialect_;
   std::shared_ptr<PgStatementMode> mode_;
+  bool session_pooler_;  // pool_mode=session: a pooler that keeps one server process per session
   SessionPool<PgConnection> pool_;
   PgEngine engine_ = PgEngine::postgresql;
+  std::unique_ptr<OccurrenceBackend> occurrences_;  // after pool_: it uses its sessions
 };
 
 }  // namespace

@@ -112,6 +112,26 @@ ORDER BY name, owner)")};
     force_release = {5, fill(R"(
 WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 RETURNING name)
 SELECT (SELECT 1 FROM pg_notify('{channel}', d.name)) FROM d)")};
+    // Revocation (doc/semantics.md, "Revocation"): the owner becomes one no holder has, lease and
+    // token stay, so the name is free only at the lease's end or at the holder's acknowledgement.
+    revoke = {15, fill(R"(
+UPDATE "{schema}"."{prefix}locks" SET owner = '(revoked)' || left(owner, 240)
+WHERE name = $1 AND expires_at > clock_timestamp() AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%'
+RETURNING 1)")};
+    // Asynchronous and notifying as a release: it is one, by the holder that lost the row.
+    acknowledge_revoked = {16, deleted_and_notified(R"(
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+     d AS (DELETE FROM "{schema}"."{prefix}locks"
+           WHERE name = $1 AND owner = '(revoked)' || left($2, 240) AND token = $3::bigint RETURNING name)
+SELECT {notify_if_waited} FROM d, async)")};
+    // Durable, unlike a release: a crash that forgot it would give the name back before its minimum
+    // hold (the row would return with the holder's lease, which nobody renews).
+    release_keeping = {17, fill(R"(
+UPDATE "{schema}"."{prefix}locks"
+SET owner = '(min-hold)' || left(owner, 240), expires_at = acquired_at + $4::bigint * interval '1 millisecond'
+WHERE name = $1 AND owner = $2 AND token = $3::bigint
+  AND acquired_at + $4::bigint * interval '1 millisecond' > clock_timestamp()
+RETURNING 1)")};
     // SKIP LOCKED: concurrent reapers and acquirers never wait for each other. The row lock is
     // taken on the newest row version and the expiry re-checked there, so a row an acquirer has
     // just taken over or renewed is left alone.
@@ -241,6 +261,7 @@ ORDER BY 2, 1)");
   }
 
   PgStatement acquire, release, release_last, renew, lease_left, list, force_release, reap, census;
+  PgStatement revoke, acknowledge_revoked, release_keeping;
   PgStatement acquire_member, release_member, renew_members, lease_left_marking_writer, unmark_writer, first_lease_end;
   std::string hand_written_acquire, hand_written_release, hand_written_release_async;
   std::string seed_expired, schema_version, history_table, history, record, forget, migration_lock, migration_xact_lock,

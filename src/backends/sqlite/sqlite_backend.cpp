@@ -13,6 +13,7 @@
 #include "backends/session_pool.hpp"
 #include "backends/sqlite/sqlite_bench.hpp"
 #include "backends/sqlite/sqlite_migration.hpp"
+#include "backends/sqlite/sqlite_occurrences.hpp"
 #include "backends/sqlite/sqlite_session.hpp"
 #include "base/json.hpp"
 
@@ -31,7 +32,10 @@ class SqliteBackend final : public Backend {
         pool_([this] { return std::make_unique<SqliteSession>(path_, busy_timeout_, sql_); }, uri.redacted,
               uri.pool_size, busy_timeout) {
     auto first = pool_.lease();  // opens (and creates) the file now, so a bad path fails at open
+    occurrences_ = make_sqlite_occurrences(pool_, uri.prefix);
   }
+
+  OccurrenceBackend* occurrences() override { return occurrences_.get(); }
 
   Dialect dialect() const noexcept override { return Dialect::sqlite; }
 
@@ -69,6 +73,22 @@ class SqliteBackend final : public Backend {
   bool force_release(std::string_view name) override {
     auto session = pool_.lease();
     return session->guarded("force release", [&] { return session->force_release(name); });
+  }
+
+  bool revoke(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded("revoke", [&] { return session->revoke(name); });
+  }
+
+  bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return session->acknowledge_revoked(name, owner, token); });
+  }
+
+  bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
+                       milliseconds min_hold) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return session->release_keeping(name, owner, token, min_hold); });
   }
 
   std::size_t reap(std::size_t batch) override {
@@ -193,6 +213,7 @@ FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0
   SqliteMigrationDialect migration_dialect_;
   std::shared_ptr<spdlog::logger> logger_;
   SessionPool<SqliteSession> pool_;
+  std::unique_ptr<OccurrenceBackend> occurrences_;  // after pool_: it uses its sessions
 };
 
 }  // namespace

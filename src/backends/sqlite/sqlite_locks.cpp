@@ -70,6 +70,33 @@ bool SqliteSession::force_release(std::string_view name) {
   return execute_single(force_release_statement());
 }
 
+bool SqliteSession::revoke(std::string_view name) {
+  name_ = name;
+  soci::statement statement = (session_.prepare << sql_.revoke, soci::use(name_, "name"), soci::into(out_name_));
+  return execute_single(statement);
+}
+
+bool SqliteSession::acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) {
+  name_ = name;
+  owner_ = owner;
+  number_ = token;
+  soci::statement statement = (session_.prepare << sql_.acknowledge_revoked, soci::use(name_, "name"),
+                               soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(out_name_));
+  return execute_single(statement);
+}
+
+bool SqliteSession::release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
+                                    std::chrono::milliseconds min_hold) {
+  name_ = name;
+  owner_ = owner;
+  number_ = token;
+  held_token_ = min_hold.count();  // a bound slot free in this statement
+  soci::statement statement = (session_.prepare << sql_.release_keeping, soci::use(held_token_, "hold"),
+                               soci::use(name_, "name"), soci::use(owner_, "owner"), soci::use(number_, "token"),
+                               soci::use(held_token_, "hold2"), soci::into(out_name_));
+  return execute_single(statement);
+}
+
 std::size_t SqliteSession::reap(std::size_t batch) {
   number_ = static_cast<std::int64_t>(batch);
   std::size_t deleted = 0;

@@ -74,6 +74,11 @@ class SqliteSession {
   std::vector<std::size_t> renew(std::span<const HeldRef> held, const std::string& held_json);
   std::optional<std::chrono::milliseconds> lease_left(std::string_view name);
   bool force_release(std::string_view name);
+  // Rare (an operator's revocation, a revoked holder's release, a release within a minimum hold):
+  // prepared per call.
+  bool revoke(std::string_view name);
+  bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token);
+  bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token, std::chrono::milliseconds min_hold);
   std::size_t reap(std::size_t batch);
   LockCensus census();
   /// Every row, or only `only_name`'s when it is not empty, ordered by name.

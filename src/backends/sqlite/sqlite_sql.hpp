@@ -125,6 +125,18 @@ SELECT name, owner, count, token, remaining, kind FROM (
   WHERE (:name3 = '' OR m.name = :name4) AND m.kind <> 'writer')
 ORDER BY name, owner)");
     force_release = fill(R"(DELETE FROM "{prefix}locks" WHERE name = :name RETURNING name)");
+    // Revocation, its acknowledgement and the minimum hold: as PgSql's.
+    revoke = fill(R"(
+UPDATE "{prefix}locks" SET owner = '(revoked)' || substr(owner, 1, 240)
+WHERE name = :name AND expires_at > {now} AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%'
+RETURNING name)");
+    acknowledge_revoked = fill(R"(
+DELETE FROM "{prefix}locks" WHERE name = :name AND owner = '(revoked)' || substr(:owner, 1, 240) AND token = :token
+RETURNING name)");
+    release_keeping = fill(R"(
+UPDATE "{prefix}locks" SET owner = '(min-hold)' || substr(owner, 1, 240), expires_at = acquired_at + :hold
+WHERE name = :name AND owner = :owner AND token = :token AND acquired_at + :hold2 > {now}
+RETURNING name)");
     // One statement: SQLite serialises writers, so the expiry re-check sees any takeover.
     reap = fill(R"(
 DELETE FROM "{prefix}locks" WHERE name IN (SELECT name FROM "{prefix}locks" WHERE expires_at <= {now}
@@ -163,6 +175,7 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
   }
 
   std::string acquire, release_last, release_at_one, release_inner, renew, lease_left, list, force_release, reap, reap_members, census;
+  std::string revoke, acknowledge_revoked, release_keeping;
   std::string seed_expired, schema_version, history_table, history, record, forget;
   SqliteGroupSql groups;
 };

@@ -1,0 +1,2 @@
+-- dblock schema version 6: MySQL's GET_LOCK mode draws its tokens through a write (migrations/mysql/0006).
+-- Nothing changes in this dialect; the version exists so that every dialect's schema has one number.

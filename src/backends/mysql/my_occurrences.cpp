@@ -1,0 +1,106 @@
+#include "backends/mysql/my_occurrences.hpp"
+
+#include <array>
+
+#include "base/sql_template.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+/// A lock grant (name, token) that still holds a live lease, for the record `o`.
+constexpr std::string_view kLive = R"(EXISTS (SELECT 1 FROM `{prefix}locks` l
+  WHERE l.name = o.name AND l.token = o.token AND l.expires_at > UTC_TIMESTAMP(6)))";
+
+// The claim: INSERT ... SELECT inserts only while the caller's grant is live; the primary key lets
+// one claimer win. ON DUPLICATE KEY UPDATE assigns left to right, each assignment seeing the ones
+// before it, so `attempts` and `token` decide from the old row ({take}), and the columns after them
+// follow the token (now the caller's only if taken, or the caller's already); status goes last.
+// {retry}: TRUE or FALSE, one statement each. A 'running' row with another token is abandoned: the
+// caller's live exclusive grant on the name proves that lease ended.
+// Affected rows (no CLIENT_FOUND_ROWS): 1 inserted, 2 taken over, 0 refused.
+constexpr std::string_view kClaim = R"(
+INSERT INTO `{prefix}occurrences`
+  (name, occurrence, owner, token, status, attempts, exit_code, claimed_at, finished_at, keep_until)
+SELECT ?, ?, ?, ?, 'running', 1, NULL, UTC_TIMESTAMP(6), NULL, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM DUAL
+WHERE EXISTS (SELECT 1 FROM `{prefix}locks` l WHERE l.name = ? AND l.token = ? AND l.expires_at > UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE
+  attempts    = IF({take}, attempts + (token <> VALUES(token)), attempts),
+  token       = IF({take}, VALUES(token), token),
+  owner       = IF({ours}, VALUES(owner), owner),
+  exit_code   = IF({ours}, NULL, exit_code),
+  finished_at = IF({ours}, NULL, finished_at),
+  keep_until  = IF({ours}, GREATEST(keep_until, VALUES(keep_until)), keep_until),
+  claimed_at  = IF({ours}, VALUES(claimed_at), claimed_at),
+  status      = IF({ours}, 'running', status))";
+constexpr std::string_view kTake = "((status = 'running' AND token = VALUES(token)) OR ({retry} AND (status = 'failed' "
+                                   "OR (status = 'running' AND token <> VALUES(token)))))";
+constexpr std::string_view kOurs = "(token = VALUES(token) AND (status = 'running' OR ({retry} AND status = 'failed')))";
+
+class MyOccurrences final : public OccurrenceBackend {
+ public:
+  MyOccurrences(SessionPool<MyConnection>& pool, std::string_view prefix) : pool_(pool) {
+    auto fill = [&](std::string_view sql, std::string_view retry = "FALSE") {
+      auto shaped = detail::fill(sql, {{"{take}", kTake}, {"{ours}", kOurs}, {"{live}", kLive}});
+      return detail::fill(shaped, {{"{prefix}", prefix}, {"{retry}", retry}});
+    };
+    std::size_t id = kOccurrenceStatementIds;
+    clock_ = {id++, "database clock", "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000"};
+    claim_ = {id++, "claim occurrence", fill(kClaim)};
+    claim_retry_ = {id++, "claim occurrence", fill(kClaim, "TRUE")};
+    finish_ = {id++, "finish occurrence", fill(R"(
+UPDATE `{prefix}occurrences` SET status = IF(? = 0, 'succeeded', 'failed'), exit_code = ?, finished_at = UTC_TIMESTAMP(6)
+WHERE name = ? AND occurrence = ? AND token = ? AND status = 'running')")};
+    list_ = {id++, "list occurrences", fill(R"(
+SELECT o.name, o.occurrence, o.owner, o.token, IF(o.status = 'running' AND NOT {live}, 'abandoned', o.status),
+       o.attempts, o.exit_code, TIMESTAMPDIFF(MICROSECOND, o.claimed_at, UTC_TIMESTAMP(6)) DIV 1000
+FROM `{prefix}occurrences` o WHERE ? = '' OR o.name = ?
+ORDER BY o.name, o.occurrence)")};
+    reap_ = {id++, "reap occurrences", fill(R"(
+DELETE o FROM `{prefix}occurrences` o
+WHERE o.keep_until <= UTC_TIMESTAMP(6) AND NOT (o.status = 'running' AND {live})
+ORDER BY o.keep_until LIMIT ?)")};
+  }
+
+  std::int64_t clock_ms() override { return first_int64(pool_.lease()->query(clock_, {})).value_or(0); }
+
+  bool claim(const OccurrenceClaimRef& claim) override {
+    std::array<MyParam, 7> params{claim.name, claim.occurrence, claim.owner, claim.token,
+                                  claim.keep.count() * 1000, claim.name, claim.token};
+    return pool_.lease()->update(claim.retry_failed ? claim_retry_ : claim_, params) > 0;
+  }
+
+  bool finish(std::string_view name, std::string_view occurrence, std::int64_t token, int exit_code) override {
+    std::array<MyParam, 5> params{std::int64_t{exit_code}, std::int64_t{exit_code}, name, occurrence, token};
+    return pool_.lease()->update(finish_, params) > 0;
+  }
+
+  std::vector<OccurrenceInfo> list(std::string_view only_name) override {
+    std::array<MyParam, 2> params{only_name, only_name};
+    std::vector<OccurrenceInfo> rows;
+    for (auto& row : pool_.lease()->query(list_, params)) {
+      OccurrenceInfo info{row.str(0), row.str(1), row.str(2), row.num(3), occurrence_status_of(row.str(4)),
+                          row.num(5), std::nullopt, std::chrono::milliseconds(row.num(7))};
+      if (auto code = row.int64(6)) info.exit_code = static_cast<int>(*code);
+      rows.push_back(std::move(info));
+    }
+    return rows;
+  }
+
+  std::size_t reap(std::size_t batch) override {
+    std::array<MyParam, 1> params{static_cast<std::int64_t>(batch)};
+    return static_cast<std::size_t>(pool_.lease()->update(reap_, params));
+  }
+
+ private:
+  SessionPool<MyConnection>& pool_;
+  MyStatement clock_, claim_, claim_retry_, finish_, list_, reap_;
+};
+
+}  // namespace
+
+std::unique_ptr<OccurrenceBackend> make_my_occurrences(SessionPool<MyConnection>& pool, std::string_view prefix) {
+  return std::make_unique<MyOccurrences>(pool, prefix);
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,15 @@
+#pragma once
+#include <memory>
+#include <string_view>
+
+#include "backends/mysql/my_connection.hpp"
+#include "backends/occurrence_backend.hpp"
+#include "backends/session_pool.hpp"
+
+namespace dblock::detail {
+
+/// MySQL/MariaDB's (and Galera's) occurrence records (migration 0007) on the backend's sessions.
+[[nodiscard]] std::unique_ptr<OccurrenceBackend> make_my_occurrences(SessionPool<MyConnection>& pool,
+                                                                     std::string_view prefix);
+
+}  // namespace dblock::detail

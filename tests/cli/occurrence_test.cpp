@@ -1,0 +1,219 @@
+// Scheduled jobs across a fleet, as the shipped unit runs them: the ExecStart= line of the
+// configured dblock-run@.service in the build directory, run by several simulated hosts (processes
+// with their own state directories) sharing one database, fired as a timer with AccuracySec=1s
+// spread fires them (0.45 s apart) plus one host catching up 4 s later (Persistent=true). Only the
+// period is substituted (DBLOCK_ONCE_PER, an environment variable of the unit), to keep it short.
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dblock/occurrence.hpp>
+#include <dblock/store.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kPeriod = 6s;  // substituted for the unit's DBLOCK_ONCE_PER (1h)
+
+struct Unit {
+  std::map<std::string, std::string> environment;  // Environment= lines, in order
+  std::string exec_start;
+};
+
+Unit read_unit(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "no configured unit at " << path;
+  Unit unit;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Environment=", 0) == 0) {
+      auto assignment = line.substr(12);
+      if (assignment.size() >= 2 && assignment.front() == '"') assignment = assignment.substr(1, assignment.size() - 2);
+      auto eq = assignment.find('=');
+      unit.environment[assignment.substr(0, eq)] = assignment.substr(eq + 1);
+    } else if (line.rfind("ExecStart=", 0) == 0) {
+      unit.exec_start = line.substr(10);
+    }
+  }
+  return unit;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+/// systemd's expansion of ExecStart=: %i the instance, $VAR split at spaces, ${VAR} one word.
+std::vector<std::string> command_line(const Unit& unit, const std::string& instance,
+                                      const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv;
+  for (auto& word : split(unit.exec_start)) {
+    if (word == "%i") argv.push_back(instance);
+    else if (word.rfind("${", 0) == 0) argv.push_back(env.at(word.substr(2, word.size() - 3)));
+    else if (word.front() == '$') for (auto& part : split(env.at(word.substr(1)))) argv.push_back(part);
+    else argv.push_back(word);
+  }
+  argv.front() = DBLOCK_CLI_PATH;  // the unit names the installed path; this build's CLI is the same program
+  return argv;
+}
+
+class ScheduledUnit : public ::testing::TestWithParam<dblock::test::BackendCase> {
+ protected:
+  void SetUp() override {
+    DBLOCK_REQUIRE_BACKEND_DSN(dsn_, GetParam());
+    if (GetParam().dsn_env != nullptr)
+      dsn_ = dblock::test::with_params(dsn_, "prefix=" + dblock::test::unique_prefix());
+    dir_ = fmt::format("/tmp/dblock-occurrence-{}-{}", getpid(), GetParam().label);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    // The job: a script (NAME.env's DBLOCK_JOB is split at spaces), 0.1 s long, exiting $JOB_EXIT.
+    job_ = dir_ + "/job.sh";
+    std::ofstream(job_) << "#!/bin/sh\necho \"$DBLOCK_FENCING_TOKEN\" >> " << dir_
+                        << "/runs.log\nsleep 0.1\nexit \"${JOB_EXIT:-0}\"\n";
+    std::filesystem::permissions(job_, std::filesystem::perms::owner_all);
+    unit_ = read_unit(DBLOCK_RUN_UNIT_PATH);
+    store_ = dblock::Store::open(dsn_);
+    if (GetParam().dsn_env != nullptr) {
+      // The unit's hosts expect the schema in place (`dblock migrate up` at deployment).
+      int status = run_cli({DBLOCK_CLI_PATH, "migrate", "up", "--dsn", dsn_});
+      ASSERT_EQ(status, 0);
+    }
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+    dblock::test::remove_embedded_sqlite();
+  }
+
+  int run_cli(std::vector<std::string> argv) {
+    pid_t pid = start(std::move(argv), {}, "/dev/null");
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  pid_t start(std::vector<std::string> argv, const std::map<std::string, std::string>& env, const std::string& out) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      for (auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
+      std::vector<char*> args;
+      for (auto& arg : argv) args.push_back(arg.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    return pid;
+  }
+
+  /// One simulated host firing the unit: its own state directory, the shared DSN, NAME.env.
+  pid_t fire(int host, const std::string& name, int job_exit) {
+    auto env = unit_.environment;
+    env["DBLOCK_STATE_DIR"] = fmt::format("{}/host{}", dir_, host);
+    env["DBLOCK_DSN"] = dsn_;  // /etc/dblock/dblock.env
+    env["DBLOCK_JOB"] = job_;  // /etc/dblock/run/NAME.env
+    env["DBLOCK_ONCE_PER"] = fmt::format("{}s", kPeriod.count());
+    env["JOB_EXIT"] = std::to_string(job_exit);
+    return start(command_line(unit_, name, env), env, fmt::format("{}/host{}.out", dir_, host));
+  }
+
+  static int exit_of(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  int runs() {
+    std::ifstream in(dir_ + "/runs.log");
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    return lines;
+  }
+
+  /// Polls the database's clock until the occurrence changes: the timer's scheduled instant, less
+  /// the tolerance (the earliest a host with a clock running ahead may fire for it).
+  void await_next_occurrence() {
+    dblock::OccurrenceOptions options{.period = kPeriod};
+    auto first = dblock::occurrence_key(*store_, options);
+    auto until = std::chrono::steady_clock::now() + kPeriod + 2s;
+    while (dblock::occurrence_key(*store_, options) == first) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the database clock did not move on";
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  std::string output(int host) {
+    std::ifstream in(fmt::format("{}/host{}.out", dir_, host));
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  std::string dsn_, dir_, job_;
+  Unit unit_;
+  std::shared_ptr<dblock::Store> store_;
+};
+
+TEST_P(ScheduledUnit, RunsEachOccurrenceOnceAcrossHostsAndRecordsAFailedOne) {
+  ASSERT_NE(unit_.exec_start.find("--once-per"), std::string::npos) << unit_.exec_start;
+  const std::string name = "nightly-report";
+
+  // Occurrence 1: three hosts 0.45 s apart (the timer's AccuracySec spread), a fourth catching up 4 s later.
+  await_next_occurrence();
+  auto started = std::chrono::steady_clock::now();
+  std::vector<pid_t> hosts;
+  for (int host = 0; host < 3; ++host) {
+    std::this_thread::sleep_until(started + host * 450ms);  // the schedule under test, not synchronisation
+    hosts.push_back(fire(host, name, 0));
+  }
+  std::vector<int> exits;
+  for (auto pid : hosts) exits.push_back(exit_of(pid));
+  std::this_thread::sleep_until(started + 4s);
+  exits.push_back(exit_of(fire(3, name, 0)));
+  EXPECT_EQ(runs(), 1) << "the occurrence ran more than once; outputs:\n" << output(0) << output(1) << output(2) << output(3);
+  EXPECT_EQ(std::count(exits.begin(), exits.end(), 0), 1);
+  EXPECT_EQ(std::count(exits.begin(), exits.end(), 75), 3) << output(3);
+
+  // Occurrence 2 runs again; its job fails on the first host, and by the default rule (no retry
+  // within the occurrence) the next host exits 75 and the record says failed.
+  await_next_occurrence();
+  started = std::chrono::steady_clock::now();
+  EXPECT_EQ(exit_of(fire(4, name, 3)), 3) << output(4);
+  std::this_thread::sleep_until(started + 450ms);
+  EXPECT_EQ(exit_of(fire(5, name, 0)), 75) << output(5);
+  EXPECT_EQ(runs(), 2);
+
+  auto records = dblock::occurrences(*store_);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].status, dblock::OccurrenceStatus::succeeded);
+  EXPECT_EQ(records[1].status, dblock::OccurrenceStatus::failed);
+  EXPECT_EQ(records[1].exit_code, 3);
+  EXPECT_LT(records[0].occurrence, records[1].occurrence);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ScheduledUnit,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kSqlite})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace

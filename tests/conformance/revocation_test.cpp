@@ -1,0 +1,251 @@
+// Revocation (Store::revoke, `dblock release --force`) and the minimum hold (LockOptions::min_hold,
+// `dblock run --min-hold`), on every backend in table mode: a forced release never makes two
+// holders, and a lock with a minimum hold keeps its name until grant + min_hold.
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "support/eventually.hpp"
+#include "support/installation.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// Starts the CLI with `args`, its stdout and stderr into `output`.
+pid_t start_cli(const std::vector<std::string>& args, const std::filesystem::path& output) {
+  pid_t child = fork();
+  if (child == 0) {
+    int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv{const_cast<char*>("dblock")};
+    for (auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execv(DBLOCK_CLI_PATH, argv.data());
+    _exit(127);
+  }
+  return child;
+}
+
+Outcome finish_cli(pid_t child, const std::filesystem::path& output) {
+  int status = 0;
+  waitpid(child, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_text(output)};
+}
+
+/// Wall-clock nanoseconds written by `date +%s%N` into `path` (0 while it is not there yet).
+long long stamp(const std::filesystem::path& path) {
+  auto text = read_text(path);
+  return text.empty() ? 0 : std::stoll(text);
+}
+
+long long wall_nanoseconds() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class Revocation : public dblock::test::InstalledCaseTest {
+ protected:
+  void SetUp() override {
+    InstalledCaseTest::SetUp();
+    dir_ = std::filesystem::temp_directory_path() / ("dblock-revocation-" + installation_->prefix());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  Outcome cli(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--dsn", installation_->dsn()});
+    auto output = dir_ / ("cli-" + std::to_string(++calls_));
+    return finish_cli(start_cli(args, output), output);
+  }
+
+  std::optional<dblock::LockInfo> row(const std::string& name) {
+    for (auto& info : store_->locks())
+      if (info.name == name) return info;
+    return std::nullopt;
+  }
+
+  std::filesystem::path dir_;
+  int calls_ = 0;
+};
+
+TEST_P(Revocation, TheRevokedHolderIsToldAtItsNextRenewalAndItsReleaseFreesTheNameBeforeTheLeaseEnds) {
+  std::promise<std::int64_t> lost;
+  auto a = manager({.default_ttl = 3s, .on_lost = [&](std::string_view, std::int64_t token) { lost.set_value(token); }});
+  auto b = manager();
+  auto held = a->try_acquire("revoked");
+  ASSERT_TRUE(held);
+  auto revoked = store_->revoke("revoked");
+  ASSERT_TRUE(revoked);
+  auto free_by = Steady::now() + revoked->remaining;
+  EXPECT_EQ(revoked->state, dblock::LockState::revoked);
+  EXPECT_EQ(revoked->token, held->token());
+  EXPECT_GT(revoked->remaining, 1s) << "the lease is kept, not cut";
+  EXPECT_FALSE(b->try_acquire("revoked")) << "nobody is granted the name while the revoked holder may still work";
+  EXPECT_FALSE(store_->revoke("revoked")) << "a revoked lock is not revoked again";
+
+  auto told = lost.get_future();
+  ASSERT_EQ(told.wait_for(3s), std::future_status::ready) << "told at its next renewal (every second)";
+  EXPECT_EQ(told.get(), held->token());
+  EXPECT_TRUE(held->lost());
+  ASSERT_LT(Steady::now() + 300ms, free_by) << "the checks below need the revoked lease to be running";
+  EXPECT_FALSE(b->try_acquire("revoked")) << "told is not stopped: the name still waits";
+  EXPECT_FALSE(a->try_acquire("revoked")) << "nor can the revoked holder take it back";
+
+  EXPECT_THROW(held->release(), dblock::LockLost) << "its release is its acknowledgement, and reports the loss";
+  auto next = b->try_acquire("revoked");
+  EXPECT_TRUE(next) << "the acknowledgement frees the name before the revoked lease ends";
+  EXPECT_LT(Steady::now(), free_by);
+  if (next) EXPECT_GT(next->token(), revoked->token);
+}
+
+TEST_P(Revocation, WithoutAnAcknowledgementAWaiterIsGrantedAtTheRevokedLeasesEndNeitherEarlierNorMuchLater) {
+  auto a = manager({.default_ttl = 1500ms});
+  auto held = a->try_acquire("unacknowledged");  // kept to the end: a holder that never lets go
+  ASSERT_TRUE(held);
+  auto revoked = store_->revoke("unacknowledged");
+  ASSERT_TRUE(revoked);
+  auto lease_end = Steady::now() + revoked->remaining;
+
+  auto listed = row("unacknowledged");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->state, dblock::LockState::revoked);
+  EXPECT_EQ(listed->token, held->token());
+  EXPECT_FALSE(listed->owner.starts_with("(")) << "shown as the holder it was revoked from: " << listed->owner;
+  auto json = cli({"locks", "--json"});
+  EXPECT_NE(json.output.find("\"state\":\"revoked\""), std::string::npos) << json.output;
+  auto text = cli({"locks"});
+  EXPECT_NE(text.output.find(" revoked "), std::string::npos) << text.output;
+
+  auto b = manager();
+  auto next = b->acquire("unacknowledged", 10s);
+  auto granted = Steady::now();
+  // The database's clock and ours run at the same rate on one host; 100 ms for the reads' latency.
+  EXPECT_GE(granted, lease_end - 100ms) << "granted before the revoked lease ended";
+  EXPECT_LE(granted, lease_end + 1500ms) << "a waiter polls at least every 500 ms";
+  EXPECT_TRUE(held->lost());
+  EXPECT_THROW(held->release(), dblock::LockLost);
+  EXPECT_FALSE(next.lost()) << "a late acknowledgement never touches the next holder's row";
+  EXPECT_EQ(row("unacknowledged")->token, next.token());
+}
+
+TEST_P(Revocation, TheUnsafeDeleteFreesTheNameAtOnce) {
+  std::promise<void> lost;
+  auto a = manager({.default_ttl = 600ms, .on_lost = [&](std::string_view, std::int64_t) { lost.set_value(); }});
+  auto b = manager();
+  auto held = a->try_acquire("deleted");
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(store_->force_release("deleted"));
+  EXPECT_TRUE(b->try_acquire("deleted")) << "deleted at once, live holder or not";
+  ASSERT_EQ(lost.get_future().wait_for(3s), std::future_status::ready);
+}
+
+TEST_P(Revocation, AReleaseWithinTheMinimumHoldKeepsTheNameUntilGrantPlusMinHold) {
+  auto a = manager();
+  auto b = manager();
+  auto started = Steady::now();
+  auto held = a->try_acquire("hourly", {.min_hold = 1500ms});
+  ASSERT_TRUE(held);
+  EXPECT_NO_THROW(held->release()) << "a release within the minimum hold is a release";
+  EXPECT_FALSE(b->try_acquire("hourly")) << "the name is kept for the minimum hold";
+  EXPECT_FALSE(a->try_acquire("hourly")) << "from the releaser too";
+  auto kept = row("hourly");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->state, dblock::LockState::min_hold);
+  EXPECT_FALSE(store_->revoke("hourly")) << "nobody holds it: nothing to revoke";
+  auto next = b->acquire("hourly", 5s);
+  auto waited = Steady::now() - started;
+  EXPECT_GE(waited, 1400ms) << "free only at grant + min_hold (100 ms for the grant's reply)";
+  EXPECT_LE(waited, 3s);
+  next.release();
+  EXPECT_TRUE(a->try_acquire("hourly")) << "without a minimum hold a release frees the name at once";
+}
+
+TEST_P(Revocation, AReleaseAfterTheMinimumHoldFreesTheNameAtOnce) {
+  auto a = manager();
+  auto b = manager();
+  auto held = a->try_acquire("short-hold", {.min_hold = 200ms});
+  ASSERT_TRUE(held);
+  std::this_thread::sleep_for(300ms);  // the job itself: longer than its minimum hold
+  held->release();
+  EXPECT_TRUE(b->try_acquire("short-hold"));
+  EXPECT_THROW((void)a->try_acquire("x", {.shared = true, .min_hold = 1s}), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->try_acquire("x", {.min_hold = -1ms}), dblock::InvalidArgument);
+}
+
+TEST_P(Revocation, AfterReleaseForceNoWaitingRunStartsWhileTheRevokedRunsCommandStillRuns) {
+  auto a_end = dir_ / "a_end", a_start = dir_ / "a_start", b_start = dir_ / "b_start";
+  auto holder_out = dir_ / "holder", waiter_out = dir_ / "waiter";
+  auto holder = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "2s", "--", "sh", "-c",
+                           "trap 'date +%s%N > " + a_end.string() + "; exit 0' TERM; date +%s%N > " +
+                               a_start.string() + "; sleep 30 & wait"},
+                          holder_out);
+  ASSERT_TRUE(dblock::test::eventually([&] { return stamp(a_start) > 0; })) << read_text(holder_out);
+  auto waiter = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "2s", "--wait", "20s",
+                           "--", "sh", "-c", "date +%s%N > " + b_start.string()},
+                          waiter_out);
+  auto revoked_at = wall_nanoseconds();
+  auto released = cli({"release", "--force", "job"});
+  EXPECT_EQ(released.exit_code, 0) << released.output;
+  EXPECT_NE(released.output.find("revoked 'job'"), std::string::npos) << released.output;
+  auto held_out = finish_cli(holder, holder_out);
+  auto waited_out = finish_cli(waiter, waiter_out);
+  EXPECT_EQ(held_out.exit_code, 70) << "told it lost the lock: " << held_out.output;
+  EXPECT_NE(held_out.output.find("lost"), std::string::npos) << held_out.output;
+  ASSERT_EQ(waited_out.exit_code, 0) << waited_out.output;
+  ASSERT_GT(stamp(a_end), 0) << held_out.output;
+  EXPECT_GT(stamp(b_start), stamp(a_end)) << "the waiter's command started "
+                                          << (stamp(a_end) - stamp(b_start)) / 1'000'000
+                                          << " ms before the revoked holder's command ended";
+  EXPECT_LE(stamp(b_start), revoked_at + std::chrono::nanoseconds(2s + 1500ms).count())
+      << "granted by the revoked lease's end (2 s) at the latest";
+}
+
+TEST_P(Revocation, RunWithAMinimumHoldKeepsTheNameAfterItsCommandEnds) {
+  auto started = Steady::now();
+  auto first = cli({"run", "--name", "nightly", "--min-hold", "1500ms", "--", "true"});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(cli({"run", "--name", "nightly", "--", "true"}).exit_code, 75) << "kept for its minimum hold";
+  EXPECT_NE(cli({"locks", "--json"}).output.find("\"state\":\"min-hold\""), std::string::npos);
+  auto later = cli({"run", "--name", "nightly", "--wait", "5s", "--", "true"});
+  EXPECT_EQ(later.exit_code, 0) << later.output;
+  EXPECT_GE(Steady::now() - started, 1400ms);
+  EXPECT_EQ(cli({"run", "--name", "nightly", "--mode", "advisory", "--min-hold", "1s", "--", "true"}).exit_code, 64);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Revocation,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kSqlite, dblock::test::kPgBouncerTable,
+                                                                  dblock::test::kGaleraTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace

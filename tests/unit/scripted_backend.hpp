@@ -1,0 +1,322 @@
+#pragma once
+// A backend over an in-memory lock table with the database's rules, for tests of the core's
+// policy without a server: statements can be scripted to stall, to lose their reply, or (through a
+// Stepper) to wait for the test to decide when they run and what becomes of their reply.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dblock/dblock.hpp>
+
+#include "backends/backend.hpp"
+
+namespace dblock_test {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dblock::detail::AdvisorySession;
+using dblock::detail::AdvisoryTarget;
+using dblock::detail::Grant;
+using dblock::detail::HeldRef;
+
+/// What a statement does when it is scripted to lose its reply.
+enum class Unknown { no, after_applying, before_applying };
+
+/// Blocks its callers until opened (or a bound passes: a test never hangs).
+class Gate {
+ public:
+  void close() {
+    std::lock_guard lock(mutex_);
+    open_ = false;
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  void pass() {
+    std::unique_lock lock(mutex_);
+    opened_.wait_for(lock, 10s, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = true;
+};
+
+/// Decides, for a test that generates interleavings, when each statement that writes runs and what
+/// becomes of its reply. `statement` is called on the thread that sends the statement and returns
+/// once the test has decided; `apply` takes effect then, later (through the test) or never.
+class Stepper {
+ public:
+  virtual ~Stepper() = default;
+  /// Runs `apply` as decided; throws OutcomeUnknown when the reply is to be lost. `tokens`: the
+  /// fencing tokens the statement names (a renewal names every lock it renews).
+  virtual void statement(std::string_view what, std::string_view owner, std::vector<std::int64_t> tokens,
+                         std::function<void()> apply) = 0;
+};
+
+/// A lock to renew, owning its strings (a statement may run after its caller has returned).
+struct RenewedRef {
+  std::string name, owner;
+  std::int64_t token = 0;
+  std::chrono::milliseconds ttl{0};
+};
+
+/// The lock table's rules, in memory, by the steady clock; and an advisory lock server.
+struct Script {
+  struct Row {
+    std::string owner;
+    std::int64_t count = 0, token = 0;
+    Clock::time_point expires;
+  };
+  std::mutex mutex;
+  std::map<std::string, Row> rows;
+  std::int64_t next_token = 0;
+  std::atomic<int> acquires{0}, releases{0}, renewals{0}, unlocks{0};
+  std::vector<std::chrono::milliseconds> renewed_ttls;  // of the last renewal
+  Unknown acquire_unknown = Unknown::no, release_unknown = Unknown::no;
+  std::chrono::milliseconds acquire_delay{0};
+  Gate renewals_gate, checks_gate;
+  std::shared_ptr<Stepper> stepper;  // when set, every writing statement of table mode goes through it
+  // Advisory: which session holds each key, and what the next lock statement does after granting.
+  std::map<std::string, int> server_locks;
+  int next_session = 0;
+  std::optional<dblock::DatabaseError> fail_after_grant;
+  std::chrono::milliseconds server_wait{0};  // how long a waiting lock statement takes to be granted
+
+  std::optional<Grant> apply_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
+                                     std::int64_t held_token) {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    auto [it, inserted] = rows.try_emplace(std::string(name));
+    auto& row = it->second;
+    if (!inserted && row.owner == owner && row.expires > now && row.token == held_token) {
+      row.count += 1;
+      row.expires = std::max(row.expires, now + ttl);
+    } else if (inserted || row.expires <= now || row.owner == owner) {
+      row = Row{std::string(owner), 1, ++next_token, now + ttl};
+    } else {
+      return std::nullopt;
+    }
+    return Grant{row.count, row.token};
+  }
+
+  std::optional<std::int64_t> apply_release(std::string_view name, std::string_view owner, std::int64_t token) {
+    std::lock_guard lock(mutex);
+    auto it = rows.find(std::string(name));
+    if (it == rows.end() || it->second.owner != owner || it->second.token != token) return std::nullopt;
+    if (--it->second.count > 0) return it->second.count;
+    rows.erase(it);
+    return 0;
+  }
+
+  std::optional<std::int64_t> apply_release_last(std::string_view name, std::string_view owner, std::int64_t token) {
+    std::lock_guard lock(mutex);
+    auto it = rows.find(std::string(name));
+    if (it == rows.end() || it->second.owner != owner || it->second.token != token) return std::nullopt;
+    rows.erase(it);
+    return 0;
+  }
+
+  std::vector<std::size_t> apply_renew(const std::vector<RenewedRef>& held) {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    std::vector<std::size_t> renewed;
+    renewed_ttls.clear();
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      renewed_ttls.push_back(held[i].ttl);
+      auto it = rows.find(held[i].name);
+      if (it == rows.end()) continue;
+      auto& row = it->second;
+      if (row.owner != held[i].owner || row.token != held[i].token || row.expires <= now) continue;
+      row.expires = std::max(row.expires, now + held[i].ttl);
+      renewed.push_back(i);
+    }
+    return renewed;
+  }
+
+  std::optional<Row> row(const std::string& name) {
+    std::lock_guard lock(mutex);
+    auto it = rows.find(name);
+    if (it == rows.end()) return std::nullopt;
+    return it->second;
+  }
+};
+
+class ScriptedSession final : public AdvisorySession {
+ public:
+  explicit ScriptedSession(std::shared_ptr<Script> script) : script_(std::move(script)) {
+    std::lock_guard lock(script_->mutex);
+    id_ = ++script_->next_session;
+  }
+  ~ScriptedSession() override {  // the server lets go of a closed session's locks
+    std::lock_guard lock(script_->mutex);
+    std::erase_if(script_->server_locks, [&](const auto& entry) { return entry.second == id_; });
+  }
+  std::optional<std::int64_t> lock(const AdvisoryTarget& target, std::chrono::milliseconds wait) override {
+    if (wait.count() > 0) std::this_thread::sleep_for(script_->server_wait);  // the server's queue
+    std::lock_guard lock(script_->mutex);
+    auto [it, inserted] = script_->server_locks.try_emplace(std::string(target.name), id_);
+    if (!inserted && it->second != id_) return std::nullopt;
+    if (script_->fail_after_grant) throw *std::exchange(script_->fail_after_grant, std::nullopt);
+    return ++script_->next_token;
+  }
+  bool unlock(const AdvisoryTarget& target) override {
+    ++script_->unlocks;
+    std::lock_guard lock(script_->mutex);
+    auto it = script_->server_locks.find(std::string(target.name));
+    if (it == script_->server_locks.end() || it->second != id_) return false;
+    script_->server_locks.erase(it);
+    return true;
+  }
+  void check_alive() override { script_->checks_gate.pass(); }
+  std::int64_t draw_token() override {
+    std::lock_guard lock(script_->mutex);
+    return ++script_->next_token;
+  }
+
+ private:
+  std::shared_ptr<Script> script_;
+  int id_ = 0;
+};
+
+class ScriptedBackend final : public dblock::detail::Backend {
+ public:
+  // The script is shared: the test reads and steers it while the Store owns this backend.
+  explicit ScriptedBackend(std::shared_ptr<Script> script) : script_(std::move(script)) {}
+  dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
+
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
+                                   std::int64_t held_token) override {
+    ++script_->acquires;
+    if (script_->stepper)
+      return stepped<std::optional<Grant>>("acquire", owner, {held_token}, [s = script_, n = std::string(name), o = std::string(owner), ttl, held_token] {
+        return s->apply_acquire(n, o, ttl, held_token);
+      });
+    if (script_->acquire_delay.count() > 0) std::this_thread::sleep_for(script_->acquire_delay);  // a slow reply
+    auto mode = std::exchange(script_->acquire_unknown, Unknown::no);
+    if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    auto grant = script_->apply_acquire(name, owner, ttl, held_token);
+    if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    return grant;
+  }
+  std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
+    if (script_->stepper)
+      return stepped<std::optional<std::int64_t>>("release", owner, {token}, [s = script_, n = std::string(name), o = std::string(owner), token] {
+        return s->apply_release(n, o, token);
+      });
+    return scripted_release([&] { return script_->apply_release(name, owner, token); });
+  }
+  std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
+    if (script_->stepper)
+      return stepped<std::optional<std::int64_t>>("release_last", owner, {token}, [s = script_, n = std::string(name), o = std::string(owner), token] {
+        return s->apply_release_last(n, o, token);
+      });
+    return scripted_release([&] { return script_->apply_release_last(name, owner, token); });
+  }
+  std::vector<std::size_t> renew(std::span<const HeldRef> held, Clock::time_point) override {
+    ++script_->renewals;
+    if (script_->stepper) {
+      std::vector<RenewedRef> refs;
+      std::vector<std::int64_t> tokens;
+      for (auto& ref : held) {
+        refs.push_back({std::string(ref.name), std::string(ref.owner), ref.token, ref.ttl});
+        tokens.push_back(ref.token);
+      }
+      return stepped<std::vector<std::size_t>>("renew", {}, std::move(tokens), [s = script_, refs] { return s->apply_renew(refs); });
+    }
+    script_->renewals_gate.pass();  // a stall that ignores the reply bound, as MySQL's would
+    std::vector<RenewedRef> refs;
+    for (auto& ref : held) refs.push_back({std::string(ref.name), std::string(ref.owner), ref.token, ref.ttl});
+    return script_->apply_renew(refs);
+  }
+  std::optional<std::chrono::milliseconds> lease_left(std::string_view name) override {
+    auto row = script_->row(std::string(name));
+    if (!row) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(row->expires - Clock::now());
+  }
+  bool force_release(std::string_view name) override {
+    std::lock_guard lock(script_->mutex);
+    return script_->rows.erase(std::string(name)) > 0;
+  }
+  bool revoke(std::string_view name) override {
+    std::lock_guard lock(script_->mutex);
+    auto it = script_->rows.find(std::string(name));
+    if (it == script_->rows.end() || it->second.owner.starts_with('(') || it->second.expires <= Clock::now()) return false;
+    it->second.owner = std::string(dblock::detail::kRevokedOwner) + it->second.owner.substr(0, dblock::detail::kMarkedOwnerKept);
+    return true;
+  }
+  bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
+    std::lock_guard lock(script_->mutex);
+    auto it = script_->rows.find(std::string(name));
+    auto marked = std::string(dblock::detail::kRevokedOwner) + std::string(owner.substr(0, dblock::detail::kMarkedOwnerKept));
+    if (it == script_->rows.end() || it->second.owner != marked || it->second.token != token) return false;
+    script_->rows.erase(it);
+    return true;
+  }
+  bool release_keeping(std::string_view, std::string_view, std::int64_t, std::chrono::milliseconds) override {
+    return false;  // no minimum hold here: released as usual
+  }
+  std::size_t reap(std::size_t) override { return 0; }
+  dblock::LockCensus census() override { return {}; }
+  bool has_advisory_locks() const noexcept override { return true; }
+  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    return std::make_unique<ScriptedSession>(script_);
+  }
+  int schema_version() override { return dblock::latest_schema_version(); }
+  std::optional<std::vector<dblock::detail::AppliedMigration>> read_history() override { return std::nullopt; }
+  std::unique_ptr<dblock::detail::RawLockClient> raw_client() override { return nullptr; }
+  void seed_expired(std::string_view, std::size_t) override {}
+  std::unique_ptr<dblock::detail::MigrationSession> open_migration() override {
+    throw dblock::InvalidArgument("no migrations here");
+  }
+  std::vector<dblock::detail::CatalogObject> catalog(std::span<const std::string>) override { return {}; }
+  const dblock::detail::MigrationDialect& migration_dialect() const override {
+    throw dblock::InvalidArgument("no migrations here");
+  }
+
+ protected:
+  std::vector<dblock::LockInfo> list_rows(std::string_view only_name) override {
+    std::lock_guard lock(script_->mutex);
+    std::vector<dblock::LockInfo> rows;
+    for (auto& [name, row] : script_->rows)
+      if (only_name.empty() || only_name == name)
+        rows.push_back({name, row.owner, row.count, row.token,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(row.expires - Clock::now())});
+    return rows;
+  }
+
+ private:
+  /// Runs `apply` when and as the stepper decides; its result is the reply.
+  template <class Result, class Apply>
+  Result stepped(std::string_view what, std::string_view owner, std::vector<std::int64_t> tokens, Apply apply) {
+    auto reply = std::make_shared<std::optional<Result>>();
+    script_->stepper->statement(what, owner, std::move(tokens), [reply, apply = std::move(apply)] { *reply = apply(); });
+    return std::move(**reply);
+  }
+  template <class Apply>
+  std::optional<std::int64_t> scripted_release(Apply apply) {
+    ++script_->releases;
+    auto mode = std::exchange(script_->release_unknown, Unknown::no);
+    if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    auto left = apply();
+    if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    return left;
+  }
+  std::shared_ptr<Script> script_;
+};
+
+}  // namespace dblock_test
