@@ -25,8 +25,10 @@ install_missing() {
 DBLOCK_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libpq-dev libspdlog-dev libfmt-dev libcli11-dev
                        libsoci-dev libsqlite3-dev libcpp-httplib-dev libmysqlcppconn-dev libboost-dev
                        help2man dpkg-dev file)
-# What the tests need on top: GoogleTest, the PostgreSQL and MariaDB servers, and man and
-# systemd-analyze to check the installed pages and units.
+# What the tests need on top: GoogleTest, the PostgreSQL and MariaDB servers, man and
+# systemd-analyze to check the installed pages and units, and docker.io, mmdebstrap, iptables, curl
+# and python3-yaml for tools/image_test.sh (its own dockerd; a base image made from Debian's archive).
 DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client pgbouncer mariadb-server mariadb-client
                       galera-4 rsync lsof iproute2 patroni python3-pysyncobj sqlite3 docker-compose clang procps
-                      libclang-rt-14-dev man-db systemd)
+                      libclang-rt-14-dev man-db systemd python3-psycopg python3-pymysql docker.io mmdebstrap
+                      iptables curl python3-yaml)

@@ -3,7 +3,8 @@
 # missing, builds, starts throwaway database servers on loopback, runs every test with
 # DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), builds and tests once without
 # MySQL and once without PostgreSQL, builds a consumer against the installed static and shared
-# library, builds the Debian packages and installs, checks and removes them, repeats the suites
+# library, builds the Debian packages and installs, checks and removes them, builds the container
+# image and runs its compose stacks (tools/image_test.sh), repeats the suites
 # under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits non-zero on any failure.
 #   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
 set -euo pipefail
@@ -19,6 +20,7 @@ install_missing "${DBLOCK_BUILD_PACKAGES[@]}" "${DBLOCK_TEST_PACKAGES[@]}"
 
 step "docker-compose config (the compose file is valid; no engine is needed)"
 docker-compose -f docker/compose.yaml config > /dev/null
+docker-compose -f docker/compose.mariadb.yaml config > /dev/null
 
 step "configure and build (preset dev, -Werror)"
 cmake --preset dev > /dev/null
@@ -45,6 +47,8 @@ for scenario in uncontended handoff renew reap; do
   echo "$bench_json" | grep -q "\"scenario\":\"$scenario\"" || { echo "bench printed no $scenario figure" >&2; exit 1; }
 done
 if echo "$bench_json" | grep -Eq '"ops_per_sec":(0\.0|-|nan|inf)'; then echo "bench printed a zero or invalid rate" >&2; exit 1; fi
+build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" bench --json --scenario fence --duration 200ms | grep -Eq \
+  '"scenario":"fence".*"ops_per_sec":[1-9][0-9.]*,.*"floor_ops_per_sec":[1-9].*"ratio":[0-9]' || { echo "bench printed no fence figure" >&2; exit 1; }
 advisory_json=$(build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" bench --json --mode advisory \
                   --duration 200ms --threads 2)
 echo "$advisory_json"
@@ -93,6 +97,9 @@ cmake --preset package > /dev/null
 cmake --build --preset package -j "$jobs"
 (cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
 tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
+
+step "the container image: build it, run the compose stacks on PostgreSQL and MariaDB (own dockerd)"
+tools/image_test.sh
 
 for preset in $sanitizers; do
   step "build and ctest under preset $preset"

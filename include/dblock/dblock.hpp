@@ -1,6 +1,7 @@
 #pragma once
 #include <dblock/advisory_key.hpp>
 #include <dblock/errors.hpp>
+#include <dblock/fence.hpp>
 #include <dblock/leader_election.hpp>
 #include <dblock/lock.hpp>
 #include <dblock/lock_manager.hpp>

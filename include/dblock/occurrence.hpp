@@ -32,9 +32,8 @@ struct OccurrenceOptions {
   /// How early a host may fire before the scheduled instant by the database's clock (its clock
   /// skew). Negative: the default, a tenth of the period capped at 5 minutes.
   std::chrono::milliseconds tolerance{-1};
-  /// Where the periods start relative to the Unix epoch (UTC): e.g. 22h for a job at local midnight
-  /// in UTC+2 with a one-day period... any value works as long as no firing lands within the tolerance
-  /// of a period boundary other than its own scheduled instant.
+  /// Where the periods start after the Unix epoch (UTC), in [0, period): e.g. 22h with a one-day
+  /// period for a job at local midnight in UTC+2.
   std::chrono::milliseconds offset{0};
   /// An explicit occurrence key (e.g. the scheduled instant a unit knows), instead of `period`.
   std::string key;
@@ -60,7 +59,8 @@ struct OccurrenceInfo {
   std::chrono::milliseconds age{0};  ///< since it was (last) claimed, by the database's clock
 };
 
-/// The occurrence key for now by the database's clock: "p<period ms>:<k>", or options.key.
+/// The occurrence key for now by the database's clock: its scheduled instant in UTC and the period
+/// ("2024-05-01T10:00:00Z/60m"), or options.key.
 /// @throws InvalidArgument for a bad period, tolerance, offset or key.
 [[nodiscard]] DBLOCK_EXPORT std::string occurrence_key(Store& store, const OccurrenceOptions& options);
 

@@ -100,6 +100,13 @@ struct LockOptions {
   /// the row, its lease cut to end at grant + min_hold, renewed by nobody. 0: none. A re-entry
   /// with a longer one raises it for the whole grant.
   milliseconds min_hold{0};
+  /// Table mode, exclusive locks: lock-delay (Consul's). When this lock's lease ends WITHOUT a
+  /// release (its holder paused, died, or lost its connection and could not renew), the name stays
+  /// unavailable for this long after the lease's end, by the database's clock, for holders whose
+  /// work may outlive their lease. A release (and a revoked holder letting go) frees the name at
+  /// once; renewals are unaffected. 0: none. Up to 30 days. A re-entry with a longer one raises it
+  /// for the whole grant.
+  milliseconds lock_delay{0};
 };
 
 /// Policy of one LockManager.

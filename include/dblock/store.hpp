@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,11 +25,15 @@ class Backend;
 struct StoreParts;
 }  // namespace detail
 
+struct FenceTarget;
+class FencedTransaction;
+
 /// What a row of the lock table stands for.
 enum class LockState {
   held,      ///< its owner holds it (or held it: see `remaining`)
   revoked,   ///< revoked by an operator: unavailable until its lease ends or its holder lets go
   min_hold,  ///< released within its minimum hold: unavailable until the hold ends
+  delayed,   ///< its lease ended without a release: unavailable until its lock-delay ends (`remaining`)
 };
 
 /// One row of the lock table as an operator sees it.
@@ -37,13 +42,16 @@ struct LockInfo {
   std::string owner;
   std::int64_t count = 0;
   std::int64_t token = 0;
-  /// Lease left by the database's clock; negative once expired (row not yet reaped).
+  /// Lease left by the database's clock; negative once expired (row not yet reaped). Revoked,
+  /// min-hold and delayed rows: how long until the name is free.
   std::chrono::milliseconds remaining{0};
   /// Exclusive, or a semaphore's permit holder or a reader (one row per holder).
   HolderKind kind = HolderKind::exclusive;
   /// Store::locks() and Store::revoke(): revoked or kept for a minimum hold, `owner` then being
   /// the holder it was taken from.
   LockState state = LockState::held;
+  /// The lock's lock-delay (LockOptions::lock_delay), 0 for none.
+  std::chrono::milliseconds lock_delay{0};
 };
 
 /// What the lock table holds right now, by the database's clock.
@@ -90,6 +98,11 @@ class DBLOCK_EXPORT Store : public std::enable_shared_from_this<Store> {
   bool force_release(std::string_view name);
   /// Counts live and expired rows (a full scan of the lock table: for metrics, not hot paths).
   [[nodiscard]] LockCensus census();
+  /// Runs `work` in a transaction on one of this store's sessions, fenced by `target` (a held Lock
+  /// or a name and token; include <dblock/fence.hpp>): commits when `work` returns, rolls back when
+  /// it throws. @throws LockLost, nothing committed, when the grant is not the name's live holder
+  /// at the fence, or when `work` runs a statement after the lease left at the fence ran out.
+  void fenced(const FenceTarget& target, const std::function<void(FencedTransaction&)>& work);
 
  private:
   friend struct detail::StoreParts;

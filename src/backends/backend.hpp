@@ -8,6 +8,7 @@
 
 #include "backends/advisory_backend.hpp"
 #include "backends/bench_backend.hpp"
+#include "backends/fence_backend.hpp"
 #include "backends/group_backend.hpp"
 #include "backends/lock_backend.hpp"
 #include "backends/migration_backend.hpp"
@@ -19,6 +20,8 @@ class Backend : public LockBackend, public GroupBackend, public AdvisoryBackend,
  public:
   /// The occurrence role (occurrence_backend.hpp), which every table backend has; nullptr without.
   virtual OccurrenceBackend* occurrences() { return nullptr; }
+  /// The fence role (fence_backend.hpp), which every table backend has; nullptr without.
+  virtual FenceBackend* fences() { return nullptr; }
 };
 
 }  // namespace dblock::detail

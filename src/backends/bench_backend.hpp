@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace dblock::detail {
 
@@ -29,6 +30,21 @@ class RawLockClient {
   [[nodiscard]] virtual std::string_view blocking_lock_functions() const noexcept { return "none"; }
 };
 
+/// The floor of the fence scenario: one short write transaction — the dialect's begin, one insert
+/// into a bench-owned table (created if missing), commit — with the bare driver on one dedicated
+/// session, prepared once. Single-threaded.
+class RawWriteClient {
+ public:
+  virtual ~RawWriteClient() = default;
+  /// One committed transaction inserting (run, n); with `fence`, the fence for (name, token) as its
+  /// first statement, as Store::fenced runs it: the fence's own cost without dblock's.
+  virtual void write(const std::string& run, std::int64_t n, const std::optional<std::pair<std::string, std::int64_t>>& fence) = 0;
+  /// The same insert as text, for Store::fenced ($1, $2 or ?, ?; both parameters as text).
+  [[nodiscard]] virtual const std::string& insert_sql() const noexcept = 0;
+  /// Deletes the rows of `run`.
+  virtual void clear(const std::string& run) = 0;
+};
+
 /// Which hand-written SQL: as a user would write it, or with the delete committed without waiting
 /// for the disk (what dblock's release does on PostgreSQL), the most such SQL gains from that.
 enum class HandWritten { synchronous, asynchronous_delete };
@@ -45,6 +61,9 @@ class BenchBackend {
     (void)how;
     return nullptr;
   }
+  /// For `dblock bench --scenario fence`: a bare-driver write transaction (see RawWriteClient);
+  /// null where the bench has none for this backend.
+  virtual std::unique_ptr<RawWriteClient> raw_write_client() { return nullptr; }
   /// For `dblock bench`: inserts `count` rows named `<stem><i>` whose lease has already ended.
   virtual void seed_expired(std::string_view stem, std::size_t count) = 0;
 };

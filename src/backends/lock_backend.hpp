@@ -60,13 +60,20 @@ class LockBackend {
  public:
   virtual ~LockBackend() = default;
 
-  /// Insert, re-enter (same owner, live, token `held_token`: count+1, same token, the later of the
-  /// two expiries) or take over (count 1, new token) an expired row or a live one of `owner` with
+  /// Insert, re-enter (same owner, live lease, token `held_token`: count+1, same token, the later
+  /// of the two leases and the longer lock-delay) or take over (count 1, new token) a row whose
+  /// name is free (its lease and the lock-delay after it have ended) or a live one of `owner` with
   /// another token (a leftover the caller no longer counts), in one round trip, with one clock
-  /// reading; empty when another owner holds a live lease. `held_token`: the token of the grant
-  /// the caller holds on `name`, 0 for none.
+  /// reading; empty when another owner holds a live lease, or any owner's lease ended within its
+  /// lock-delay. `held_token`: the token of the grant the caller holds on `name`, 0 for none.
+  /// `lock_delay`: how long the name stays unavailable after this lease ends without a release
+  /// (the row's expiry is the lease's end plus it; doc/semantics.md, "Lock-delay").
   virtual std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
-                                           std::int64_t held_token) = 0;
+                                           std::int64_t held_token, milliseconds lock_delay) = 0;
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
+                                   std::int64_t held_token) {
+    return try_acquire(name, owner, ttl, held_token, milliseconds{0});
+  }
   /// Decrements the count and deletes the row at zero. Returns the count left, or empty when the
   /// row does not carry this owner and token (nothing is changed then).
   virtual std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) = 0;
@@ -76,14 +83,16 @@ class LockBackend {
   /// row does not carry this owner and token.
   virtual std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner,
                                                    std::int64_t token) = 0;
-  /// Renews every given lock in one statement, never shortening a lease, and returns the positions
-  /// in `held` of those renewed (the row still carried that name, owner and token and a live
-  /// lease). Waits for the reply until `reply_by` at most where the driver allows (PostgreSQL;
+  /// Renews every given lock in one statement, never shortening a lease and keeping a lock's
+  /// lock-delay after its renewed lease, and returns the positions in `held` of those renewed (the
+  /// row still carried that name, owner and token and a live lease; a lease within its lock-delay
+  /// has ended). Waits for the reply until `reply_by` at most where the driver allows (PostgreSQL;
   /// MySQL and SQLite are bounded by their statement timeout), then abandons the session and
   /// throws OutcomeUnknown.
   virtual std::vector<std::size_t> renew(std::span<const HeldRef> held,
                                          std::chrono::steady_clock::time_point reply_by) = 0;
-  /// Read-only: the lease left on `name`, empty when there is no row.
+  /// Read-only: how long until `name` is free (its lease and any lock-delay after it), empty when
+  /// there is no row.
   virtual std::optional<milliseconds> lease_left(std::string_view name) = 0;
   /// Read-only: the row for `name`, if any.
   std::optional<LockInfo> read(std::string_view name) {
@@ -106,7 +115,8 @@ class LockBackend {
   virtual bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) = 0;
   /// The last release of a lock with a minimum hold: when less than `min_hold` has passed since the
   /// grant by the database's clock, the row stays with its lease ending at grant + min_hold and its
-  /// owner turned into kMinHoldOwner + owner (nobody renews or re-enters it). Returns false and
+  /// owner turned into kMinHoldOwner + owner (nobody renews or re-enters it) and no lock-delay (it
+  /// was released). Returns false and
   /// changes nothing when the minimum hold has passed or the row does not carry this owner and
   /// token: the caller then releases as usual.
   virtual bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,

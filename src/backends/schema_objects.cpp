@@ -169,12 +169,23 @@ std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect d
   static const std::regex create(
       R"(^CREATE\s+(?:OR\s+REPLACE\s+)?(?:UNIQUE\s+)?(TABLE|SEQUENCE|INDEX|FUNCTION|PROCEDURE|TRIGGER|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?((?:"[^"]*"|`[^`]*`)(?:\.(?:"[^"]*"|`[^`]*`))?))",
       std::regex::icase);
+  static const std::regex add_column(
+      R"(^ALTER\s+TABLE\s+((?:"[^"]*"|`[^`]*`)(?:\.(?:"[^"]*"|`[^`]*`))?)\s+ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?([^;]*);)",
+      std::regex::icase);
   std::vector<CatalogObject> objects;
   for (std::size_t line = 0; line < script.size();) {
     auto next = script.find('\n', line);
     if (next == std::string_view::npos) next = script.size();
     std::match_results<std::string_view::const_iterator> match;
     auto from = script.begin() + static_cast<std::ptrdiff_t>(line);
+    if (std::regex_search(from, script.end(), match, add_column, std::regex_constants::match_continuous)) {
+      CatalogObject table{"table", unqualified(match[1].str()), {}, {}, {}};
+      table.adds_columns = true;
+      auto item = match[2].str();
+      table.columns.push_back(first_word(item));
+      table.column_types.push_back(declared_column_type(item, dialect, false));
+      objects.push_back(std::move(table));
+    }
     if (std::regex_search(from, script.end(), match, create, std::regex_constants::match_continuous)) {
       auto kind = upper(match[1].str());
       for (auto& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -217,8 +228,18 @@ void merge_objects(std::vector<CatalogObject>& into, const std::vector<CatalogOb
     auto same = std::find_if(into.begin(), into.end(), [&](const CatalogObject& o) {
       return o.kind == object.kind && o.name == object.name && o.table == object.table;
     });
-    if (same != into.end()) *same = object;
-    else into.push_back(object);
+    if (same != into.end() && object.adds_columns) {
+      for (std::size_t i = 0; i < object.columns.size(); ++i)
+        if (std::find(same->columns.begin(), same->columns.end(), object.columns[i]) == same->columns.end()) {
+          same->columns.push_back(object.columns[i]);
+          same->column_types.push_back(object.column_types[i]);
+        }
+      same->adds_columns = true;  // some of its columns come from ALTER TABLE (MySQL: the ALTER right)
+    } else if (same != into.end()) {
+      *same = object;
+    } else {
+      into.push_back(object);
+    }
   }
 }
 

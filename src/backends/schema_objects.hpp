@@ -21,9 +21,11 @@ struct CatalogObject {
   std::string definition;            // function, procedure: its body; trigger: its statement
   bool definition_hidden = false;    // the catalog does not show this role the body (MySQL: not its definer)
   std::vector<std::string> column_types;  // table: per column, as column_type() spells it
+  bool adds_columns = false;  // table: `ALTER TABLE ... ADD COLUMN` adds (some of) its columns
 };
 
-/// The objects `script` creates, in order, in `dialect`. Implicit ones
+/// The objects `script` creates, in order, in `dialect` (a line `ALTER TABLE name ADD COLUMN
+/// [IF NOT EXISTS] column type ...;` as a table whose adds_columns is set). Implicit ones
 /// are included where their names are the database's (PostgreSQL's `<table>_pkey`, MySQL's
 /// `PRIMARY`).
 [[nodiscard]] std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect dialect);
@@ -41,7 +43,8 @@ struct CatalogObject {
 /// dblock declares one.
 [[nodiscard]] bool same_column_type(std::string_view declared, std::string_view live);
 
-/// `objects` with each later definition of a kind and name replacing the earlier one.
+/// `objects` with each later definition of a kind and name replacing the earlier one, and columns
+/// added later appended to their table.
 void merge_objects(std::vector<CatalogObject>& into, const std::vector<CatalogObject>& later);
 
 /// "a,b,c" -> {"a","b","c"} (catalog queries aggregate column lists this way).

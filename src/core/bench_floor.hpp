@@ -25,6 +25,8 @@ class DBLOCK_EXPORT BenchFloor {  // exported for the CLI, which links libdblock
   [[nodiscard]] std::unique_ptr<RawLockClient> raw_client();
   /// A client running hand-written SQL instead (BenchBackend::hand_written_client), or null.
   [[nodiscard]] std::unique_ptr<RawLockClient> hand_written_client(HandWritten how);
+  /// A bare-driver write transaction, fenced or not (BenchBackend::raw_write_client), or null.
+  [[nodiscard]] std::unique_ptr<RawWriteClient> raw_write_client();
   /// Inserts `count` rows named `<stem><i>` whose lease has already ended.
   void seed_expired(std::string_view stem, std::size_t count);
   /// One renewal statement over `held`; returns how many were renewed.

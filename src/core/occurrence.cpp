@@ -60,7 +60,7 @@ milliseconds keep_of(const OccurrenceOptions& options) {
   return options.key.empty() ? options.period * 3 : kExplicitKeyKeep;
 }
 
-/// "2024-05-01T10:00:00Z/1h": the scheduled instant (UTC) the occurrence stands for, and the period.
+/// "2024-05-01T10:00:00Z/60m": the scheduled instant (UTC) the occurrence stands for, and the period.
 std::string key_of(std::int64_t start_ms, milliseconds period) {
   std::time_t seconds = start_ms / 1000;
   std::tm utc{};

@@ -129,7 +129,9 @@ void Store::check_schema() {
 
 namespace {
 
-/// A row as an operator sees it: a revoked or minimum-hold owner is shown as the holder it stands for.
+/// A row as an operator sees it: a revoked or minimum-hold owner is shown as the holder it stands
+/// for. The backend's `remaining` is until the name is free (lock-delay included): a held row
+/// shows its lease, a row whose lease ended within its lock-delay is shown delayed.
 LockInfo presented(LockInfo row) {
   for (auto [marker, state] : {std::pair{detail::kRevokedOwner, LockState::revoked},
                                std::pair{detail::kMinHoldOwner, LockState::min_hold}})
@@ -138,6 +140,10 @@ LockInfo presented(LockInfo row) {
       row.state = state;
       break;
     }
+  if (row.state == LockState::held && row.lock_delay.count() > 0) {
+    if (row.remaining > row.lock_delay) row.remaining -= row.lock_delay;
+    else if (row.remaining.count() > 0) row.state = LockState::delayed;
+  }
   return row;
 }
 

@@ -46,6 +46,13 @@ TableCore::Request TableCore::request_of(const LockOptions& options) const {
   if (options.min_hold.count() > 0 && request.kind != HolderKind::exclusive)
     throw InvalidArgument("a minimum hold (min_hold) is for exclusive locks, not for permits or shared locks");
   request.min_hold = options.min_hold;
+  if (options.lock_delay.count() < 0)
+    throw InvalidArgument(fmt::format("lock_delay {}ms is negative", options.lock_delay.count()));
+  if (options.lock_delay > std::chrono::days(30))
+    throw InvalidArgument(fmt::format("lock_delay {} is longer than 30 days", format_duration(options.lock_delay)));
+  if (options.lock_delay.count() > 0 && request.kind != HolderKind::exclusive)
+    throw InvalidArgument("a lock-delay (lock_delay) is for exclusive locks, not for permits or shared locks");
+  request.lock_delay = options.lock_delay;
   if (request.kind != HolderKind::exclusive && !backend_.has_groups()) throw InvalidArgument(backend_.no_groups_message());
   return request;
 }
@@ -59,7 +66,7 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
   }
   try {
     return with_retries([&] {
-      if (request.kind == HolderKind::exclusive) return backend_.try_acquire(name, owner, request.ttl, held_token);
+      if (request.kind == HolderKind::exclusive) return backend_.try_acquire(name, owner, request.ttl, held_token, request.lock_delay);
       return backend_.try_acquire_member(name, owner, request.kind, request.capacity, request.ttl, held_token);
     });
   } catch (const OutcomeUnknown& e) {
@@ -77,7 +84,8 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
 
 std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
   auto row = with_read_retries([&] { return backend_.read(name); });
-  if (!row || row->owner != owner || row->remaining.count() <= 0) return std::nullopt;
+  // A row within its lock-delay has no live lease: it is not a grant (remaining counts the delay).
+  if (!row || row->owner != owner || row->remaining <= row->lock_delay) return std::nullopt;
   std::lock_guard lock(mutex_);
   auto it = held_.find(Key{owner, std::string(name), HolderKind::exclusive});
   std::int64_t depth_before = (it != held_.end() && it->second->token == row->token) ? it->second->depth : 0;

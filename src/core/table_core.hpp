@@ -37,6 +37,7 @@ class TableCore final : public ManagerBase {
     std::int64_t capacity = 0;  // permits
     std::chrono::milliseconds ttl{0};
     std::chrono::milliseconds min_hold{0};
+    std::chrono::milliseconds lock_delay{0};
   };
 
   bool watchdog_cycle() override;

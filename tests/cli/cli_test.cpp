@@ -553,7 +553,8 @@ TEST_F(Cli, ARuntimeRoleWithOnlyThePrintedGrantsRunsEverySubcommandButCannotMigr
                          "test \"$DBLOCK_FENCING_TOKEN\" -gt 0"});
     EXPECT_EQ(advisory.exit_code, 0) << dialect << advisory.output;
 
-    auto holder = start({"--dsn", dsn, "run", "--name", "held", "--ttl", "60s", "--", "sleep", "30"});
+    // A lease of 3 s: a revoked holder is told within a second, and its run lets go once its command is dead.
+    auto holder = start({"--dsn", dsn, "run", "--name", "held", "--ttl", "3s", "--", "sleep", "30"});
     std::string listing;
     for (int i = 0; i < 500 && listing.find("\"held\"") == std::string::npos; ++i) {
       listing = run({"--dsn", dsn, "locks", "--json"}).output;

@@ -13,12 +13,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <dblock/lock_manager.hpp>
+#include <dblock/migrate.hpp>
 #include <dblock/occurrence.hpp>
+#include <dblock/reaper.hpp>
 #include <dblock/store.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -209,11 +213,96 @@ TEST_P(ScheduledUnit, RunsEachOccurrenceOnceAcrossHostsAndRecordsAFailedOne) {
   EXPECT_EQ(records[1].status, dblock::OccurrenceStatus::failed);
   EXPECT_EQ(records[1].exit_code, 3);
   EXPECT_LT(records[0].occurrence, records[1].occurrence);
+
+  // `dblock locks` shows the records, as text rows and as JSON entries of kind "occurrence".
+  auto listed = [&](std::vector<std::string> extra, int slot) {
+    std::vector<std::string> argv{DBLOCK_CLI_PATH, "locks", "--dsn", dsn_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    EXPECT_EQ(exit_of(start(argv, {}, fmt::format("{}/host{}.out", dir_, slot))), 0);
+    return output(slot);
+  };
+  auto text = listed({}, 6);
+  EXPECT_NE(text.find("succeeded"), std::string::npos) << text;
+  EXPECT_NE(text.find(records[1].occurrence), std::string::npos) << text;
+  auto json = listed({"--json"}, 7);
+  EXPECT_NE(json.find(R"("kind":"occurrence")"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("status":"failed","attempts":1,"exit_code":3)"), std::string::npos) << json;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ScheduledUnit,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
                                                                   dblock::test::kSqlite})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+// The record's life through the library: a holder dying mid-run leaves it abandoned, which is not
+// run again by default and is with retry_failed; the reaper clears records kept long enough, but
+// never one still running under a live lease.
+class OccurrenceRecords : public ::testing::TestWithParam<dblock::test::BackendCase> {
+ protected:
+  void SetUp() override {
+    DBLOCK_REQUIRE_BACKEND_DSN(dsn_, GetParam());
+    if (GetParam().dsn_env != nullptr)
+      dsn_ = dblock::test::with_params(dsn_, "prefix=" + dblock::test::unique_prefix());
+    store_ = dblock::Store::open(dsn_);
+    (void)dblock::migrate(*store_);
+  }
+  void TearDown() override {
+    store_.reset();
+    dblock::test::remove_embedded_sqlite();
+  }
+  std::optional<dblock::OccurrenceInfo> record(const std::string& key) {
+    for (auto& row : dblock::occurrences(*store_))
+      if (row.occurrence == key) return row;
+    return std::nullopt;
+  }
+  std::string dsn_;
+  std::shared_ptr<dblock::Store> store_;
+};
+
+TEST_P(OccurrenceRecords, AbandonedRunsFollowTheRetryRuleAndTheReaperClearsOldRecords) {
+  dblock::LockManager first(store_), second(store_);
+  auto lock = first.try_acquire("job");
+  ASSERT_TRUE(lock);
+  auto run = dblock::Occurrence::claim(store_, *lock, {.key = "k1"});
+  ASSERT_TRUE(run.claimed());
+  lock->release();  // the holder's lease ends mid-run: its record is abandoned
+  ASSERT_EQ(record("k1")->status, dblock::OccurrenceStatus::abandoned);
+
+  auto next = second.try_acquire("job");
+  ASSERT_TRUE(next);
+  auto refused = dblock::Occurrence::claim(store_, *next, {.key = "k1"});
+  EXPECT_FALSE(refused.claimed());
+  ASSERT_TRUE(refused.existing());
+  EXPECT_EQ(refused.existing()->status, dblock::OccurrenceStatus::abandoned);
+  auto retried = dblock::Occurrence::claim(store_, *next, {.key = "k1", .retry_failed = true});
+  ASSERT_TRUE(retried.claimed());
+  EXPECT_FALSE(run.finish(0)) << "the abandoned run must not overwrite the retry's record";
+  EXPECT_TRUE(retried.finish(0));
+  EXPECT_EQ(record("k1")->status, dblock::OccurrenceStatus::succeeded);
+  EXPECT_EQ(record("k1")->attempts, 2);
+  EXPECT_FALSE(dblock::Occurrence::claim(store_, *next, {.key = "k1", .retry_failed = true}).claimed())
+      << "a succeeded occurrence never runs again";
+
+  // Kept 1 ms: due for the reaper at once, except the one still running under a live lease.
+  auto done = dblock::Occurrence::claim(store_, *next, {.key = "k2", .keep = 1ms});
+  ASSERT_TRUE(done.claimed());
+  done.finish(0);
+  auto running = dblock::Occurrence::claim(store_, *next, {.key = "k3", .keep = 1ms});
+  ASSERT_TRUE(running.claimed());
+  dblock::Reaper reaper(store_);
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (record("k2") && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(reaper.run_once().ok);
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_FALSE(record("k2")) << "the reaper left a record past its keep";
+  EXPECT_TRUE(record("k3")) << "the reaper deleted a record still running under a live lease";
+  EXPECT_TRUE(record("k1")) << "the reaper deleted a record kept for 7 days";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, OccurrenceRecords,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kGaleraTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -125,7 +125,9 @@ TEST_P(Revocation, TheRevokedHolderIsToldAtItsNextRenewalAndItsReleaseFreesTheNa
   auto next = b->try_acquire("revoked");
   EXPECT_TRUE(next) << "the acknowledgement frees the name before the revoked lease ends";
   EXPECT_LT(Steady::now(), free_by);
-  if (next) EXPECT_GT(next->token(), revoked->token);
+  if (next) {
+    EXPECT_GT(next->token(), revoked->token);
+  }
 }
 
 TEST_P(Revocation, WithoutAnAcknowledgementAWaiterIsGrantedAtTheRevokedLeasesEndNeitherEarlierNorMuchLater) {

@@ -3,7 +3,8 @@
 // while releases race; guards are released on other threads too) and in child processes (`dblock
 // run` wrappers whose command records its work) contend for two hot names, while a nemesis stalls
 // their connections (packets held, no reset) for longer than the TTL, cuts them, SIGKILLs wrappers
-// or their guard process alone and pauses wrappers (SIGSTOP) past their deadline. Every holder records its belief interval (first to last instant it worked
+// or their guard process alone, pauses wrappers (SIGSTOP) past their deadline, and revokes
+// holders as `dblock release --force` does (table mode). Every holder records its belief interval (first to last instant it worked
 // believing it held the lock, on this machine's monotonic clock) and its fencing token. The
 // checker fails on any overlap of two intervals for one name, and on any token that does not
 // rise in grant order. A second run does the same with groups: permit holders of a semaphore of
@@ -361,6 +362,7 @@ void Nemesis::run(Workload workload) {
   auto one_owner_manager = advisory || workload != Workload::locks ? nullptr
                                     : std::make_unique<dblock::LockManager>(
                                           dblock::Store::open(dsn_for(1), store_options), one_owner_options);
+  auto revoker = dblock::Store::open(base, store_options);  // the operator, on a connection of its own
   std::vector<std::unique_ptr<RunLoop>> loops;
   for (std::size_t holder : {2, 3})
     loops.push_back(
@@ -417,6 +419,16 @@ void Nemesis::run(Workload workload) {
       proxy->set_down(true);
       undo.emplace_back(Clock::now() + between(50, 300), [proxy] { proxy->set_down(false); });
       ++faults["cut"];
+    }
+    // An operator's forced release (table mode: revocation), now and then: the revoked holder
+    // must stop believing before anyone else is granted.
+    if (!advisory && round % 5 == 1) {
+      try {
+        auto name = workload == Workload::locks ? kNames[random() % kNames.size()] : std::string(random() % 2 ? "sem" : "rw");
+        if (revoker->revoke(name)) ++faults["revoke"];
+      } catch (const dblock::Error&) {
+        // the revoker's own connection is not faulted; a conflict on a cluster is tried again later
+      }
     }
     // And a process fault on a wrapper whose command is at work, when there is one.
     auto* loop = at_work();

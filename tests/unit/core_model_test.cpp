@@ -1,10 +1,13 @@
 // Model-based test of the table-mode core: random interleavings of acquisitions, re-entries,
 // releases (also from another thread than the one that acquired), renewals, lost replies (the
-// statement landing at once, later or never) and forced releases, for one owner and several,
+// statement landing at once, later or never) and forced releases (revocations, and the unsafe
+// immediate delete), for one owner and several,
 // over the scripted backend. Every statement that writes waits for the scheduler, which decides
 // which one runs next and what becomes of its reply. After every step the guards' beliefs are
 // checked against what the table holds: a guard that is not lost has the live row of its name
-// (its owner's), unless a forced release took that row away and no renewal has answered since.
+// (its owner's, or revoked from it and still in its lease: nobody else can take it), unless an
+// unsafe forced delete took the row away and no renewal has answered since; a revoked or deleted
+// holder must be lost once a renewal naming it has answered.
 
 #include <gtest/gtest.h>
 
@@ -204,12 +207,18 @@ class Interleaver final : public Stepper {
 
 thread_local int Interleaver::current_actor = -1;
 
+std::string revoked_marker(const std::string& owner) {
+  return std::string(dblock::detail::kRevokedOwner) + owner.substr(0, dblock::detail::kMarkedOwnerKept);
+}
+
 /// A guard the test holds, and what the test knows about it.
 struct Guard {
   dblock::Lock lock;
   std::string name;
   std::string owner;
-  bool excused = false;  // its row was taken away by a forced release: it must learn so by a renewal
+  bool revoked = false;  // its row was revoked: it must learn so by a renewal
+  bool excused = false;  // its row was deleted by force (unsafe): it must learn so by a renewal, and
+                         // may believe until then
 };
 
 struct Scenario {
@@ -303,7 +312,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           // A renewal that answered tells the holders of rows taken away: they must be lost now.
           std::lock_guard lock(guards_mutex);
           for (auto& guard : guards) {
-            if (!guard.excused || std::find(statement->tokens.begin(), statement->tokens.end(), guard.lock.token()) ==
+            if (!(guard.excused || guard.revoked) || std::find(statement->tokens.begin(), statement->tokens.end(), guard.lock.token()) ==
                                       statement->tokens.end())
               continue;
             auto until = Clock::now() + 2s;
@@ -311,28 +320,32 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
             if (!guard.lock.lost())
               violation = fmt::format("a guard of '{}' (token {}) whose row was forcibly released is not lost after "
                                       "a renewal answered", guard.name, guard.lock.token());
-            guard.excused = false;
+            guard.excused = guard.revoked = false;
           }
         }
       } else if (choice < 97 && interleaver->ghost_count() > 0) {
         note(fmt::format("{}: a statement whose reply was lost lands", step));
         interleaver->land_ghost(pick(interleaver->ghost_count()));
-      } else if (choice >= 98) {
+      } else if (choice >= 97) {
+        // A forced release: a revocation (the row keeps its lease under a marker until the holder
+        // lets go), or now and then the unsafe immediate delete.
+        bool unsafe = choice == 99 && pick(4) == 0;
         auto name = names[pick(names.size())];
         std::int64_t token = 0;
         std::string owner;
         {
           std::lock_guard lock(script->mutex);
           auto it = script->rows.find(name);
-          if (it == script->rows.end()) continue;
+          if (it == script->rows.end() || it->second.owner.starts_with('(')) continue;
           token = it->second.token;
           owner = it->second.owner;
-          script->rows.erase(it);
+          if (unsafe) script->rows.erase(it);
+          else it->second.owner = revoked_marker(owner);
         }
-        note(fmt::format("{}: '{}' (token {}) is released by force", step, name, token));
+        note(fmt::format("{}: '{}' (token {}) is {}", step, name, token, unsafe ? "deleted by force" : "revoked"));
         std::lock_guard lock(guards_mutex);
         for (auto& guard : guards)
-          if (guard.name == name && guard.owner == owner) guard.excused = true;
+          if (guard.name == name && guard.owner == owner) (unsafe ? guard.excused : guard.revoked) = true;
       }
       if (violation.empty()) violation = check(*script, guards_mutex, guards);
     }
@@ -360,7 +373,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
       if (!row)
         return fmt::format("a guard of '{}' (token {}) believes it holds a name whose row is gone", guard.name,
                            guard.lock.token());
-      if (row->owner != guard.owner)
+      if (row->owner != guard.owner && row->owner != revoked_marker(guard.owner))
         return fmt::format("a guard of '{}' (token {}) believes it holds a name another owner holds (token {})",
                            guard.name, guard.lock.token(), row->token);
       if (row->token < guard.lock.token())

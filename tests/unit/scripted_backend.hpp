@@ -200,7 +200,7 @@ class ScriptedBackend final : public dblock::detail::Backend {
   dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
-                                   std::int64_t held_token) override {
+                                   std::int64_t held_token, std::chrono::milliseconds /*lock_delay: not scripted*/) override {
     ++script_->acquires;
     if (script_->stepper)
       return stepped<std::optional<Grant>>("acquire", owner, {held_token}, [s = script_, n = std::string(name), o = std::string(owner), ttl, held_token] {

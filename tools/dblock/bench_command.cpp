@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <dblock/dblock.hpp>
+#include <dblock/fence.hpp>
 #include <fmt/format.h>
 
 #include "core/bench_floor.hpp"
@@ -103,6 +104,50 @@ class Bench {
     }
     result.extra["hand_written"] = "upsert with nextval() in VALUES + DELETE, raw driver";
     result.extra["hand_written_async_delete"] = "the same, the DELETE with synchronous_commit off";
+  }
+
+  /// --scenario fence: one short write transaction (one insert into the bench's own table) fenced
+  /// by a lock taken once and held throughout, so only the transaction's cost is compared, against
+  /// the same transaction unfenced with the bare driver; then the bare driver's transaction with
+  /// the fence against it without, the fence statement's own cost.
+  Result fence(std::size_t threads) {
+    std::vector<std::unique_ptr<detail::RawWriteClient>> raw;
+    for (std::size_t t = 0; t < threads; ++t)
+      if (auto client = floor_.raw_write_client()) raw.push_back(std::move(client));
+    if (raw.size() != threads) throw InvalidArgument(fmt::format("--scenario fence: no floor on {}", store_->dialect()));
+    LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
+    auto lock = locks.acquire(fmt::format("{}/fence", run_id_), std::chrono::seconds(30));
+    const FenceTarget target(lock);
+    const std::pair<std::string, std::int64_t> bare_target{lock.name(), lock.token()};
+    const std::string& insert = raw.front()->insert_sql();
+    std::vector<std::int64_t> counters(threads, 0);
+    auto unfenced = [&](std::size_t t, Latencies& latencies) {
+      auto started = Clock::now();
+      raw[t]->write(run_id_, counters[t]++, std::nullopt);
+      latencies.add(Clock::now() - started);
+    };
+    auto bare_fenced = [&](std::size_t t, Latencies& latencies) {
+      auto started = Clock::now();
+      raw[t]->write(run_id_, counters[t]++, bare_target);
+      latencies.add(Clock::now() - started);
+    };
+    auto library = [&](std::size_t t, Latencies& latencies) {
+      std::vector<std::string> params{run_id_, std::to_string(counters[t]++)};
+      auto started = Clock::now();
+      store_->fenced(target, [&](FencedTransaction& tx) { tx.execute(insert, params); });
+      latencies.add(Clock::now() - started);
+    };
+    auto comparison = compare(threads, request_.duration, unfenced, library);
+    auto statement = compare(threads, request_.duration, unfenced, bare_fenced);
+    raw.front()->clear(run_id_);
+    Result result{"fence", request_.mode, threads, comparison.library, comparison.floor,
+                  "raw driver, the same transaction unfenced", comparison.ratio, {}};
+    result.extra["ratio_of"] = "median of 8 alternating pairs";
+    result.extra["unit"] = "transactions: begin, one insert, commit (dblock: Store::fenced, the fence first)";
+    result.extra["bare_fenced_ops_per_sec"] = fmt::format("{:.0f}", statement.library.ops_per_sec);
+    result.extra["ratio_bare_fenced_to_unfenced"] = fmt::format("{:.3f}", statement.ratio);
+    result.extra["bare_fenced"] = "raw driver, the same transaction with the fence statement first";
+    return result;
   }
 
   Result handoff(std::size_t threads) {
@@ -286,15 +331,16 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
   if (request.mode != "table" && request.mode != "advisory")
     throw InvalidArgument(fmt::format("--mode {} is unknown (table or advisory)", request.mode));
   bool advisory = request.mode == "advisory";
-  if (advisory && (request.scenario == "renew" || request.scenario == "reap"))
+  if (advisory && (request.scenario == "renew" || request.scenario == "reap" || request.scenario == "fence"))
     throw InvalidArgument(fmt::format("--scenario {} measures leases and rows: table mode only", request.scenario));
   if (request.kind != "lock" && request.kind != "permit" && request.kind != "shared")
     throw InvalidArgument(fmt::format("--kind {} is unknown (lock, permit or shared)", request.kind));
   if (request.kind != "lock" && (advisory || request.scenario != "uncontended"))
     throw InvalidArgument("--kind permit|shared measures groups: --scenario uncontended in table mode");
-  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "scale", "all"};
+  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "fence", "scale",
+                                                     "all"};
   if (std::find(kScenarios.begin(), kScenarios.end(), request.scenario) == kScenarios.end())
-    throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, scale, all)",
+    throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, fence, scale, all)",
                                       request.scenario));
   store->check_schema();
   Bench bench(request, store);
@@ -318,6 +364,9 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     }
   }
   if (wants("reap") && !advisory) results.push_back(bench.reap());
+  // One thread unless asked for by name: the cost of a transaction, not SQLite's write lock queue.
+  if (wants("fence") && !advisory)
+    results.push_back(bench.fence(request.scenario == "fence" && request.threads != 0 ? request.threads : 1));
   if (request.scenario == "scale")  // minutes long: only when asked for by name
     for (auto& result : bench.scale()) results.push_back(std::move(result));
   if (request.json) print_json(results, store->dialect());

@@ -12,8 +12,10 @@
 #include "dblock/bench_command.hpp"
 #include "dblock/default_store.hpp"
 #include "dblock/exit_codes.hpp"
+#include "dblock/locks_command.hpp"
 #include "dblock/logging.hpp"
 #include "dblock/reaper_command.hpp"
+#include "dblock/release_command.hpp"
 #include "dblock/run_command.hpp"
 
 namespace {
@@ -28,65 +30,6 @@ int exit_code_for(const Error& error) {
     case ErrorCategory::schema: return cli::kConfig;
     case ErrorCategory::permission: return cli::kNoPermission;
     default: return cli::kSoftware;
-  }
-}
-
-std::string_view state_name(LockState state) {
-  switch (state) {
-    case LockState::revoked: return "revoked";
-    case LockState::min_hold: return "min-hold";
-    default: return "held";
-  }
-}
-
-/// The records of once-per-occurrence runs, escaped like lock rows (one row each).
-void print_occurrences(const std::vector<OccurrenceInfo>& runs) {
-  if (runs.empty()) return;
-  fmt::print("{:<32} {:<28} {:<9} {:>8} {:>5} {:>10} {:>8}  {}\n", "OCCURRENCE OF", "KEY", "STATUS", "ATTEMPTS", "EXIT",
-             "TOKEN", "AGE", "OWNER");
-  for (auto& run : runs)
-    fmt::print("{:<32} {:<28} {:<9} {:>8} {:>5} {:>10} {:>8}  {}\n", terminal_safe(run.name),
-               terminal_safe(run.occurrence), occurrence_status_name(run.status), run.attempts,
-               run.exit_code ? std::to_string(*run.exit_code) : std::string("-"), run.token,
-               format_duration(run.age), terminal_safe(run.owner));
-}
-
-void print_locks(Store& store, bool json) {
-  auto rows = store.locks();
-  auto runs = occurrences(store);
-  if (json) {
-    fmt::print("[");
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      auto& row = rows[i];
-      fmt::print("{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"state\":\"{}\",\"count\":{},\"token\":{},"
-                 "\"remaining_ms\":{},\"expired\":{}}}",
-                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), holder_kind_name(row.kind),
-                 state_name(row.state), row.count, row.token, row.remaining.count(), row.remaining.count() <= 0);
-    }
-    // Occurrence records of once-per-occurrence runs, as entries of kind "occurrence".
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      auto& run = runs[i];
-      fmt::print("{}{{\"name\":{},\"kind\":\"occurrence\",\"occurrence\":{},\"owner\":{},\"token\":{},"
-                 "\"status\":\"{}\",\"attempts\":{},\"exit_code\":{},\"age_ms\":{}}}",
-                 rows.empty() && i == 0 ? "" : ",", json_string(run.name), json_string(run.occurrence),
-                 json_string(run.owner), run.token, occurrence_status_name(run.status), run.attempts,
-                 run.exit_code ? std::to_string(*run.exit_code) : std::string("null"), run.age.count());
-    }
-    fmt::print("]\n");
-    return;
-  }
-  fmt::print("store: {}\n", terminal_safe(store.redacted_uri()));
-  print_occurrences(runs);
-  if (rows.empty()) {
-    fmt::print("no locks\n");
-    return;
-  }
-  fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", "NAME", "KIND", "STATE", "COUNT", "TOKEN", "LEASE", "OWNER");
-  for (auto& row : rows) {
-    auto lease = row.remaining.count() > 0 ? format_duration(row.remaining) : std::string("expired");
-    // Names and owners come from the database: escaped, so that each lock is exactly one row.
-    fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", terminal_safe(row.name), holder_kind_name(row.kind),
-               state_name(row.state), row.count, row.token, lease, terminal_safe(row.owner));
   }
 }
 
@@ -187,6 +130,10 @@ int main(int argc, char** argv) {
   run->add_option("--min-hold", min_hold_text,
                   "Table mode, exclusive: keep the name unavailable until this long after the grant even when CMD "
                   "ends sooner (a job that must not run more often than that; e.g. 10m)");
+  std::string lock_delay_text;
+  run->add_option("--lock-delay", lock_delay_text,
+                  "Table mode, exclusive: if the lease ends without a release (this wrapper paused or cut off while "
+                  "CMD may still run), keep the name unavailable this long after the lease's end (e.g. 15s)");
   std::string once_per_text, occurrence_key_text, tolerance_text, offset_text, keep_text;
   bool retry_failed = false;
   run->add_option("--once-per", once_per_text,
@@ -236,7 +183,7 @@ int main(int argc, char** argv) {
   cli::BenchRequest bench_request;
   std::string bench_duration = "5s";
   bench->add_option("--scenario", bench_request.scenario,
-                    "uncontended, handoff, renew, reap, all (these four) or scale (minutes: cost against table size, held locks, waiters, threads)");
+                    "uncontended, handoff, renew, reap, fence, all (these five) or scale (minutes: cost against table size, held locks, waiters, threads)");
   bench->add_option("--mode", bench_request.mode, "table or advisory (PostgreSQL advisory locks, MySQL GET_LOCK; uncontended and handoff)");
   bench->add_option("--kind", bench_request.kind,
                     "uncontended: lock, permit (of a semaphore of 2) or shared (a read lock), against the same floor");
@@ -302,6 +249,12 @@ int main(int argc, char** argv) {
         if (request.mode != LockMode::table || request.permits > 0 || request.shared)
           throw InvalidArgument("--min-hold needs --mode table and an exclusive lock (no --shared, no --permits)");
       }
+      if (!lock_delay_text.empty()) {
+        request.lock_delay = parse_duration(lock_delay_text);
+        if (request.lock_delay.count() <= 0) throw InvalidArgument("--lock-delay must be positive");
+        if (request.mode != LockMode::table || request.permits > 0 || request.shared)
+          throw InvalidArgument("--lock-delay needs --mode table and an exclusive lock (no --shared, no --permits)");
+      }
       if (!once_per_text.empty() || !occurrence_key_text.empty()) {
         OccurrenceOptions occurrence{.key = occurrence_key_text, .retry_failed = retry_failed};
         if (!once_per_text.empty()) occurrence.period = parse_duration(once_per_text);
@@ -350,26 +303,10 @@ int main(int argc, char** argv) {
     if (bench->parsed()) return cli::run_bench(bench_request, store);
     store->check_schema();
     if (locks->parsed()) {
-      print_locks(*store, json);
+      cli::print_locks(*store, json);
       return 0;
     }
-    if (release->parsed()) {
-      auto shown = terminal_safe(release_name);
-      if (unsafe_delete) {
-        bool existed = store->force_release(release_name);
-        fmt::print("{}\n", existed ? fmt::format("deleted '{}' (unsafe: a live holder runs on until its next renewal)", shown)
-                                   : fmt::format("no lock named '{}'", shown));
-        return existed ? 0 : 1;
-      }
-      auto revoked = store->revoke(release_name);
-      if (!revoked) {
-        fmt::print("no live lock named '{}' to revoke (none, expired, already revoked or in its minimum hold)\n", shown);
-        return 1;
-      }
-      fmt::print("revoked '{}' from {} (token {}): free once its holder lets go, at the latest in {}\n", shown,
-                 terminal_safe(revoked->owner), revoked->token, format_duration(revoked->remaining));
-      return 0;
-    }
+    if (release->parsed()) return cli::run_release(*store, release_name, unsafe_delete);
   } catch (const cli::StoreRefused& e) {
     out.say("error", e.what());
     return e.exit_code();

@@ -10,6 +10,7 @@
 #include "backends/mysql/my_bench.hpp"
 #include "backends/mysql/my_connection.hpp"
 #include "backends/mysql/my_migration.hpp"
+#include "backends/mysql/my_fence.hpp"
 #include "backends/mysql/my_occurrences.hpp"
 #include "backends/mysql/my_advisory.hpp"
 #include "backends/mysql/my_rights.hpp"
@@ -54,8 +55,8 @@ class MyBackend final : public Backend {
 
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
-                                   std::int64_t held_token) override {
-    std::array<MyParam, 4> params{name, owner, micros(ttl), held_token};
+                                   std::int64_t held_token, milliseconds lock_delay) override {
+    std::array<MyParam, 5> params{name, owner, micros(ttl), held_token, static_cast<std::int64_t>(lock_delay.count())};
     auto session = pool_.lease();
     return parse_grant(session->query(sql_.acquire, params));
   }
@@ -223,6 +224,7 @@ class MyBackend final : public Backend {
   }
 
   std::unique_ptr<RawLockClient> raw_client() override { return make_my_raw_client(connect(), sql_); }
+  std::unique_ptr<RawWriteClient> raw_write_client() override { return make_my_raw_write_client(connect(), prefix_); }
 
   void seed_expired(std::string_view stem, std::size_t count) override {
     // Chunks stay below the servers' default recursion limit of a CTE (1,000).
@@ -267,12 +269,15 @@ class MyBackend final : public Backend {
       if (object.kind == "table" || object.kind == "sequence") needs.create_tables.push_back(object.name);
       if (routine(object)) needs.create_routines.push_back(object.name);
     }
-    // Tables and sequences are created IF NOT EXISTS (a resumed migration): nothing to re-define.
+    // Tables and sequences are created IF NOT EXISTS (a resumed migration): nothing to re-define,
+    // but a column added by ALTER TABLE needs ALTER, whether the table exists yet or not.
     // Routines are created with CREATE OR REPLACE, which MariaDB lets run only with ALTER ROUTINE,
     // even for a routine that does not exist yet.
     for (auto& objects : {to_create, to_redefine})
-      for (auto& object : objects)
+      for (auto& object : objects) {
         if (routine(object)) needs.replace_routines.push_back(object.name);
+        if (object.kind == "table" && object.adds_columns) needs.alter_tables.push_back(object.name);
+      }
     std::vector<std::string> rows;
     for (auto& row : pool_.lease()->query(sql_.grants, {}))
       rows.push_back(row.str(0));
@@ -305,9 +310,11 @@ class MyBackend final : public Backend {
     if (galera_) read_causally(*first);
     pool_.adopt(std::move(first));
     occurrences_ = make_my_occurrences(pool_, prefix_);
+    fences_ = make_my_fences(pool_, prefix_, redacted_);
   }
 
   OccurrenceBackend* occurrences() override { return occurrences_.get(); }
+  FenceBackend* fences() override { return fences_.get(); }
 
   std::unique_ptr<MyConnection> connect() const {
     auto connection =
@@ -327,7 +334,7 @@ class MyBackend final : public Backend {
     std::vector<LockInfo> locks;
     for (auto& row : pool_.lease()->query(sql_.list, params))
       locks.push_back(LockInfo{row.str(0), row.str(1), row.num(2), row.num(3), milliseconds(row.num(4)),
-                               kind_from_text(row.str(5))});
+                               kind_from_text(row.str(5)), LockState::held, milliseconds(row.num(6))});
     return locks;
   }
 
@@ -342,6 +349,7 @@ class MyBackend final : public Backend {
   MyMigrationDialect migration_dialect_;
   SessionPool<MyConnection> pool_;
   std::unique_ptr<OccurrenceBackend> occurrences_;  // after pool_: it uses its sessions
+  std::unique_ptr<FenceBackend> fences_;            // likewise
 };
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "base/sql_template.hpp"
+
 namespace dblock::detail {
 
 namespace {
@@ -16,7 +18,7 @@ class MyRawClient final : public RawLockClient {
 
   std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
                                       std::int64_t ttl_ms) override {
-    std::array<MyParam, 4> params{name, owner, ttl_ms * 1000, std::int64_t{0}};
+    std::array<MyParam, 5> params{name, owner, ttl_ms * 1000, std::int64_t{0}, std::int64_t{0}};  // no grant held, no lock-delay
     auto grant = parse_grant(connection_->query(sql_.acquire, params));
     if (!grant) return std::nullopt;
     return grant->token;
@@ -47,7 +49,57 @@ class MyRawClient final : public RawLockClient {
   MyStatement blocking_unlock_{kBenchStatementIds + 1, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"};
 };
 
+/// Bare Connector/C++ on one connection: START TRANSACTION, [the fence,] one insert into the bench's
+/// own table, COMMIT, the fence and the insert prepared once.
+class MyRawWriteClient final : public RawWriteClient {
+ public:
+  MyRawWriteClient(std::unique_ptr<MyConnection> connection, std::string_view prefix)
+      : connection_(std::move(connection)),
+        fence_{kBenchStatementIds + 2, "fence", fill("SELECT `{prefix}fence`(?, ?)", {{"{prefix}", prefix}})},
+        insert_{kBenchStatementIds + 3, "bench insert",
+                fill("INSERT INTO `{prefix}bench_writes` (run, n) VALUES (?, ?)", {{"{prefix}", prefix}})},
+        clear_{kBenchStatementIds + 4, "bench clear",
+               fill("DELETE FROM `{prefix}bench_writes` WHERE run = ?", {{"{prefix}", prefix}})} {
+    connection_->execute(fill("CREATE TABLE IF NOT EXISTS `{prefix}bench_writes` (run VARCHAR(255) NOT NULL, n BIGINT NOT "
+                              "NULL) ENGINE=InnoDB",
+                              {{"{prefix}", prefix}}));
+  }
+
+  void write(const std::string& run, std::int64_t n,
+             const std::optional<std::pair<std::string, std::int64_t>>& fence) override {
+    connection_->execute("START TRANSACTION");
+    try {
+      if (fence) {
+        std::array<MyParam, 2> params{fence->first, fence->second};
+        connection_->query(fence_, params);
+      }
+      std::array<MyParam, 2> params{run, n};
+      connection_->update(insert_, params);
+      connection_->execute("COMMIT");
+    } catch (...) {
+      if (connection_->usable()) connection_->execute("ROLLBACK");
+      throw;
+    }
+  }
+
+  const std::string& insert_sql() const noexcept override { return insert_.sql; }
+
+  void clear(const std::string& run) override {
+    std::array<MyParam, 1> params{run};
+    connection_->update(clear_, params);
+  }
+
+ private:
+  std::unique_ptr<MyConnection> connection_;
+  MyStatement fence_, insert_, clear_;
+};
+
 }  // namespace
+
+std::unique_ptr<RawWriteClient> make_my_raw_write_client(std::unique_ptr<MyConnection> connection,
+                                                          std::string_view prefix) {
+  return std::make_unique<MyRawWriteClient>(std::move(connection), prefix);
+}
 
 std::unique_ptr<RawLockClient> make_my_raw_client(std::unique_ptr<MyConnection> connection, const MySql& sql) {
   return std::make_unique<MyRawClient>(std::move(connection), sql);

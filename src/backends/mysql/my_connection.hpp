@@ -41,6 +41,7 @@ inline constexpr std::size_t kNamedLockStatementIds = 64;  // MyNamedLockSql: GE
 inline constexpr std::size_t kEngineStatementId = 80;      // the Galera check at connect
 inline constexpr std::size_t kBenchStatementIds = 96;      // the bench floor's own
 inline constexpr std::size_t kOccurrenceStatementIds = 112; // MyOccurrences: occurrence records, below 128
+inline constexpr std::size_t kFenceStatementIds = 128;     // MyFences: the fence and callers' statements, below 192
 
 /// A statement the backend prepares lazily, once per session.
 struct MyStatement {
@@ -62,6 +63,7 @@ class MyRow {
   /// NULL reads as "" and 0.
   [[nodiscard]] std::string str(std::size_t column) const { return text(column).value_or(""); }
   [[nodiscard]] std::int64_t num(std::size_t column) const { return int64(column).value_or(0); }
+  [[nodiscard]] std::size_t size() const noexcept { return cells_.size(); }
 
  private:
   std::vector<std::optional<std::string>> cells_;

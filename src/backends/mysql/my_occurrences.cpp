@@ -56,10 +56,12 @@ SELECT o.name, o.occurrence, o.owner, o.token, IF(o.status = 'running' AND NOT {
        o.attempts, o.exit_code, TIMESTAMPDIFF(MICROSECOND, o.claimed_at, UTC_TIMESTAMP(6)) DIV 1000
 FROM `{prefix}occurrences` o WHERE ? = '' OR o.name = ?
 ORDER BY o.name, o.occurrence)")};
+    // A single-table DELETE (ORDER BY and LIMIT need one), which takes no alias before MariaDB 11.
     reap_ = {id++, "reap occurrences", fill(R"(
-DELETE o FROM `{prefix}occurrences` o
-WHERE o.keep_until <= UTC_TIMESTAMP(6) AND NOT (o.status = 'running' AND {live})
-ORDER BY o.keep_until LIMIT ?)")};
+DELETE FROM `{prefix}occurrences`
+WHERE keep_until <= UTC_TIMESTAMP(6) AND NOT (status = 'running' AND EXISTS (SELECT 1 FROM `{prefix}locks` l
+  WHERE l.name = `{prefix}occurrences`.name AND l.token = `{prefix}occurrences`.token AND l.expires_at > UTC_TIMESTAMP(6)))
+ORDER BY keep_until LIMIT ?)")};
   }
 
   std::int64_t clock_ms() override { return first_int64(pool_.lease()->query(clock_, {})).value_or(0); }

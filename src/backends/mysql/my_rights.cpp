@@ -197,6 +197,8 @@ std::vector<std::string> missing_mysql_migration_rights(std::span<const std::str
     missing.push_back(fmt::format("CREATE on {}.* (to create {})", db, list));
   if (!needs.create_routines.empty() && !rights.on_database("CREATE ROUTINE"))
     missing.push_back(fmt::format("CREATE ROUTINE on {}.* (to create {})", db, lacking(needs.create_routines, "CREATE ROUTINE", true)));
+  if (auto list = lacking(needs.alter_tables, "ALTER", false); !list.empty())
+    missing.push_back(fmt::format("ALTER on {}.* (for ALTER TABLE {})", db, list));
   if (auto list = lacking(needs.replace_routines, "ALTER ROUTINE", true); !list.empty())
     missing.push_back(fmt::format("ALTER ROUTINE on {}.* (for CREATE OR REPLACE FUNCTION {})", db, list));
   std::string history_rights;

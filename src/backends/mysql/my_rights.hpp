@@ -15,6 +15,7 @@ struct MyMigrationNeeds {
   std::vector<std::string> create_tables;     // tables and sequences that do not exist yet: CREATE
   std::vector<std::string> create_routines;   // functions that do not exist yet: CREATE ROUTINE
   std::vector<std::string> replace_routines;  // functions created OR REPLACEd: ALTER ROUTINE
+  std::vector<std::string> alter_tables;      // tables given columns by ALTER TABLE: ALTER
   std::string history;                        // the history table, written: SELECT, INSERT, UPDATE
 };
 

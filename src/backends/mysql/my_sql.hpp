@@ -35,30 +35,33 @@ struct MySql {
       return MyStatement{id++, name,
                          fill(fill(sql, {{"{seed_token}", seed_token}}), {{"{prefix}", prefix}, {"{held}", kHeldTable}})};
     };
-    acquire = make("acquire", "SELECT `{prefix}acquire_held`(?, ?, ?, ?)");
+    // Migration 0008's acquire_held with the lock's lock-delay (doc/semantics.md, "Lock-delay").
+    acquire = make("acquire", "SELECT `{prefix}acquire_delayed`(?, ?, ?, ?, ?)");
     release = make("release", "SELECT `{prefix}release`(?, ?, ?)");
     // The caller's last level: the row goes whatever its count (LockBackend::release_last).
     release_last = make("release_last", "DELETE FROM `{prefix}locks` WHERE name = ? AND owner = ? AND token = ?");
     // One statement renews every lock; affected rows says whether all were renewed (no UPDATE
     // ... RETURNING on MariaDB), and only when some were not does renewed_of ask which.
+    // A lease is live until expires_at - lock_delay_ms (migration 0008), and a renewal keeps the
+    // lock-delay after the renewed lease.
     renew = make("renew", R"(
 UPDATE `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
-SET l.expires_at = GREATEST(l.expires_at, UTC_TIMESTAMP(6) + INTERVAL h.ttl_us MICROSECOND)
-WHERE l.expires_at > UTC_TIMESTAMP(6))");
+SET l.expires_at = GREATEST(l.expires_at, UTC_TIMESTAMP(6) + INTERVAL (h.ttl_us + l.lock_delay_ms * 1000) MICROSECOND)
+WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6))");
     renewed_of = make("renewed", R"(
 SELECT h.position - 1 FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
-WHERE l.expires_at > UTC_TIMESTAMP(6))");
+WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6))");
     lease_left = make("lease_left", R"(
 SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) FROM `{prefix}locks` WHERE name = ?)");
     // One row per holder: a group's lock row stands for its members, listed instead.
     list = make("list", R"(
-SELECT name, owner, count, token, remaining, kind FROM (
+SELECT name, owner, count, token, remaining, kind, lock_delay_ms FROM (
   SELECT name, owner, count, token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) AS remaining,
-         'exclusive' AS kind
+         'exclusive' AS kind, lock_delay_ms
   FROM `{prefix}locks` WHERE (? = '' OR name = ?) AND owner NOT IN ('(permits)', '(readers)')
   UNION ALL
   SELECT m.name, m.owner, m.count, m.token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), m.expires_at) / 1000),
-         m.kind
+         m.kind, 0
   FROM `{prefix}holders` m JOIN `{prefix}locks` l
     ON l.name = m.name AND l.token = m.epoch AND l.owner = IF(m.kind = 'permit', '(permits)', '(readers)')
   WHERE (? = '' OR m.name = ?) AND m.kind <> 'writer') AS holders
@@ -141,7 +144,7 @@ WHERE name = ? AND expires_at > UTC_TIMESTAMP(6) AND owner NOT LIKE '(revoked)%'
 DELETE FROM `{prefix}locks` WHERE name = ? AND owner = CONCAT('(revoked)', LEFT(?, 240)) AND token = ?)");
     release_keeping = make("release_keeping", R"(
 UPDATE `{prefix}locks`
-SET owner = CONCAT('(min-hold)', LEFT(owner, 240)), expires_at = acquired_at + INTERVAL ? MICROSECOND
+SET owner = CONCAT('(min-hold)', LEFT(owner, 240)), expires_at = acquired_at + INTERVAL ? MICROSECOND, lock_delay_ms = 0
 WHERE name = ? AND owner = ? AND token = ? AND acquired_at + INTERVAL ? MICROSECOND > UTC_TIMESTAMP(6))");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (

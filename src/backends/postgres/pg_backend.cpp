@@ -10,6 +10,7 @@
 #include "backends/postgres/pg_connection.hpp"
 #include "backends/postgres/pg_listener.hpp"
 #include "backends/postgres/pg_migration.hpp"
+#include "backends/postgres/pg_fence.hpp"
 #include "backends/postgres/pg_occurrences.hpp"
 #include "backends/postgres/pg_sql.hpp"
 #include "backends/session_pool.hpp"
@@ -22,6 +23,7 @@ class PgBackend final : public Backend {
  public:
   PgBackend(const StoreUri& uri, const BackendSettings& settings)
       : schema_(uri.schema),
+        prefix_(uri.prefix),
         driver_uri_(uri.driver_uri),
         key_(installation_key(uri.schema, uri.prefix)),
         channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
@@ -38,16 +40,18 @@ class PgBackend final : public Backend {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
     engine_ = pg_engine_of(first->reported("server_version"), first->reported("crdb_version"));
     occurrences_ = make_pg_occurrences(pool_, uri.schema, uri.prefix);
+    fences_ = make_pg_fences(pool_, uri.schema, uri.prefix, uri.redacted);
   }
 
   OccurrenceBackend* occurrences() override { return occurrences_.get(); }
+  FenceBackend* fences() override { return fences_.get(); }
 
   Dialect dialect() const noexcept override { return Dialect::postgresql; }
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
-                                   std::int64_t held_token) override {
-    std::array<std::string, 4> params{std::string(name), std::string(owner), std::to_string(ttl.count()),
-                                      std::to_string(held_token)};
+                                   std::int64_t held_token, milliseconds lock_delay) override {
+    std::array<std::string, 5> params{std::string(name), std::string(owner), std::to_string(ttl.count()),
+                                      std::to_string(held_token), std::to_string(lock_delay.count())};
     auto session = pool_.lease();
     auto result = run(*session, sql_.acquire, params);
     if (PQntuples(result.get()) == 0) return std::nullopt;
@@ -155,6 +159,10 @@ class PgBackend final : public Backend {
                                                               : RawStatements::hand_written_async_delete);
   }
 
+  std::unique_ptr<RawWriteClient> raw_write_client() override {
+    return make_pg_raw_write_client(driver_uri_, schema_, prefix_, mode_->behind_transaction_pooler());
+  }
+
   void seed_expired(std::string_view stem, std::size_t count) override {
     std::array<std::string, 2> params{std::string(stem), std::to_string(count)};
     pool_.lease()->exec_params(sql_.seed_expired, params);
@@ -225,7 +233,8 @@ class PgBackend final : public Backend {
     for (int row = 0; row < PQntuples(result.get()); ++row)
       rows.push_back(LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1),
                               to_int64(result.get(), row, 2), to_int64(result.get(), row, 3),
-                              milliseconds(to_int64(result.get(), row, 4)), kind_from_text(text_of(result.get(), row, 5))});
+                              milliseconds(to_int64(result.get(), row, 4)), kind_from_text(text_of(result.get(), row, 5)),
+                              LockState::held, milliseconds(to_int64(result.get(), row, 6))});
     return rows;
   }
 
@@ -309,6 +318,7 @@ class PgBackend final : public Backend {
   }
 
   std::string schema_;
+  std::string prefix_;
   std::string driver_uri_;
   std::int32_t key_;
   std::string channel_;
@@ -320,6 +330,7 @@ class PgBackend final : public Backend {
   SessionPool<PgConnection> pool_;
   PgEngine engine_ = PgEngine::postgresql;
   std::unique_ptr<OccurrenceBackend> occurrences_;  // after pool_: it uses its sessions
+  std::unique_ptr<FenceBackend> fences_;            // likewise
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "base/sql_template.hpp"
+
 namespace dblock::detail {
 
 namespace {
@@ -31,7 +33,7 @@ class PgRawClient final : public RawLockClient {
                                       std::int64_t ttl_ms) override {
     char ttl[24];
     *std::to_chars(ttl, ttl + sizeof ttl - 1, ttl_ms).ptr = '\0';
-    const char* values[] = {name.c_str(), owner.c_str(), ttl, "0"};
+    const char* values[] = {name.c_str(), owner.c_str(), ttl, "0", "0"};  // no grant held, no lock-delay
     auto result = hand_written_ ? run(0, {name.c_str(), owner.c_str(), ttl}) : run(0, values);
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return to_int64(result.get(), 0, 1);
@@ -83,7 +85,80 @@ class PgRawClient final : public RawLockClient {
   std::array<PgStatement, 4> statements_;
 };
 
+/// Bare libpq on one connection: BEGIN, [the fence,] one insert into the bench's own table, COMMIT,
+/// the fence and the insert prepared (sent unnamed behind a transaction pooler).
+class PgRawWriteClient final : public RawWriteClient {
+ public:
+  PgRawWriteClient(const std::string& uri, std::string_view schema, std::string_view prefix, bool unnamed)
+      : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed) {
+    if (PQstatus(conn_.get()) != CONNECTION_OK)
+      throw ConnectionError(fmt::format("raw write client: {}", PQerrorMessage(conn_.get())));
+    PQsetNoticeProcessor(conn_.get(), [](void*, const char*) {}, nullptr);  // "already exists, skipping"
+    auto fill_in = [&](std::string_view sql) { return fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}}); };
+    command(fill_in(R"(CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}bench_writes" (run text NOT NULL, n bigint NOT NULL))"));
+    insert_sql_ = fill_in(R"(INSERT INTO "{schema}"."{prefix}bench_writes" (run, n) VALUES ($1, $2::bigint))");
+    prepare(0, fill_in(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))"));
+    prepare(1, insert_sql_);
+    prepare(2, fill_in(R"(DELETE FROM "{schema}"."{prefix}bench_writes" WHERE run = $1)"));
+  }
+
+  void write(const std::string& run, std::int64_t n,
+             const std::optional<std::pair<std::string, std::int64_t>>& fence) override {
+    command("BEGIN");
+    if (fence) run_prepared(0, fence->first, fence->second, PGRES_TUPLES_OK);
+    run_prepared(1, run, n, PGRES_COMMAND_OK);
+    command("COMMIT");
+  }
+
+  const std::string& insert_sql() const noexcept override { return insert_sql_; }
+
+  void clear(const std::string& run) override {
+    const char* values[] = {run.c_str()};
+    check(run_statement(2, 1, values), PGRES_COMMAND_OK);
+  }
+
+ private:
+  struct ConnDeleter {
+    void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
+  };
+
+  void check(PgResult result, ExecStatusType expected) {
+    if (PQresultStatus(result.get()) != expected) {
+      std::string message = PQerrorMessage(conn_.get());
+      PgResult(PQexec(conn_.get(), "ROLLBACK"));  // a failed statement must not leave the session in a transaction
+      throw DatabaseError("raw write client: " + message);
+    }
+  }
+  void command(const std::string& sql) { check(PgResult(PQexec(conn_.get(), sql.c_str())), PGRES_COMMAND_OK); }
+  void prepare(std::size_t id, const std::string& sql) {
+    statements_[id] = PgStatement(id, sql);
+    if (unnamed_) return;
+    check(PgResult(PQprepare(conn_.get(), statements_[id].name.c_str(), sql.c_str(), 0, nullptr)), PGRES_COMMAND_OK);
+  }
+  PgResult run_statement(std::size_t id, int count, const char* const* values) {
+    auto& statement = statements_[id];
+    return PgResult(unnamed_ ? PQexecParams(conn_.get(), statement.sql.c_str(), count, nullptr, values, nullptr, nullptr, 0)
+                             : PQexecPrepared(conn_.get(), statement.name.c_str(), count, values, nullptr, nullptr, 0));
+  }
+  void run_prepared(std::size_t id, const std::string& text, std::int64_t number, ExecStatusType expected) {
+    char number_text[24];
+    *std::to_chars(number_text, number_text + sizeof number_text - 1, number).ptr = '\0';
+    const char* values[] = {text.c_str(), number_text};
+    check(run_statement(id, 2, values), expected);
+  }
+
+  std::unique_ptr<PGconn, ConnDeleter> conn_;
+  bool unnamed_;
+  std::string insert_sql_;
+  std::array<PgStatement, 3> statements_;
+};
+
 }  // namespace
+
+std::unique_ptr<RawWriteClient> make_pg_raw_write_client(const std::string& uri, std::string_view schema,
+                                                         std::string_view prefix, bool unnamed) {
+  return std::make_unique<PgRawWriteClient>(uri, schema, prefix, unnamed);
+}
 
 std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed,
                                                   RawStatements statements) {

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "backends/bench_backend.hpp"
 #include "backends/postgres/pg_sql.hpp"
@@ -16,5 +17,9 @@ enum class RawStatements { dblock, hand_written, hand_written_async_delete };
 /// `unnamed`: behind a transaction pooler, statements are sent unnamed (PQexecParams).
 [[nodiscard]] std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const PgSql& sql, bool unnamed,
                                                                 RawStatements statements);
+
+/// The fence scenario's floor: a write transaction in the bench's own table, fenced or not.
+[[nodiscard]] std::unique_ptr<RawWriteClient> make_pg_raw_write_client(const std::string& uri, std::string_view schema,
+                                                                       std::string_view prefix, bool unnamed);
 
 }  // namespace dblock::detail

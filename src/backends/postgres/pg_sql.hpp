@@ -35,23 +35,28 @@ struct PgSql {
     // committed, so tokens rise in grant order with one row version per grant
     // (doc/database-facts.md §1). The clock is read once: EXCLUDED.acquired_at carries it into the
     // conflict branch. Kept in step with the function by tests/postgres/acquire_forms_test.cpp.
-    acquire = {0, fill(R"(
+    // Lock-delay (migration 0008): expires_at is when the name is free, the lease's end plus
+    // $5 ms; the lease ({lease_end}) is what a re-entry, and a takeover of the caller's own row,
+    // need live. Everyone else waits for expires_at, delay included.
+    acquire = {0, fill(detail::fill(detail::fill(R"(
 WITH serial AS (SELECT pg_advisory_xact_lock(hashtextextended($1, 7310958615390432069))),
      c AS (SELECT clock_timestamp() AS now FROM serial)
-INSERT INTO "{schema}"."{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at)
-SELECT $1, $2, 1, nextval('"{schema}"."{prefix}token_seq"'), c.now, c.now + $3::bigint * interval '1 millisecond' FROM c
+INSERT INTO "{schema}"."{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at, lock_delay_ms)
+SELECT $1, $2, 1, nextval('"{schema}"."{prefix}token_seq"'), c.now,
+       c.now + ($3::bigint + $5::bigint) * interval '1 millisecond', $5::bigint FROM c
 ON CONFLICT (name) DO UPDATE SET
-  count       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > EXCLUDED.acquired_at AND l.token = $4::bigint
-                     THEN l.count + 1 ELSE 1 END,
-  token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > EXCLUDED.acquired_at AND l.token = $4::bigint
-                     THEN l.token ELSE EXCLUDED.token END,
-  acquired_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > EXCLUDED.acquired_at AND l.token = $4::bigint
-                     THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
-  owner       = EXCLUDED.owner,
-  expires_at  = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > EXCLUDED.acquired_at AND l.token = $4::bigint
-                     THEN greatest(l.expires_at, EXCLUDED.expires_at) ELSE EXCLUDED.expires_at END
-WHERE l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at
-RETURNING l.count, l.token)")};
+  count         = CASE WHEN {reenter} THEN l.count + 1 ELSE 1 END,
+  token         = CASE WHEN {reenter} THEN l.token ELSE EXCLUDED.token END,
+  acquired_at   = CASE WHEN {reenter} THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+  owner         = EXCLUDED.owner,
+  expires_at    = CASE WHEN {reenter}
+                       THEN greatest({lease_end}, EXCLUDED.expires_at - EXCLUDED.lock_delay_ms * interval '1 millisecond')
+                            + greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) * interval '1 millisecond'
+                       ELSE EXCLUDED.expires_at END,
+  lock_delay_ms = CASE WHEN {reenter} THEN greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) ELSE EXCLUDED.lock_delay_ms END
+WHERE (l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at) OR l.expires_at <= EXCLUDED.acquired_at
+RETURNING l.count, l.token)", {{"{reenter}", "l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at AND l.token = $4::bigint"}}),
+                                    {{"{lease_end}", "(l.expires_at - l.lock_delay_ms * interval '1 millisecond')"}}))};
     // At zero the row is deleted; NOTIFY only when a waiter holds the shared advisory key
     // (then our exclusive try fails), so uncontended releases pay no notify cost.
     // Committed without waiting for the disk (doc/semantics.md, "Releases that do not wait for the
@@ -98,13 +103,13 @@ SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
     // One row per holder: a group's lock row stands for its members, listed instead.
     list = {4, fill(R"(
-SELECT name, owner, count, token, remaining, kind FROM (
+SELECT name, owner, count, token, remaining, kind, lock_delay_ms FROM (
   SELECT name, owner, count, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS remaining,
-         'exclusive' AS kind
+         'exclusive' AS kind, lock_delay_ms
   FROM "{schema}"."{prefix}locks" WHERE ($1 = '' OR name = $1) AND owner NOT IN ('(permits)', '(readers)')
   UNION ALL
   SELECT m.name, m.owner, m.count, m.token, floor(extract(epoch FROM m.expires_at - clock_timestamp()) * 1000)::bigint,
-         m.kind
+         m.kind, 0
   FROM "{schema}"."{prefix}holders" m JOIN "{schema}"."{prefix}locks" l
     ON l.name = m.name AND l.token = m.epoch AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
   WHERE ($1 = '' OR m.name = $1) AND m.kind <> 'writer') AS holders
@@ -128,7 +133,8 @@ SELECT {notify_if_waited} FROM d, async)")};
     // hold (the row would return with the holder's lease, which nobody renews).
     release_keeping = {17, fill(R"(
 UPDATE "{schema}"."{prefix}locks"
-SET owner = '(min-hold)' || left(owner, 240), expires_at = acquired_at + $4::bigint * interval '1 millisecond'
+SET owner = '(min-hold)' || left(owner, 240), expires_at = acquired_at + $4::bigint * interval '1 millisecond',
+    lock_delay_ms = 0
 WHERE name = $1 AND owner = $2 AND token = $3::bigint
   AND acquired_at + $4::bigint * interval '1 millisecond' > clock_timestamp()
 RETURNING 1)")};

@@ -13,6 +13,7 @@
 #include "backends/session_pool.hpp"
 #include "backends/sqlite/sqlite_bench.hpp"
 #include "backends/sqlite/sqlite_migration.hpp"
+#include "backends/sqlite/sqlite_fence.hpp"
 #include "backends/sqlite/sqlite_occurrences.hpp"
 #include "backends/sqlite/sqlite_session.hpp"
 #include "base/json.hpp"
@@ -25,6 +26,7 @@ class SqliteBackend final : public Backend {
  public:
   SqliteBackend(const StoreUri& uri, std::chrono::milliseconds busy_timeout, std::shared_ptr<spdlog::logger> logger)
       : path_(uri.driver_uri),
+        prefix_(uri.prefix),
         busy_timeout_(busy_timeout),
         sql_(uri.prefix),
         migration_dialect_(uri.prefix),
@@ -33,16 +35,18 @@ class SqliteBackend final : public Backend {
               uri.pool_size, busy_timeout) {
     auto first = pool_.lease();  // opens (and creates) the file now, so a bad path fails at open
     occurrences_ = make_sqlite_occurrences(pool_, uri.prefix);
+    fences_ = make_sqlite_fences(pool_, uri.prefix, path_);
   }
 
   OccurrenceBackend* occurrences() override { return occurrences_.get(); }
+  FenceBackend* fences() override { return fences_.get(); }
 
   Dialect dialect() const noexcept override { return Dialect::sqlite; }
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
-                                   std::int64_t held_token) override {
+                                   std::int64_t held_token, milliseconds lock_delay) override {
     auto session = pool_.lease();
-    return session->guarded("acquire", [&] { return session->try_acquire(name, owner, ttl, held_token); });
+    return session->guarded("acquire", [&] { return session->try_acquire(name, owner, ttl, held_token, lock_delay); });
   }
 
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
@@ -141,6 +145,9 @@ class SqliteBackend final : public Backend {
   std::unique_ptr<RawLockClient> raw_client() override {
     return make_sqlite_raw_client(path_, busy_timeout_, sql_);
   }
+  std::unique_ptr<RawWriteClient> raw_write_client() override {
+    return make_sqlite_raw_write_client(path_, busy_timeout_, prefix_);
+  }
 
   void seed_expired(std::string_view stem, std::size_t count) override {
     auto session = pool_.lease();
@@ -208,12 +215,14 @@ FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0
   }
 
   std::string path_;
+  std::string prefix_;
   std::chrono::milliseconds busy_timeout_;
   SqliteSql sql_;
   SqliteMigrationDialect migration_dialect_;
   std::shared_ptr<spdlog::logger> logger_;
   SessionPool<SqliteSession> pool_;
   std::unique_ptr<OccurrenceBackend> occurrences_;  // after pool_: it uses its sessions
+  std::unique_ptr<FenceBackend> fences_;            // likewise
 };
 
 }  // namespace

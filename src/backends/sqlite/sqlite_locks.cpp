@@ -9,11 +9,13 @@
 namespace dblock::detail {
 
 std::optional<Grant> SqliteSession::try_acquire(std::string_view name, std::string_view owner,
-                                                std::chrono::milliseconds ttl, std::int64_t held_token) {
+                                                std::chrono::milliseconds ttl, std::int64_t held_token,
+                                                std::chrono::milliseconds lock_delay) {
   name_ = name;
   owner_ = owner;
   number_ = ttl.count();
   held_token_ = held_token;
+  delay_ = lock_delay.count();
   if (!execute_single(acquire_statement())) return std::nullopt;
   return Grant{result_a_, result_b_};
 }
@@ -118,7 +120,7 @@ std::vector<LockInfo> SqliteSession::list(std::string_view only_name) {
   std::vector<LockInfo> rows;
   if (list_statement().execute(true)) {
     do rows.push_back(LockInfo{out_name_, out_owner_, result_a_, result_b_, std::chrono::milliseconds(result_c_),
-                               kind_from_text(out_kind_)});
+                               kind_from_text(out_kind_), LockState::held, std::chrono::milliseconds(delay_)});
     while (list_statement().fetch());
   }
   return rows;

@@ -67,7 +67,7 @@ class SqliteSession {
   // Lock operations, one statement (or one IMMEDIATE transaction) each, on this session; callers
   // run them inside guarded(). Defined in sqlite_locks.cpp.
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
-                                   std::int64_t held_token);
+                                   std::int64_t held_token, std::chrono::milliseconds lock_delay);
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token);
   std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token);
   /// `held_json`: [[name, owner, token, ttl_ms], ...]; returns the positions in `held` renewed.
@@ -141,8 +141,8 @@ class SqliteSession {
   soci::statement& acquire_statement() {
     return prepared(acquire_, [&] {
       return soci::statement((session_.prepare << sql_.acquire, soci::use(name_, "name"), soci::use(owner_, "owner"),
-                              soci::use(number_, "ttl"), soci::use(held_token_, "held"), soci::into(result_a_),
-                              soci::into(result_b_)));
+                              soci::use(number_, "ttl"), soci::use(delay_, "delay"), soci::use(held_token_, "held"),
+                              soci::into(result_a_), soci::into(result_b_)));
     });
   }
   soci::statement& release_last_statement() {
@@ -179,7 +179,7 @@ class SqliteSession {
       return soci::statement((session_.prepare << sql_.list, soci::use(name_, "name"), soci::use(name_, "name2"),
                               soci::use(name_, "name3"), soci::use(name_, "name4"), soci::into(out_name_),
                               soci::into(out_owner_), soci::into(result_a_), soci::into(result_b_),
-                              soci::into(result_c_), soci::into(out_kind_)));
+                              soci::into(result_c_), soci::into(out_kind_), soci::into(delay_)));
     });
   }
   soci::statement& begin_immediate_statement() {
@@ -214,7 +214,7 @@ class SqliteSession {
 
   // Bound parameters and results of the prepared statements (bound by address at prepare time).
   std::string name_, owner_, text_, out_name_, out_owner_, out_kind_;
-  std::int64_t number_ = 0, held_token_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
+  std::int64_t number_ = 0, held_token_ = 0, delay_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
 
   std::optional<soci::statement> acquire_, release_last_, release_at_one_, release_inner_, renew_, lease_left_, list_, force_release_,
       reap_, reap_members_, census_, begin_immediate_, commit_;

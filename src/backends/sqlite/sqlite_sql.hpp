@@ -85,18 +85,27 @@ struct SqliteSql {
     auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
     // A re-entry needs the token of the grant the caller holds (:held, 0 for none): a live row of
     // the caller's with another token is a leftover it no longer counts, taken over afresh.
+    // Lock-delay (migration 0008; PgSql's acquire explains it): expires_at is when the name is
+    // free, the lease's end plus lock_delay_ms; re-entries and the caller's own takeovers need the
+    // lease live.
     acquire = detail::fill(fill(R"(
-INSERT INTO "{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at)
-VALUES (:name, :owner, 1, (SELECT value + 1 FROM "{prefix}token_counter" WHERE id = 1), {now}, {now} + :ttl)
+INSERT INTO "{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at, lock_delay_ms)
+VALUES (:name, :owner, 1, (SELECT value + 1 FROM "{prefix}token_counter" WHERE id = 1), {now}, {now} + :ttl + :delay,
+        :delay)
 ON CONFLICT (name) DO UPDATE SET
-  count       = CASE WHEN {reenter} THEN l.count + 1 ELSE 1 END,
-  token       = CASE WHEN {reenter} THEN l.token ELSE excluded.token END,
-  acquired_at = CASE WHEN {reenter} THEN l.acquired_at ELSE excluded.acquired_at END,
-  owner       = excluded.owner,
-  expires_at  = CASE WHEN {reenter} THEN max(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END
-WHERE l.owner = excluded.owner OR l.expires_at <= {now}
-RETURNING count, token)"), {{"{reenter}", "l.owner = excluded.owner AND l.expires_at > " + std::string(kNow) +
-                                             " AND l.token = :held"}});
+  count         = CASE WHEN {reenter} THEN l.count + 1 ELSE 1 END,
+  token         = CASE WHEN {reenter} THEN l.token ELSE excluded.token END,
+  acquired_at   = CASE WHEN {reenter} THEN l.acquired_at ELSE excluded.acquired_at END,
+  owner         = excluded.owner,
+  expires_at    = CASE WHEN {reenter}
+                       THEN max({lease_end}, excluded.expires_at - excluded.lock_delay_ms)
+                            + max(l.lock_delay_ms, excluded.lock_delay_ms)
+                       ELSE excluded.expires_at END,
+  lock_delay_ms = CASE WHEN {reenter} THEN max(l.lock_delay_ms, excluded.lock_delay_ms) ELSE excluded.lock_delay_ms END
+WHERE (l.owner = excluded.owner AND {lease_end} > {now}) OR l.expires_at <= {now}
+RETURNING count, token)"), {{"{reenter}", "l.owner = excluded.owner AND (l.expires_at - l.lock_delay_ms) > " + std::string(kNow) +
+                                             " AND l.token = :held"},
+                            {"{lease_end}", "(l.expires_at - l.lock_delay_ms)"}});
     // The caller's last level: the row goes whatever its count (LockBackend::release_last).
     release_last = fill(R"(
 DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token RETURNING 0)");
@@ -105,21 +114,22 @@ DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :t
     release_inner = fill(R"(
 UPDATE "{prefix}locks" SET count = count - 1
 WHERE name = :name AND owner = :owner AND token = :token AND count > 1 RETURNING count)");
+    // A lease is live until expires_at - lock_delay_ms; a renewal keeps the delay after it.
     renew = fill(R"(
-UPDATE "{prefix}locks" SET expires_at = max(expires_at, {now} + h.ttl)
+UPDATE "{prefix}locks" SET expires_at = max(expires_at, {now} + h.ttl + lock_delay_ms)
 FROM (SELECT value ->> 0 AS name, value ->> 1 AS owner, value ->> 2 AS token, value ->> 3 AS ttl
       FROM json_each(:held)) AS h
 WHERE "{prefix}locks".name = h.name AND "{prefix}locks".owner = h.owner AND "{prefix}locks".token = h.token
-  AND "{prefix}locks".expires_at > {now}
+  AND "{prefix}locks".expires_at - "{prefix}locks".lock_delay_ms > {now}
 RETURNING name, owner, token)");
     lease_left = fill(R"(SELECT expires_at - {now} FROM "{prefix}locks" WHERE name = :name)");
     // One row per holder: a group's lock row stands for its members, listed instead.
     list = fill(R"(
-SELECT name, owner, count, token, remaining, kind FROM (
-  SELECT name, owner, count, token, expires_at - {now} AS remaining, 'exclusive' AS kind FROM "{prefix}locks"
-  WHERE (:name = '' OR name = :name2) AND owner NOT IN ('(permits)', '(readers)')
+SELECT name, owner, count, token, remaining, kind, lock_delay_ms FROM (
+  SELECT name, owner, count, token, expires_at - {now} AS remaining, 'exclusive' AS kind, lock_delay_ms
+  FROM "{prefix}locks" WHERE (:name = '' OR name = :name2) AND owner NOT IN ('(permits)', '(readers)')
   UNION ALL
-  SELECT m.name, m.owner, m.count, m.token, m.expires_at - {now}, m.kind
+  SELECT m.name, m.owner, m.count, m.token, m.expires_at - {now}, m.kind, 0
   FROM "{prefix}holders" m JOIN "{prefix}locks" l
     ON l.name = m.name AND l.token = m.epoch AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
   WHERE (:name3 = '' OR m.name = :name4) AND m.kind <> 'writer')
@@ -134,7 +144,8 @@ RETURNING name)");
 DELETE FROM "{prefix}locks" WHERE name = :name AND owner = '(revoked)' || substr(:owner, 1, 240) AND token = :token
 RETURNING name)");
     release_keeping = fill(R"(
-UPDATE "{prefix}locks" SET owner = '(min-hold)' || substr(owner, 1, 240), expires_at = acquired_at + :hold
+UPDATE "{prefix}locks" SET owner = '(min-hold)' || substr(owner, 1, 240), expires_at = acquired_at + :hold,
+                           lock_delay_ms = 0
 WHERE name = :name AND owner = :owner AND token = :token AND acquired_at + :hold2 > {now}
 RETURNING name)");
     // One statement: SQLite serialises writers, so the expiry re-check sees any takeover.

@@ -1,0 +1,124 @@
+#include "backends/postgres/pg_fence.hpp"
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+
+#include <dblock/errors.hpp>
+#include <fmt/format.h>
+
+#include "backends/postgres/pg_sql.hpp"
+#include "base/sql_template.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+// Above table mode's (0-19), advisory mode's (20-47) and the occurrence records' (48-63) ids.
+constexpr std::size_t kFenceStatementId = 64;
+// The fence function's documented SQLSTATE (doc/sql-contract.md).
+constexpr std::string_view kFenceRefused = "DBF01";
+
+class PgFencedSession final : public FencedSession {
+ public:
+  PgFencedSession(SessionPool<PgConnection>::Lease session, std::int64_t left_ms)
+      : session_(std::move(session)), left_ms_(left_ms) {}
+  ~PgFencedSession() override {
+    if (!done_) rollback();
+  }
+  PgFencedSession(const PgFencedSession&) = delete;
+  PgFencedSession& operator=(const PgFencedSession&) = delete;
+
+  std::int64_t lease_left_ms() const noexcept override { return left_ms_; }
+
+  FenceRows query(std::string_view sql, std::span<const std::string> params) override {
+    auto result = session_->exec_params(std::string(sql), params);
+    FenceRows rows;
+    for (int row = 0; row < PQntuples(result.get()); ++row) {
+      auto& cells = rows.emplace_back();
+      for (int column = 0; column < PQnfields(result.get()); ++column)
+        cells.push_back(PQgetisnull(result.get(), row, column) != 0 ? std::nullopt
+                                                                    : std::optional<std::string>(text_of(result.get(), row, column)));
+    }
+    return rows;
+  }
+
+  std::int64_t execute(std::string_view sql, std::span<const std::string> params) override {
+    auto result = session_->exec_params(std::string(sql), params);
+    return std::atoll(PQcmdTuples(result.get()));
+  }
+
+  void commit() override {
+    done_ = true;
+    auto result = session_->exec("COMMIT");
+    // COMMIT of a transaction that failed earlier answers ROLLBACK, without an error.
+    if (std::strcmp(PQcmdStatus(result.get()), "COMMIT") != 0)
+      throw DatabaseError("the fenced transaction was rolled back (a statement in it had failed), nothing of it committed",
+                          "25P02");
+  }
+
+  void rollback() noexcept override {
+    done_ = true;
+    try {
+      session_->exec("ROLLBACK");
+    } catch (...) {
+      session_->abandon();  // the pool must not get a session still inside the transaction
+    }
+  }
+
+ private:
+  SessionPool<PgConnection>::Lease session_;
+  std::int64_t left_ms_;
+  bool done_ = false;
+};
+
+class PgFences final : public FenceBackend {
+ public:
+  PgFences(SessionPool<PgConnection>& pool, std::string_view schema, std::string_view prefix, std::string_view redacted)
+      : pool_(pool),
+        fence_(kFenceStatementId,
+               fill(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))", {{"{schema}", schema}, {"{prefix}", prefix}})),
+        redacted_(redacted) {}
+
+  std::unique_ptr<FencedSession> begin_fenced(std::string_view name, std::int64_t token) override {
+    std::array<std::string, 2> params{std::string(name), std::to_string(token)};
+    for (int attempt = 0;; ++attempt) {
+      auto session = pool_.lease();
+      session->exec("BEGIN");
+      try {
+        auto result = session->exec_prepared(fence_, params);
+        return std::make_unique<PgFencedSession>(std::move(session), to_int64(result.get(), 0, 0));
+      } catch (const PoolerDetected&) {
+        roll_back(*session);
+        if (attempt > 0) throw;  // sent unnamed the second time: never seen twice
+      } catch (const Error& e) {
+        roll_back(*session);
+        if (std::string_view(e.sqlstate()) == kFenceRefused)
+          throw LockLost(fence_refused_message(name, token, redacted_));
+        throw;
+      }
+    }
+  }
+
+ private:
+  static void roll_back(PgConnection& session) noexcept {
+    try {
+      session.exec("ROLLBACK");
+    } catch (...) {
+      session.abandon();
+    }
+  }
+
+  SessionPool<PgConnection>& pool_;
+  PgStatement fence_;
+  std::string redacted_;
+};
+
+}  // namespace
+
+std::unique_ptr<FenceBackend> make_pg_fences(SessionPool<PgConnection>& pool, std::string_view schema,
+                                             std::string_view prefix, std::string_view redacted_uri) {
+  return std::make_unique<PgFences>(pool, schema, prefix, redacted_uri);
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,206 @@
+// The fence (migration 0009; Store::fenced, doc/semantics.md "Fence"), on every table-mode backend:
+// a transaction fenced by a grant commits only while that grant is the name's live holder, the
+// name cannot be taken over while such a transaction is open, and (PostgreSQL, MySQL/MariaDB) the
+// server ends a fenced transaction paused past its lease, so the next holder is granted within the
+// TTL plus a bound and the paused writer's write never lands.
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <dblock/dblock.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "support/installation.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+class Fence : public dblock::test::InstalledCaseTest {
+ protected:
+  void SetUp() override {
+    InstalledCaseTest::SetUp();
+    auto& prefix = installation_->prefix();
+    dialect_ = GetParam().dialect;
+    if (dialect_ == "postgresql") {
+      data_ = fmt::format("\"{}fence_data\"", prefix);
+      fence_call_ = fmt::format("SELECT \"public\".\"{}fence\"", prefix);
+      installation_->admin().exec(fmt::format("CREATE TABLE {} (name text, token bigint, note text)", data_));
+    } else if (dialect_ == "mysql") {
+      data_ = fmt::format("`{}fence_data`", prefix);
+      fence_call_ = fmt::format("SELECT `{}fence`", prefix);
+      installation_->admin().exec(
+          fmt::format("CREATE TABLE {} (name VARCHAR(255), token BIGINT, note VARCHAR(64)) ENGINE = InnoDB", data_));
+    } else {
+      data_ = fmt::format("\"{}fence_data\"", prefix);
+      fence_call_ = fmt::format("INSERT INTO \"{}fence\" (name, token) VALUES", prefix);
+      installation_->admin().exec(fmt::format("CREATE TABLE {} (name TEXT, token INTEGER, note TEXT)", data_));
+    }
+  }
+  void TearDown() override {
+    if (installation_) installation_->admin().exec(fmt::format("DROP TABLE {}", data_));
+  }
+
+  /// A connection of the application's own (the test's second admin), no dblock code on it.
+  [[nodiscard]] std::unique_ptr<dblock::test::Admin> app_connection() const {
+    return dblock::test::make_admin(GetParam().dialect, dblock::test::admin_dsn(GetParam(), server_dsn_),
+                                    dblock::test::default_schema(GetParam()), installation_->prefix());
+  }
+  [[nodiscard]] std::string begin() const {
+    return dialect_ == "mysql" ? "START TRANSACTION" : dialect_ == "sqlite" ? "BEGIN IMMEDIATE" : "BEGIN";
+  }
+  /// The documented fence statement for (name, token) (doc/sql-contract.md).
+  void fence(dblock::test::Admin& app, const std::string& name, std::int64_t token) const {
+    if (std::getenv("DBLOCK_TEST_FENCE_OFF") != nullptr) return;  // only to see the tests fail without the fence
+    auto call = fmt::format("{}('{}', {})", fence_call_, name, token);
+    if (dialect_ == "sqlite") app.exec(call);
+    else (void)app.query(call);
+  }
+  [[nodiscard]] std::string insert(const std::string& name, std::int64_t token, const std::string& note) const {
+    return fmt::format("INSERT INTO {} (name, token, note) VALUES ('{}', {}, '{}')", data_, name, token, note);
+  }
+  /// A grant taken through the SQL contract's acquire function and never renewed (a holder that
+  /// paused right after its grant), on PostgreSQL and MySQL/MariaDB; SQLite: a manager's lock, whose
+  /// renewals wait behind the fenced transaction's write lock.
+  std::int64_t paused_grant(const std::string& name, std::chrono::milliseconds ttl) {
+    auto& admin = installation_->admin();
+    if (dialect_ == "postgresql")
+      return std::stoll(admin.query(fmt::format("SELECT lock_token FROM \"public\".\"{}acquire_held\"('{}', 'paused-holder', {}, 0)",
+                                                installation_->prefix(), name, ttl.count())).at(0));
+    if (dialect_ == "mysql") {
+      auto reply = admin.query(fmt::format("SELECT `{}acquire_held`('{}', 'paused-holder', {}, 0)", installation_->prefix(),
+                                           name, ttl.count() * 1000)).at(0);
+      return std::stoll(reply.substr(reply.find(' ') + 1));
+    }
+    sqlite_holder_ = manager(dblock::ManagerOptions{.default_ttl = ttl});
+    sqlite_lock_.emplace(sqlite_holder_->acquire(name, 5s));
+    return sqlite_lock_->token();
+  }
+  [[nodiscard]] std::string param(int n) const { return dialect_ == "postgresql" ? fmt::format("${}", n) : "?"; }
+  [[nodiscard]] std::int64_t rows_with(std::int64_t token) const {
+    return std::stoll(installation_->admin().query(fmt::format("SELECT count(*) FROM {} WHERE token = {}", data_, token)).at(0));
+  }
+
+  std::unique_ptr<dblock::LockManager> sqlite_holder_;
+  std::optional<dblock::Lock> sqlite_lock_;
+  std::string dialect_;
+  std::string data_;
+  std::string fence_call_;
+};
+
+TEST_P(Fence, TheHoldersFencedWriteCommitsAStaleOrRevokedGrantsIsRefusedWithNothingCommitted) {
+  auto holder = manager();
+  auto lock = holder->acquire("fence/api", 5s);
+  store_->fenced(lock, [&](dblock::FencedTransaction& tx) {
+    EXPECT_EQ(tx.execute(fmt::format("INSERT INTO {} (name, token, note) VALUES ({}, {}, 'ok')", data_, param(1), param(2)),
+                         {lock.name(), std::to_string(lock.token())}),
+              1);
+    if (dialect_ != "sqlite") {
+      EXPECT_GT(tx.lease_left().value_or(0ms), 0ms);
+    }
+  });
+  EXPECT_EQ(rows_with(lock.token()), 1);
+
+  auto stale = lock.token() + 1000;
+  EXPECT_THROW(store_->fenced(dblock::FenceTarget("fence/api", stale),
+                              [&](dblock::FencedTransaction& tx) { tx.execute(insert("fence/api", stale, "stale")); }),
+               dblock::LockLost);
+  EXPECT_EQ(rows_with(stale), 0);
+
+  // The raw SQL refuses too, with the documented error, and the transaction cannot commit.
+  auto app = app_connection();
+  app->exec(begin());
+  try {
+    fence(*app, "fence/api", stale);
+    ADD_FAILURE() << "the fence accepted a token that never held the name";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("dblock fence"), std::string::npos) << e.what();
+  }
+  app->exec("ROLLBACK");
+
+  ASSERT_TRUE(store_->revoke("fence/api"));
+  EXPECT_THROW(store_->fenced(lock, [&](dblock::FencedTransaction& tx) { tx.execute(insert("fence/api", lock.token(), "revoked")); }),
+               dblock::LockLost);
+  EXPECT_EQ(rows_with(lock.token()), 1);
+}
+
+// The share lock alone (the server's timeouts switched off inside the transaction): the lease ends
+// while the fenced transaction is open, and no contender is granted before it commits.
+TEST_P(Fence, NoTakeoverCommitsWhileAFencedTransactionIsOpenEvenPastTheLease) {
+  auto token = paused_grant("fence/open", 600ms);
+  auto app = app_connection();
+  app->exec(begin());
+  fence(*app, "fence/open", token);
+  if (dialect_ == "postgresql") app->exec("SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL statement_timeout = 0");
+  if (dialect_ == "mysql") app->exec("SET SESSION idle_transaction_timeout = 0");
+  app->exec(insert("fence/open", token, "fenced"));
+  auto fenced_at = Steady::now();
+
+  auto contender_store = dblock::Store::open(installation_->dsn());
+  dblock::LockManager contender(contender_store, in_mode());
+  auto granted = std::async(std::launch::async, [&] {
+    auto next = contender.acquire("fence/open", 20s);
+    return std::pair{next.token(), Steady::now()};
+  });
+  // Well past the 600 ms lease, nobody was granted.
+  EXPECT_EQ(granted.wait_for(2500ms), std::future_status::timeout) << "a contender took the name over a fenced transaction";
+  EXPECT_GT(Steady::now() - fenced_at, 2s);
+  app->exec("COMMIT");
+  auto committed_at = Steady::now();
+  auto [next_token, granted_at] = granted.get();
+  EXPECT_GT(next_token, token);
+  EXPECT_GE(granted_at, committed_at);
+  EXPECT_EQ(rows_with(token), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Fence,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kSqlite, dblock::test::kGaleraTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+// PostgreSQL and MySQL/MariaDB: the server ends a fenced transaction paused past its lease.
+class PausedFence : public Fence {};
+
+TEST_P(PausedFence, TheServerEndsAPausedFencedTransactionTheNextHolderIsGrantedInTimeAndTheStaleWriteNeverLands) {
+  constexpr auto kTtl = 1000ms;
+  // MariaDB's idle_transaction_timeout counts whole seconds: the lease left, rounded up.
+  const auto bound = dialect_ == "mysql" ? 1500ms : 500ms;
+  auto granted_first = Steady::now();
+  auto token = paused_grant("fence/paused", kTtl);
+  auto app = app_connection();
+  app->exec(begin());
+  fence(*app, "fence/paused", token);
+  app->exec(insert("fence/paused", token, "paused"));
+  // The writer pauses here (a GC pause, SIGSTOP): it sends nothing until the contender was granted.
+  auto contender_store = dblock::Store::open(installation_->dsn());
+  dblock::LockManager contender(contender_store, in_mode());
+  auto next = contender.acquire("fence/paused", 20s);
+  auto granted_at = Steady::now();
+  EXPECT_GT(next.token(), token);
+  EXPECT_LE(granted_at - granted_first, kTtl + bound) << "the next holder waited past TTL + bound";
+  contender_store->fenced(next, [&](dblock::FencedTransaction& tx) { tx.execute(insert("fence/paused", next.token(), "next")); });
+  // The paused writer resumes: its commit fails, and its write is absent.
+  bool committed = true;
+  try {
+    app->exec("COMMIT");
+  } catch (const std::runtime_error&) {
+    committed = false;
+  }
+  EXPECT_FALSE(committed) << "the paused writer's commit succeeded after the next holder's";
+  EXPECT_EQ(rows_with(token), 0);
+  EXPECT_EQ(rows_with(next.token()), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PausedFence,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kGaleraTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace

@@ -1,0 +1,212 @@
+// Lock-delay after a lost lease (LockOptions::lock_delay, `dblock run --lock-delay`), on every backend
+// in table mode: a lease that ends without a release keeps the name unavailable until the lease's
+// end plus the delay (by the database's clock), for everyone and for the reaper; a release frees it
+// at once; without a delay nothing changes.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dblock/dblock.hpp>
+#include <gtest/gtest.h>
+
+#include "backends/backend.hpp"
+#include "core/store_parts.hpp"
+#include "support/eventually.hpp"
+#include "support/installation.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class LockDelay : public dblock::test::InstalledCaseTest {
+ protected:
+  void SetUp() override {
+    InstalledCaseTest::SetUp();
+    dir_ = std::filesystem::temp_directory_path() / ("dblock-lock-delay-" + installation_->prefix());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  dblock::detail::Backend& backend() { return dblock::detail::StoreParts::backend(*store_); }
+
+  std::optional<dblock::LockInfo> row(const std::string& name) {
+    for (auto& info : store_->locks())
+      if (info.name == name) return info;
+    return std::nullopt;
+  }
+
+  /// Runs the CLI with `args` (after --dsn) in the background, its output into a file of dir_.
+  pid_t start_cli(std::vector<std::string> args, const std::filesystem::path& output) {
+    args.insert(args.begin(), {"--dsn", installation_->dsn()});
+    pid_t child = fork();
+    if (child == 0) {
+      int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> argv{const_cast<char*>("dblock")};
+      for (auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+      argv.push_back(nullptr);
+      execv(DBLOCK_CLI_PATH, argv.data());
+      _exit(127);
+    }
+    return child;
+  }
+  int finish_cli(pid_t child) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  int cli(const std::vector<std::string>& args, std::string* output = nullptr) {
+    auto file = dir_ / ("cli-" + std::to_string(++calls_));
+    int code = finish_cli(start_cli(args, file));
+    if (output != nullptr) *output = read_text(file);
+    return code;
+  }
+
+  std::filesystem::path dir_;
+  int calls_ = 0;
+};
+
+// The lapsed holder is the library's own acquisition statement with a lock-delay, never renewed
+// and never released: a holder paused or cut off past its lease.
+TEST_P(LockDelay, ALeaseThatEndsWithoutAReleaseKeepsTheNameUntilItsEndPlusTheDelay) {
+  auto contender = manager();
+  auto sent = Steady::now();
+  auto lapsed = backend().try_acquire("delayed", "lapsed-holder", 400ms, 0, 1500ms);
+  ASSERT_TRUE(lapsed);
+  ASSERT_TRUE(backend().try_acquire("undelayed", "lapsed-holder", 400ms, 0, 0ms));
+  auto held = row("delayed");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->state, dblock::LockState::held);
+  EXPECT_EQ(held->lock_delay, 1500ms);
+  EXPECT_LE(held->remaining, 400ms) << "the lease is shown, not the lease and the delay";
+
+  // Past the lease's end (by the database's clock): the name without a delay is free, the other not.
+  ASSERT_TRUE(dblock::test::eventually([&] { return contender->try_acquire("undelayed").has_value(); }, 3s))
+      << "without a lock-delay the name is free at the lease's end, as before";
+  EXPECT_LT(Steady::now() - sent, 1500ms);
+  auto delayed = row("delayed");
+  ASSERT_TRUE(delayed);
+  EXPECT_EQ(delayed->state, dblock::LockState::delayed);
+  EXPECT_GT(delayed->remaining, 0ms);
+  EXPECT_LE(delayed->remaining, 1500ms) << "shown: how long until the name is free";
+  ASSERT_LT(Steady::now() - sent, 1400ms) << "the checks below need the delay to be running";
+  EXPECT_FALSE(contender->try_acquire("delayed")) << "the lease ended without a release: the name waits out the delay";
+  EXPECT_FALSE(backend().try_acquire("delayed", "lapsed-holder", 400ms, lapsed->token, 0ms))
+      << "nor does the holder whose lease ended get it back (re-entry)";
+  EXPECT_FALSE(backend().try_acquire("delayed", "lapsed-holder", 400ms, 0, 0ms)) << "or afresh";
+  std::vector<dblock::detail::HeldRef> refs{{"delayed", "lapsed-holder", lapsed->token, 400ms}};
+  EXPECT_TRUE(backend().renew(refs, Steady::now() + 5s).empty()) << "an ended lease is not renewed within its delay";
+
+  auto next = contender->acquire("delayed", 5s);  // the waiter sleeps until the delay has passed
+  auto waited = Steady::now() - sent;
+  EXPECT_GE(waited, 1850ms) << "granted before the lease's end (400 ms) plus the delay (1500 ms)";
+  EXPECT_LE(waited, 4s);
+  EXPECT_GT(next.token(), lapsed->token);
+}
+
+TEST_P(LockDelay, AReleaseFreesTheNameAtOnceAndRenewalsKeepTheLeaseWithTheDelayBehindIt) {
+  auto a = manager({.default_ttl = 600ms});
+  auto b = manager();
+  auto held = a->try_acquire("released", {.lock_delay = 5s});
+  ASSERT_TRUE(held);
+  auto listed = row("released");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->lock_delay, 5s) << "the acquisition's lock-delay is the row's";
+  EXPECT_EQ(listed->state, dblock::LockState::held);
+  EXPECT_LE(listed->remaining, 600ms);
+  std::this_thread::sleep_for(1s);  // the job itself, longer than its TTL: renewed every 200 ms
+  EXPECT_FALSE(held->lost()) << "renewed as usual";
+  auto renewed = row("released");
+  ASSERT_TRUE(renewed);
+  EXPECT_EQ(renewed->state, dblock::LockState::held);
+  EXPECT_EQ(renewed->lock_delay, 5s);
+  EXPECT_FALSE(b->try_acquire("released"));
+  auto reentered = a->try_acquire("released", {.lock_delay = 6s});
+  ASSERT_TRUE(reentered) << "the holder re-enters its live lease";
+  EXPECT_EQ(row("released")->lock_delay, 6s) << "a re-entry with a longer delay raises it";
+  reentered->release();
+  held->release();
+  EXPECT_TRUE(b->try_acquire("released")) << "a release frees the name at once: no delay";
+  EXPECT_THROW((void)a->try_acquire("x", {.shared = true, .lock_delay = 1s}), dblock::InvalidArgument);
+  EXPECT_THROW((void)a->try_acquire("x", {.lock_delay = -1ms}), dblock::InvalidArgument);
+}
+
+TEST_P(LockDelay, TheReaperLeavesARowInItsDelayAndDeletesItAfterwards) {
+  auto sent = Steady::now();
+  ASSERT_TRUE(backend().try_acquire("reaped", "lapsed-holder", 300ms, 0, 1200ms));
+  ASSERT_TRUE(dblock::test::eventually(
+      [&] {
+        auto delayed = row("reaped");
+        return delayed && delayed->state == dblock::LockState::delayed;
+      },
+      3s));
+  ASSERT_LT(Steady::now() - sent, 1300ms) << "the check below needs the delay to be running";
+  EXPECT_EQ(backend().reap(100), 0u) << "deleting it would free the name before its delay ends";
+  EXPECT_TRUE(row("reaped")) << "kept for its delay";
+  ASSERT_TRUE(dblock::test::eventually([&] { return backend().reap(100) == 1; }, 4s))
+      << "deleted once the delay has passed";
+  EXPECT_GE(Steady::now() - sent, 1450ms);
+  EXPECT_FALSE(row("reaped"));
+}
+
+// The scenario lock-delay exists for: `dblock run` paused (SIGSTOP) past its lease while its
+// command may still run; the name stays unavailable until the lease's end plus the delay.
+TEST_P(LockDelay, APausedRunsNameStaysUnavailableForTheDelayAfterItsLease) {
+  auto started_file = dir_ / "started", pid_file = dir_ / "pid";
+  auto holder_out = dir_ / "holder";
+  auto sent = Steady::now();
+  auto holder = start_cli({"run", "--name", "paused", "--ttl", "1s", "--lock-delay", "2s", "--", "sh", "-c",
+                           "echo $$ > " + pid_file.string() + "; echo started > " + started_file.string() +
+                               "; exec sleep 30"},
+                          holder_out);
+  ASSERT_TRUE(dblock::test::eventually([&] { return !read_text(started_file).empty(); }, 10s)) << read_text(holder_out);
+  ASSERT_EQ(kill(holder, SIGSTOP), 0);
+  auto command = std::stoi(read_text(pid_file));
+  std::string json;
+  ASSERT_TRUE(dblock::test::eventually(
+      [&] {
+        cli({"locks", "--json"}, &json);
+        return json.find("\"state\":\"delayed\"") != std::string::npos;
+      },
+      4s))
+      << "listed as delayed once its lease ended: " << json;
+  EXPECT_NE(json.find("\"lock_delay_ms\":2000"), std::string::npos) << json;
+  auto delayed_seen = Steady::now() - sent;
+  if (delayed_seen < 2500ms) {
+    EXPECT_EQ(cli({"run", "--name", "paused", "--", "true"}), 75) << "busy within the delay";
+  }
+  EXPECT_EQ(cli({"run", "--name", "paused", "--wait", "8s", "--", "true"}), 0);
+  EXPECT_GE(Steady::now() - sent, 2900ms) << "not before the lease (1 s) plus the delay (2 s)";
+  kill(command, SIGKILL);
+  kill(holder, SIGKILL);
+  finish_cli(holder);
+  EXPECT_EQ(cli({"run", "--name", "paused", "--mode", "advisory", "--lock-delay", "1s", "--", "true"}), 64);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LockDelay,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kSqlite, dblock::test::kPgBouncerTable,
+                                                                  dblock::test::kGaleraTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace

@@ -1,0 +1,26 @@
+#include "dblock/release_command.hpp"
+
+#include <dblock/dblock.hpp>
+#include <fmt/format.h>
+
+namespace dblock::cli {
+
+int run_release(Store& store, const std::string& name, bool unsafe_delete) {
+  auto shown = terminal_safe(name);
+  if (unsafe_delete) {
+    bool existed = store.force_release(name);
+    fmt::print("{}\n", existed ? fmt::format("deleted '{}' (unsafe: a live holder runs on until its next renewal)", shown)
+                               : fmt::format("no lock named '{}'", shown));
+    return existed ? 0 : 1;
+  }
+  auto revoked = store.revoke(name);
+  if (!revoked) {
+    fmt::print("no live lock named '{}' to revoke (none, expired, already revoked or in its minimum hold)\n", shown);
+    return 1;
+  }
+  fmt::print("revoked '{}' from {} (token {}): free once its holder lets go, at the latest in {}\n", shown,
+             terminal_safe(revoked->owner), revoked->token, format_duration(revoked->remaining));
+  return 0;
+}
+
+}  // namespace dblock::cli

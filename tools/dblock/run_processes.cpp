@@ -1,0 +1,227 @@
+#include "dblock/run_processes.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+
+#include <dblock/errors.hpp>
+#include <fmt/format.h>
+
+#include "dblock/exit_codes.hpp"
+
+extern char** environ;
+
+namespace dblock::cli::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// CLOCK_MONOTONIC, which std::chrono::steady_clock reads on Linux; async-signal-safe.
+std::int64_t monotonic_now() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+void wake_guard(int) {}
+
+/// This process's children, from /proc (each process's parent is the fourth field of its stat).
+/// Up to 4 KiB of a file, empty when it cannot be read (a /proc entry of a process that ended).
+std::string read_small_file(const char* path) {
+  char buffer[4096];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  auto got = read(fd, buffer, sizeof buffer);
+  close(fd);
+  return got > 0 ? std::string(buffer, static_cast<std::size_t>(got)) : std::string();
+}
+
+std::vector<pid_t> children_of_this_process() {
+  std::vector<pid_t> children;
+  auto self = getpid();
+  std::error_code error;
+  for (std::filesystem::directory_iterator entries("/proc", error), end; !error && entries != end;
+       entries.increment(error)) {
+    const auto& entry = *entries;
+    const auto name = entry.path().filename().string();
+    pid_t pid = 0;
+    if (std::from_chars(name.data(), name.data() + name.size(), pid).ec != std::errc{}) continue;
+    // read(2), not a stream: a process that ends meanwhile fails the read with ESRCH, which
+    // libstdc++'s filebuf reports by throwing.
+    std::string text = read_small_file((entry.path() / "stat").c_str());
+    auto after_name = text.rfind(") ");  // the name in parentheses may hold anything
+    if (after_name == std::string::npos || after_name + 4 >= text.size()) continue;
+    pid_t parent = 0;
+    const char* field = text.data() + after_name + 4;  // past ") S "
+    std::from_chars(field, text.data() + text.size(), parent);
+    if (parent == self) children.push_back(pid);
+  }
+  return children;
+}
+
+}  // namespace
+
+sigset_t wrapper_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int signal_number : kForwarded) sigaddset(&set, signal_number);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGCONT);
+  return set;
+}
+
+int exit_status_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kSoftware;
+}
+
+Pipe::Pipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw Error(ErrorCategory::database, fmt::format("pipe failed: {}", std::strerror(errno)));
+  read = fds[0];
+  write = fds[1];
+}
+
+Exec prepare_exec(const RunRequest& request, std::int64_t token) {
+  Exec exec;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    if (text.starts_with("DBLOCK_FENCING_TOKEN=") || text.starts_with("DBLOCK_LOCK_NAME=")) continue;
+    exec.env_storage.emplace_back(text);
+  }
+  exec.env_storage.push_back(fmt::format("DBLOCK_FENCING_TOKEN={}", token));
+  exec.env_storage.push_back(fmt::format("DBLOCK_LOCK_NAME={}", request.name));
+  for (auto& entry : exec.env_storage) exec.envp.push_back(entry.data());
+  exec.envp.push_back(nullptr);
+  exec.args_storage = request.command;
+  for (auto& arg : exec.args_storage) exec.argv.push_back(arg.data());
+  exec.argv.push_back(nullptr);
+  return exec;
+}
+
+std::int64_t steady_nanoseconds(Clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+}
+
+timespec timespec_of(std::int64_t nanoseconds) {
+  return {static_cast<time_t>(nanoseconds / 1'000'000'000), static_cast<long>(nanoseconds % 1'000'000'000)};
+}
+
+void become_guard(Exec& exec, Pipe& life, Pipe& reports, const GuardSetup& setup) {
+  setpgid(0, 0);
+  life.close_write();
+  reports.close_read();
+  fcntl(life.read, F_SETFL, fcntl(life.read, F_GETFL) | O_NONBLOCK);
+  // A full pipe (a frozen wrapper) must not keep the guard from the deadline.
+  fcntl(reports.write, F_SETFL, fcntl(reports.write, F_GETFL) | O_NONBLOCK);
+  for (int signal_number : kForwarded) signal(signal_number, SIG_IGN);
+  for (int signal_number : kJobControl) signal(signal_number, SIG_IGN);
+  sigset_t child_signal;
+  sigemptyset(&child_signal);
+  sigaddset(&child_signal, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &child_signal, nullptr);  // taken only inside ppoll, below
+  struct sigaction on_child {};
+  on_child.sa_handler = wake_guard;
+  sigemptyset(&on_child.sa_mask);
+  sigaction(SIGCHLD, &on_child, nullptr);
+  if (getppid() != setup.wrapper) kill(0, SIGKILL);  // the wrapper is already gone
+  // The command reads the terminal as it would alone: its group is the foreground one.
+  if (setup.terminal >= 0) tcsetpgrp(setup.terminal, getpid());
+  pid_t guard_pid = getpid();
+  pid_t command = fork();
+  if (command < 0) _exit(kOsError);
+  if (command == 0) {
+    for (int signal_number : kForwarded) signal(signal_number, SIG_DFL);
+    for (std::size_t i = 0; i < std::size(kJobControl); ++i) sigaction(kJobControl[i], &setup.job_control[i], nullptr);
+    signal(SIGCHLD, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != guard_pid) _exit(kSoftware);
+    execvpe(exec.argv[0], exec.argv.data(), exec.envp.data());
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  sigset_t wake;  // the mask inside ppoll: SIGCHLD (the command stopped, continued or ended) wakes it
+  sigprocmask(SIG_SETMASK, nullptr, &wake);
+  sigdelset(&wake, SIGCHLD);
+  auto tell = [&reports](int kind, int value) {
+    Report report{kind, value};
+    (void)!write(reports.write, &report, sizeof report);
+  };
+  std::int64_t deadline = setup.deadline;
+  while (true) {
+    auto left = deadline - setup.kill_margin - monotonic_now();
+    if (left <= 0) break;  // the lease may be over: nothing of the group may go on
+    auto timeout = timespec_of(left);
+    pollfd fd{life.read, POLLIN, 0};
+    int ready = ppoll(&fd, 1, &timeout, &wake);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready > 0) {
+      std::int64_t moved = 0;
+      ssize_t got = 0;
+      while ((got = read(life.read, &moved, sizeof moved)) == sizeof moved) deadline = moved;
+      if (got == 0) break;  // end of file: the wrapper is gone
+    }
+    int status = 0;
+    while (waitpid(command, &status, WNOHANG | WUNTRACED | WCONTINUED) == command) {
+      if (WIFSTOPPED(status)) {
+        tell(Report::stopped, WSTOPSIG(status));
+      } else if (WIFCONTINUED(status)) {
+        tell(Report::continued, 0);
+      } else {
+        tell(Report::exited, status);
+        kill(0, SIGKILL);
+      }
+    }
+  }
+  kill(0, SIGKILL);
+  _exit(kSoftware);
+}
+
+std::optional<siginfo_t> reap_orphans(pid_t guard, const std::function<void()>& killed) {
+  while (true) {
+    siginfo_t info{};
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return std::nullopt;
+    if (info.si_pid == guard) return info;
+    if (info.si_code == CLD_KILLED && info.si_status == SIGKILL) killed();
+    waitpid(info.si_pid, nullptr, 0);
+  }
+}
+
+int kill_every_descendant(pid_t guard, const std::function<void(const std::vector<pid_t>& waiting)>& slow) {
+  sigset_t child_signal;
+  sigemptyset(&child_signal);
+  sigaddset(&child_signal, SIGCHLD);
+  int killed = 0;
+  auto warn_at = Clock::now() + std::chrono::seconds(5);
+  while (true) {
+    auto children = children_of_this_process();
+    for (pid_t child : children) kill(child, SIGKILL);
+    if (Clock::now() >= warn_at) {
+      slow(children);
+      warn_at = Clock::time_point::max();
+    }
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      if (pid != guard && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ++killed;
+      continue;
+    }
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid < 0) return killed;  // ECHILD: nothing is left below this process
+    auto pause = timespec_of(10'000'000);
+    sigtimedwait(&child_signal, nullptr, &pause);
+  }
+}
+
+}  // namespace dblock::cli::detail

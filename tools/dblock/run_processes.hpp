@@ -1,0 +1,121 @@
+#pragma once
+// `run`'s processes: the command's exec prepared before fork, the guard that leads the command's
+// process group, and the wrapper's reaping and killing of every descendant as a child subreaper.
+#include <signal.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dblock/run_command.hpp"
+
+namespace dblock::cli::detail {
+
+// Signals the wrapper forwards to the command's group.
+inline constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP};
+// Job control: the guard ignores these (it must be awake at the deadline, whatever the terminal
+// does); the command gets the dispositions dblock itself was started with.
+inline constexpr int kJobControl[] = {SIGTSTP, SIGTTIN, SIGTTOU};
+
+/// What the wrapper takes through its signalfd: the forwarded signals, SIGCHLD, and SIGCONT (which
+/// continues a stopped process even while blocked, and then stays pending: proof that it stopped).
+sigset_t wrapper_signals();
+
+/// A shell's exit status for a wait status: 128 + the signal for a command killed by one.
+int exit_status_of(int status);
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) noexcept : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  [[nodiscard]] int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+/// Both ends close on exec: the command never holds them.
+struct Pipe {
+  int read = -1, write = -1;
+  Pipe();
+  ~Pipe() {
+    close_read();
+    close_write();
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void close_read() noexcept {
+    if (read >= 0) ::close(read);
+    read = -1;
+  }
+  void close_write() noexcept {
+    if (write >= 0) ::close(write);
+    write = -1;
+  }
+};
+
+/// What exec needs, prepared before fork: after it, only async-signal-safe calls.
+struct Exec {
+  std::vector<std::string> env_storage, args_storage;
+  std::vector<char*> envp, argv;
+};
+
+/// The command line, and this environment with the lock's name and fencing token in it.
+Exec prepare_exec(const RunRequest& request, std::int64_t token);
+
+/// A steady_clock instant as CLOCK_MONOTONIC nanoseconds, the guard's clock (the same on Linux).
+std::int64_t steady_nanoseconds(std::chrono::steady_clock::time_point at);
+
+/// Plain arithmetic: async-signal-safe, for the guard.
+timespec timespec_of(std::int64_t nanoseconds);
+
+/// One event of the command, from the guard to the wrapper (a pipe write below PIPE_BUF: atomic).
+struct Report {
+  enum Kind : int { exited, stopped, continued };
+  int kind = exited;
+  int value = 0;  // exited: the wait status; stopped: the stop signal
+};
+
+struct GuardSetup {
+  pid_t wrapper = 0;
+  std::int64_t deadline = 0, kill_margin = 0;  // CLOCK_MONOTONIC nanoseconds
+  int terminal = -1;                           // hand this terminal to the group before the command starts
+  struct sigaction job_control[std::size(kJobControl)] = {};  // the command's dispositions
+};
+
+/// Call in the child of fork: it becomes the guard, leader of the command's process group, which
+/// starts the command and never returns. It ignores the signals the wrapper forwards to the group
+/// and job control's stops, and reports the command's stops, continuations and end on `reports`.
+/// The wrapper writes the lease's local deadline to `life` whenever it moves; the guard kills the
+/// whole group (itself included) when that deadline passes, when `life` reaches end of file (the
+/// wrapper died, perhaps by SIGKILL), and once the command ended (what it left in its group ends
+/// with it). The command gets PR_SET_PDEATHSIG, so it also dies if the guard is killed alone; the
+/// wrapper then kills the rest. Async-signal-safe calls only (the wrapper has threads).
+[[noreturn]] void become_guard(Exec& exec, Pipe& life, Pipe& reports, const GuardSetup& setup);
+
+/// Reaps what ended among the processes reparented to this one (a child subreaper), calling
+/// `killed` for each that died of SIGKILL. Returns the guard's end once it ended, without reaping
+/// it: its zombie keeps the group's id from reuse, so kill(-group) cannot reach a stranger.
+std::optional<siginfo_t> reap_orphans(pid_t guard, const std::function<void()>& killed);
+
+/// SIGKILLs and reaps every descendant of this process until none is left. As a child subreaper,
+/// this process inherits each orphan below it, also those that left the command's group or session
+/// (setsid): it has no descendant once it has no child. Each pid killed is an unreaped child of
+/// this process, so it cannot have been reused. One it may not kill (a setuid program's) is
+/// waited for: the lock stays held, and renewed, until it ends; `slow` hears of it once.
+/// Returns how many processes besides the guard died of SIGKILL: what the command left running.
+int kill_every_descendant(pid_t guard, const std::function<void(const std::vector<pid_t>& waiting)>& slow);
+
+}  // namespace dblock::cli::detail
