@@ -5,3 +5,6 @@
 // application matches what the library threw.
 
 #define DBLOCK_EXPORT __attribute__((visibility("default")))
+/// DBLOCK_HIDDEN keeps one member of an exported class out of the shared library's interface: a
+/// private constructor that only the library calls and whose parameters are internal types.
+#define DBLOCK_HIDDEN __attribute__((visibility("hidden")))

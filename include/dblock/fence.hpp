@@ -61,7 +61,8 @@ class DBLOCK_EXPORT FencedTransaction {
 
  private:
   friend class Store;
-  FencedTransaction(detail::FencedSession& session, std::string name, std::chrono::steady_clock::time_point deadline);
+  DBLOCK_HIDDEN FencedTransaction(detail::FencedSession& session, std::string name,
+                                  std::chrono::steady_clock::time_point deadline);
   void check_deadline() const;
   detail::FencedSession& session_;
   std::string name_;
