@@ -148,6 +148,7 @@ class Interleaver final : public Stepper {
       draining_ = true;
       for (auto& pending : pending_) pending->fate = Fate::reply;
       pending_.clear();
+      ghosts_.clear();  // they hold the script, which holds this stepper: never landed now
     }
     changed_.notify_all();
     for (auto& actor : actors_) actor.thread.request_stop();
