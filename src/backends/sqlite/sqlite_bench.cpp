@@ -15,6 +15,21 @@ namespace dblock::detail {
 
 namespace {
 
+struct DbCloser {
+  void operator()(sqlite_api::sqlite3* db) const noexcept { sqlite_api::sqlite3_close(db); }
+};
+struct StatementFinalizer {
+  void operator()(sqlite_api::sqlite3_stmt* st) const noexcept { sqlite_api::sqlite3_finalize(st); }
+};
+using Statement = std::unique_ptr<sqlite_api::sqlite3_stmt, StatementFinalizer>;
+
+Statement prepare_on(sqlite_api::sqlite3* db, const std::string& sql, std::string_view client) {
+  sqlite_api::sqlite3_stmt* st = nullptr;
+  if (sqlite_api::sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != 0)
+    throw DatabaseError(fmt::format("{}: {}", client, sqlite_api::sqlite3_errmsg(db)));
+  return Statement(st);
+}
+
 /// Bare sqlite3: the backend's statements prepared once on one connection, bound and stepped.
 class SqliteRawClient final : public RawLockClient {
  public:
@@ -52,20 +67,7 @@ class SqliteRawClient final : public RawLockClient {
   void blocking_unlock(std::int64_t) override {}
 
  private:
-  struct DbCloser {
-    void operator()(sqlite_api::sqlite3* db) const noexcept { sqlite_api::sqlite3_close(db); }
-  };
-  struct StatementFinalizer {
-    void operator()(sqlite_api::sqlite3_stmt* st) const noexcept { sqlite_api::sqlite3_finalize(st); }
-  };
-  using Statement = std::unique_ptr<sqlite_api::sqlite3_stmt, StatementFinalizer>;
-
-  Statement prepare(const std::string& sql) {
-    sqlite_api::sqlite3_stmt* st = nullptr;
-    if (sqlite_api::sqlite3_prepare_v2(db_.get(), sql.c_str(), -1, &st, nullptr) != 0)
-      throw DatabaseError(fmt::format("raw client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
-    return Statement(st);
-  }
+  Statement prepare(const std::string& sql) { return prepare_on(db_.get(), sql, "raw client"); }
   void exec(const char* sql) { sqlite_api::sqlite3_exec(db_.get(), sql, nullptr, nullptr, nullptr); }
   static void bind(sqlite_api::sqlite3_stmt* st, const std::string& name, const std::string& owner, std::int64_t n) {
     sqlite_api::sqlite3_bind_text(st, 1, name.c_str(), static_cast<int>(name.size()), nullptr);
@@ -136,20 +138,7 @@ class SqliteRawWriteClient final : public RawWriteClient {
   }
 
  private:
-  struct DbCloser {
-    void operator()(sqlite_api::sqlite3* db) const noexcept { sqlite_api::sqlite3_close(db); }
-  };
-  struct StatementFinalizer {
-    void operator()(sqlite_api::sqlite3_stmt* st) const noexcept { sqlite_api::sqlite3_finalize(st); }
-  };
-  using Statement = std::unique_ptr<sqlite_api::sqlite3_stmt, StatementFinalizer>;
-
-  Statement prepare(const std::string& sql) {
-    sqlite_api::sqlite3_stmt* st = nullptr;
-    if (sqlite_api::sqlite3_prepare_v2(db_.get(), sql.c_str(), -1, &st, nullptr) != 0)
-      throw DatabaseError(fmt::format("raw write client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
-    return Statement(st);
-  }
+  Statement prepare(const std::string& sql) { return prepare_on(db_.get(), sql, "raw write client"); }
   void exec(const std::string& sql) {
     if (sqlite_api::sqlite3_exec(db_.get(), sql.c_str(), nullptr, nullptr, nullptr) != 0)
       throw DatabaseError(fmt::format("raw write client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
