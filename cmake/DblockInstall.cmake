@@ -42,3 +42,16 @@ file(RELATIVE_PATH DBLOCK_PC_PREFIX_FROM_PCDIR "/${CMAKE_INSTALL_LIBDIR}/pkgconf
 string(REGEX REPLACE "/$" "" DBLOCK_PC_PREFIX_FROM_PCDIR "${DBLOCK_PC_PREFIX_FROM_PCDIR}")
 configure_file(cmake/dblock.pc.in "${CMAKE_CURRENT_BINARY_DIR}/dblock.pc" @ONLY)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/dblock.pc" DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+
+# The Prometheus adapter (dblock::prometheus), when this build has it: an export set of its own, so
+# find_package(dblock) works without prometheus-cpp and dblock::prometheus appears only where
+# prometheus-cpp is installed too (dblockConfig.cmake looks for it quietly).
+if(TARGET dblock_prometheus)
+  set_target_properties(dblock_prometheus PROPERTIES EXPORT_NAME prometheus)
+  target_include_directories(dblock_prometheus PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  install(TARGETS dblock_prometheus EXPORT dblockPrometheusTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev NAMELINK_COMPONENT dev)
+  install(FILES include/dblock/prometheus.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dblock COMPONENT dev)
+  install(EXPORT dblockPrometheusTargets NAMESPACE dblock:: DESTINATION ${_cmake_dir} COMPONENT dev)
+endif()

@@ -61,6 +61,16 @@ if(DBLOCK_WITH_MYSQL)
   string(APPEND _dev_depends ", libmysqlcppconn-dev (>= 1.1)")
 endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "${_dev_depends}")
+# Optional parts of libdblock-dev need more only where they are used: <dblock/asio.hpp> includes
+# <asio.hpp>; dblock::prometheus (libdblock_prometheus, dblockPrometheusTargets.cmake) links prometheus-cpp.
+set(_dev_suggests "")
+if(DBLOCK_WITH_ASIO)
+  list(APPEND _dev_suggests "libasio-dev (>= 1:1.22)")
+endif()
+if(TARGET dblock_prometheus)
+  list(APPEND _dev_suggests "prometheus-cpp-dev (>= 1.0)")
+endif()
+list(JOIN _dev_suggests ", " CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS)
 set(CPACK_DEBIAN_DEV_DESCRIPTION "distributed locks in the SQL database you already run (C++ library)
  A C++20 library of re-entrant, renewed, fenced locks stored in
  PostgreSQL, MySQL/MariaDB or an embedded SQLite file, with semaphores,

@@ -1,8 +1,22 @@
 # Generates a C++ source holding every migration file, its version, name and SHA-256, so the
 # library needs no files at run time. Run at build time: cmake -DOUTPUT=... -DSOURCE_DIR=...
 # -DFILES="dialect/NNNN_name.sql;..." -P EmbedMigrations.cmake
+# An entry "dialect/NNNN_name.sql=other/NNNN_name.sql" gives a dialect another set's file, byte for
+# byte: its checksum is that file's, so a set may reuse a file only where it is identical to what it
+# shipped (tests/unit/released_migrations_test.cpp holds every released checksum).
 set(_body "")
-foreach(_rel IN LISTS FILES)
+foreach(_entry IN LISTS FILES)
+  set(_rel "${_entry}")
+  set(_file "${_entry}")
+  if(_entry MATCHES "^([^=]+)=([^=]+)$")
+    set(_rel "${CMAKE_MATCH_1}")
+    set(_file "${CMAKE_MATCH_2}")
+    get_filename_component(_rel_name "${_rel}" NAME)
+    get_filename_component(_file_name "${_file}" NAME)
+    if(NOT _rel_name STREQUAL _file_name)
+      message(FATAL_ERROR "migration ${_entry}: a reused file keeps its version and name")
+    endif()
+  endif()
   get_filename_component(_dialect "${_rel}" DIRECTORY)
   get_filename_component(_stem "${_rel}" NAME_WE)
   if(NOT _stem MATCHES "^([0-9][0-9][0-9][0-9])_([a-z0-9_]+)$")
@@ -10,8 +24,8 @@ foreach(_rel IN LISTS FILES)
   endif()
   math(EXPR _version "${CMAKE_MATCH_1}")
   set(_name "${CMAKE_MATCH_2}")
-  file(READ "${SOURCE_DIR}/${_rel}" _sql)
-  file(SHA256 "${SOURCE_DIR}/${_rel}" _sha)
+  file(READ "${SOURCE_DIR}/${_file}" _sql)
+  file(SHA256 "${SOURCE_DIR}/${_file}" _sha)
   string(FIND "${_sql}" ")dblock_sql\"" _clash)
   if(NOT _clash EQUAL -1)
     message(FATAL_ERROR "migration ${_rel} contains the raw-string delimiter")

@@ -21,14 +21,18 @@ install_missing() {
 }
 
 # What building dblock needs (no database server); help2man makes the manual pages, dpkg-dev and
-# file let CPack build the Debian packages.
+# file let CPack build the Debian packages; prometheus-cpp-dev the optional Prometheus adapter;
+# libasio-dev (standalone asio) the optional asio API, <dblock/asio.hpp>.
 DBLOCK_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libpq-dev libspdlog-dev libfmt-dev libcli11-dev
                        libsoci-dev libsqlite3-dev libcpp-httplib-dev libmysqlcppconn-dev libboost-dev
-                       help2man dpkg-dev file)
+                       help2man dpkg-dev file prometheus-cpp-dev libasio-dev)
 # What the tests need on top: GoogleTest, the PostgreSQL and MariaDB servers, man and
 # systemd-analyze to check the installed pages and units, and docker.io, mmdebstrap, iptables, curl
-# and python3-yaml for tools/image_test.sh (its own dockerd; a base image made from Debian's archive).
+# and python3-yaml for tools/image_test.sh (its own dockerd; a base image made from Debian's archive);
+# chromium loads the sidecar's status page headless (tests/observability).
 DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client pgbouncer mariadb-server mariadb-client
                       galera-4 rsync lsof iproute2 patroni python3-pysyncobj sqlite3 docker-compose clang procps
                       libclang-rt-14-dev man-db systemd python3-psycopg python3-pymysql docker.io mmdebstrap
-                      iptables curl python3-yaml)
+                      iptables curl python3-yaml chromium)
+# tools/style_check.sh holds changed lines to .clang-format and .clang-tidy.
+DBLOCK_TEST_PACKAGES+=(clang-format clang-tidy)

@@ -7,7 +7,18 @@
 # image and runs its compose stacks (tools/image_test.sh), repeats the suites
 # under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits non-zero on any failure.
 #   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
+#
+# tools/test.sh --quick is the developer's loop: the same packages and dev build, the style check,
+# then PostgreSQL, MariaDB and PgBouncer (no cluster) and every suite but the slow ones (nemesis,
+# stress, clusters, Patroni, the Python clients, the bench smoke); nothing after that. The full run
+# (no argument) is what CI runs.
 set -euo pipefail
+quick=0
+case ${1-} in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: tools/test.sh [--quick]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=$(nproc)
@@ -26,41 +37,26 @@ step "configure and build (preset dev, -Werror)"
 cmake --preset dev > /dev/null
 cmake --build --preset dev -j "$jobs"
 
+step "style: lines changed since tools/style-baseline against .clang-format and .clang-tidy"
+tools/style_check.sh build/dev
+
 dbdir=$(mktemp -d /tmp/dblock-test.XXXXXX)
 stop_servers() { "$root/tools/testdb.sh" stop "$dbdir" || true; }
 trap stop_servers EXIT
 step "starting throwaway servers in $dbdir"
 eval "$("$root/tools/testdb.sh" start "$dbdir")"
+export DBLOCK_REQUIRE_SERVERS=1
+if [ "$quick" = 1 ]; then
+  step "ctest (dev, quick tier: no nemesis, stress, cluster, Patroni, Python or bench tests)"
+  ctest --preset dev -j "$jobs" -LE 'nemesis|stress|cluster|python|bench' -E 'Patroni|patroni'
+  step "quick tier passed (the full run: tools/test.sh)"
+  exit 0
+fi
 step "starting a three-node MariaDB Galera cluster in $dbdir"
 eval "$("$root/tools/testdb.sh" start-galera "$dbdir")"
-export DBLOCK_REQUIRE_SERVERS=1
 
 step "ctest (dev)"
 ctest --preset dev -j "$jobs"
-
-step "bench smoke (runs and prints sane numbers; no timing thresholds)"
-bench_json=$(build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" migrate up > /dev/null &&
-             build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" bench --json --duration 200ms \
-               --threads 2 --renew-locks 50 --rows 500 --batch 100)
-echo "$bench_json"
-for scenario in uncontended handoff renew reap; do
-  echo "$bench_json" | grep -q "\"scenario\":\"$scenario\"" || { echo "bench printed no $scenario figure" >&2; exit 1; }
-done
-if echo "$bench_json" | grep -Eq '"ops_per_sec":(0\.0|-|nan|inf)'; then echo "bench printed a zero or invalid rate" >&2; exit 1; fi
-build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" bench --json --scenario fence --duration 200ms | grep -Eq \
-  '"scenario":"fence".*"ops_per_sec":[1-9][0-9.]*,.*"floor_ops_per_sec":[1-9].*"ratio":[0-9]' || { echo "bench printed no fence figure" >&2; exit 1; }
-advisory_json=$(build/dev/dblock --dsn "$DBLOCK_TEST_PG_DSN?prefix=bench_smoke_" bench --json --mode advisory \
-                  --duration 200ms --threads 2)
-echo "$advisory_json"
-echo "$advisory_json" | grep -q '"mode":"advisory"' || { echo "bench printed no advisory figure" >&2; exit 1; }
-mysql_bench="$DBLOCK_TEST_MYSQL_DSN?prefix=bench_smoke_"
-build/dev/dblock --dsn "$mysql_bench" migrate up > /dev/null
-for mode in table advisory; do
-  build/dev/dblock --dsn "$mysql_bench" bench --json --mode "$mode" --duration 200ms --threads 2 --renew-locks 50 \
-    --rows 500 --batch 100 | grep -q '"scenario":"uncontended"' || { echo "MySQL bench ($mode) printed no figure" >&2; exit 1; }
-done
-build/dev/dblock --dsn "sqlite://$dbdir/bench.db" bench --json --duration 200ms --threads 2 --renew-locks 50 \
-  --rows 500 --batch 100 > /dev/null
 
 for backend in mysql postgres; do
   step "build and ctest without the $backend backend (preset no-$backend: library, CLI and the suites that apply)"

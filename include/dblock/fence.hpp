@@ -7,6 +7,9 @@
 ///     tx.execute("UPDATE orders SET state = $1 WHERE id = $2", {"shipped", "42"});  // ? on MySQL/SQLite
 ///   });
 ///
+/// Several locks (a LockSet, or a vector of targets) fence one transaction together:
+///   store->fenced(lock_set, [&](dblock::FencedTransaction& tx) { ... });
+///
 /// The transaction runs on one of the store's own sessions; its first statement is the fence: the
 /// grant must be the live holder (else LockLost, nothing committed), and from then until the
 /// transaction ends no takeover, reap, revocation or forced release of the lock's row can commit.
@@ -24,6 +27,7 @@
 
 #include <dblock/export.hpp>
 #include <dblock/lock.hpp>
+#include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
 namespace dblock {
@@ -33,12 +37,19 @@ class FencedSession;
 }
 
 /// Which grant fences the transaction: a held Lock, or a (name, token) pair from elsewhere (another
-/// process's `dblock run`, say, that passed its token on).
+/// process's `dblock run`, say, that passed its token on). A Lock that is a permit of a semaphore
+/// or a read lock fences its own membership (member()): it must be a live member of the group that
+/// holds the name, and fences of members do not exclude each other (doc/semantics.md, "Fence").
 struct DBLOCK_EXPORT FenceTarget {
   FenceTarget(const Lock& lock);  // NOLINT(google-explicit-constructor): a Lock is the usual target
   FenceTarget(std::string name, std::int64_t token) : name(std::move(name)), token(token) {}
+  /// A group's member held elsewhere: its owner id and kind (permit or shared) as the holders table
+  /// has them, and its token.
+  [[nodiscard]] static FenceTarget member(std::string name, std::string owner, HolderKind kind, std::int64_t token);
   std::string name;
   std::int64_t token = 0;
+  HolderKind kind = HolderKind::exclusive;  ///< exclusive: a plain lock (or a read-write lock's writer)
+  std::string owner;                        ///< a member's owner id; empty for a plain lock
 };
 
 /// Rows of a query, each cell as text (NULL: empty optional).

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <dblock/lock.hpp>
@@ -40,6 +41,24 @@
 namespace dblock {
 
 class LockManager;
+
+/// Who leads a name now, as the lock table says (LeaderElection::leader, LeaderObserver).
+struct LeaderInfo {
+  std::string owner;       ///< the leader's owner id (host, pid, nonce, owner_tag)
+  std::int64_t token = 0;  ///< the term's fencing token: a new term has a larger one
+  /// When the term began: the grant, by the database's clock, placed on this host's clock.
+  std::chrono::system_clock::time_point since;
+  std::chrono::milliseconds lease_left{0};  ///< by the database's clock, when it was read
+  /// The same term (lease_left and since, measured at each read, are not compared).
+  [[nodiscard]] bool same_term(const LeaderInfo& other) const { return owner == other.owner && token == other.token; }
+};
+
+/// LeaderElection::health(): a readiness/liveness answer for a probe.
+struct ElectionHealth {
+  bool healthy = true;
+  bool leader = false;  ///< this process leads now
+  std::string detail;   ///< why not healthy, or what it is doing
+};
 
 struct ElectionOptions {
   /// This process became leader; the argument is the term's fencing token. Default: none.
@@ -73,6 +92,16 @@ class DBLOCK_EXPORT LeaderElection {
   [[nodiscard]] std::optional<std::int64_t> token() const;
   /// Terms won so far.
   [[nodiscard]] std::uint64_t terms() const;
+  /// Who leads the name now, read from the database (one statement): this process or another,
+  /// empty while nobody holds it. @throws ConnectionError, DatabaseError.
+  [[nodiscard]] std::optional<LeaderInfo> leader() const;
+  /// The same, for any name, without campaigning (`dblock leader NAME`).
+  [[nodiscard]] static std::optional<LeaderInfo> leader(Store& store, std::string_view name);
+  /// Fails while this process leads but its lease was not renewed on time (less than one renewal
+  /// interval of it is left: renewals are failing, the term ends at the lease's local deadline), and
+  /// while campaigning fails with an error other than a timeout. A follower waiting its turn is
+  /// healthy. No I/O: cheap enough for every probe.
+  [[nodiscard]] ElectionHealth health() const;
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
   /// Stops campaigning and ends the current term: the lock is released (so another campaigner
@@ -85,6 +114,7 @@ class DBLOCK_EXPORT LeaderElection {
   /// The manager reported `token`'s lock lost.
   void lock_lost(std::int64_t token);
 
+  std::shared_ptr<Store> store_;  // for leader()
   const std::string name_;
   ElectionOptions options_;
   mutable std::mutex state_;  // guards the term below
@@ -92,10 +122,49 @@ class DBLOCK_EXPORT LeaderElection {
   std::optional<Lock> term_;  // the leader's lock
   std::optional<Lock> ended_by_loss_;  // a lost term's guard, for the campaign thread to drop
   std::uint64_t terms_ = 0;
+  std::string campaign_error_;  // the last campaign attempt's error, empty after a success or timeout
   std::mutex callbacks_;  // on_elected and on_revoked of one term never overlap, and come in order
   std::shared_ptr<spdlog::logger> logger_;
   std::unique_ptr<LockManager> manager_;  // after the state: its threads stop before the state goes
   std::jthread campaigner_;  // last: stopped and joined first
+};
+
+struct ObserverOptions {
+  /// How often the lock table is read. Default: 1 s.
+  std::chrono::milliseconds interval{1000};
+  /// Called on the observer's thread with the new leader (empty: none) whenever the term changes
+  /// (another owner or token), and once with the first reading. Must not throw or destroy the
+  /// observer. Default: none.
+  std::function<void(const std::optional<LeaderInfo>&)> on_change;
+};
+
+/// Watches who leads a name without campaigning (etcd's observe): a thread reads the name's row
+/// every interval and reports term changes. A read that fails keeps the last answer and is
+/// retried at the next interval (errors are logged to the store's logger). Thread-safe.
+class DBLOCK_EXPORT LeaderObserver {
+ public:
+  /// @throws InvalidArgument for a bad name or a non-positive interval.
+  LeaderObserver(std::shared_ptr<Store> store, std::string name, ObserverOptions options = {});
+  ~LeaderObserver();
+  LeaderObserver(const LeaderObserver&) = delete;
+  LeaderObserver& operator=(const LeaderObserver&) = delete;
+
+  /// The last reading (empty before the first one succeeded, or while nobody leads).
+  [[nodiscard]] std::optional<LeaderInfo> current() const;
+  /// Readings that succeeded so far.
+  [[nodiscard]] std::uint64_t readings() const;
+
+ private:
+  void observe(std::stop_token stop);
+
+  std::shared_ptr<Store> store_;
+  const std::string name_;
+  ObserverOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable_any wake_;
+  std::optional<LeaderInfo> current_;
+  std::uint64_t readings_ = 0;
+  std::jthread thread_;  // last: stopped and joined first
 };
 
 }  // namespace dblock

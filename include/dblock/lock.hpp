@@ -12,9 +12,11 @@
 
 namespace dblock {
 
+struct FenceTarget;
 namespace detail {
 struct HeldLock;
 class ManagerBase;
+struct AsyncAccess;
 }  // namespace detail
 
 class DBLOCK_EXPORT Lock {
@@ -55,6 +57,8 @@ class DBLOCK_EXPORT Lock {
 
  private:
   friend class detail::ManagerBase;
+  friend struct detail::AsyncAccess;  // dblock/asio.hpp: empty guards for failed completions
+  friend struct FenceTarget;          // dblock/fence.hpp: a member's fence names its owner and kind
   Lock(std::shared_ptr<detail::ManagerBase> core, std::shared_ptr<detail::HeldLock> held, std::int64_t count);
 
   std::shared_ptr<detail::ManagerBase> core_;

@@ -17,6 +17,9 @@
 namespace dblock {
 
 class LockManager;
+namespace detail {
+struct AsyncAccess;
+}  // namespace detail
 
 class DBLOCK_EXPORT LockSet {
  public:
@@ -46,6 +49,7 @@ class DBLOCK_EXPORT LockSet {
 
  private:
   friend class LockManager;
+  friend struct detail::AsyncAccess;  // dblock/asio.hpp's acquire_all
   explicit LockSet(std::vector<Lock> locks) : locks_(std::move(locks)) {}
   void release_quietly() noexcept;
 

@@ -49,28 +49,39 @@ enum class OwnerScope {
 enum class LockMode {
   /// A row per lock in dblock's lock table, with a lease renewed by the watchdog. Every backend.
   table,
-  /// PostgreSQL's own session advisory locks, on a pooled connection pinned while the owner
-  /// holds any: no lease and no row; the server releases them when the connection dies (the
-  /// watchdog then reports them lost). Keys: AdvisoryKey. PostgreSQL only.
+  /// The server's own session locks, on a pooled connection pinned while the owner holds any: no
+  /// lease and no row; the server releases them when the connection dies (the watchdog then
+  /// reports them lost). PostgreSQL: advisory locks, keys AdvisoryKey (doc/advisory.md).
+  /// MySQL/MariaDB: GET_LOCK on names, exclusive only, refused on Galera (doc/mysql.md). Not on
+  /// SQLite (InvalidArgument).
   advisory,
 };
 
 /// What a LockManager reports to ManagerOptions::on_event, e.g. to feed a metrics system.
 enum class LockEventKind {
-  acquired,   ///< a grant (re-entries included); `waited` is the time spent in acquire()
-  contended,  ///< a try found another live owner
-  timeout,    ///< acquire() gave up after `waited`
-  released,   ///< a guard released its level
-  renewed,    ///< a renewal cycle extended `count` leases (name empty)
-  lost,       ///< a held lease was found lost
+  acquired,      ///< a grant (re-entries included); `waited` is the time spent in acquire()
+  contended,     ///< a try found another live owner
+  timeout,       ///< acquire() gave up after `waited`
+  released,      ///< a guard released its level
+  renewed,       ///< a renewal cycle extended `count` leases (name empty); `latency` is its round trip
+  lost,          ///< a held lease was found lost (once per grant, like ManagerStats::lost)
+  waiting,       ///< acquire() found the name taken and starts to wait; the same call later reports
+                 ///< exactly one of acquired, timeout or failed, on the same thread
+  failed,        ///< acquire() that had reported `waiting` ended with an error other than a timeout
+  renew_failed,  ///< a renewal cycle for `count` leases failed (they are retried; name empty)
+  retried,       ///< a statement is run again after a deadlock, lock-wait timeout or busy database
 };
 
 struct LockEvent {
   LockEventKind kind;
-  std::string_view name;  ///< empty for renewal cycles
+  std::string_view name;   ///< empty for renewal cycles and retries
   std::int64_t token = 0;  ///< 0 in advisory mode while no one has asked the Lock for it
-  std::int64_t count = 0;  ///< re-entrancy depth, or locks renewed for `renewed`
+  std::int64_t count = 0;  ///< re-entrancy depth (left, for `released`), or locks renewed for `renewed`
   std::chrono::milliseconds waited{0};
+  /// released (the last level) and lost: how long the grant was held, by the steady clock.
+  std::chrono::microseconds held{0};
+  /// acquired (the granting statement), renewed, renew_failed and released: how long the statement took.
+  std::chrono::microseconds latency{0};
 };
 
 /// What a holder of a name is.

@@ -2,8 +2,11 @@
 /// A Store is one database holding dblock's tables: a parsed URI and a bounded pool of sessions.
 /// Thread-safe; share it (std::shared_ptr) between LockManagers, a Reaper and a Migrator.
 ///
-/// URIs: `postgresql://user:pw@host:port/db?schema=s&prefix=p&pool=8` (plus everything libpq
-/// accepts, including multi-host lists and target_session_attrs).
+/// URIs (doc/configuration.md):
+///   `postgresql://user:pw@host:port/db?schema=s&prefix=p&pool=8` (plus everything libpq accepts,
+///   including multi-host lists and target_session_attrs);
+///   `mysql://user:pw@host:3306/db?prefix=p&pool=8` (or `mariadb://`; `socket=/path`);
+///   `sqlite:///abs/path.db` or `sqlite://relative.db`, with `prefix` and `pool`.
 
 #include <chrono>
 #include <cstdint>
@@ -27,6 +30,7 @@ struct StoreParts;
 
 struct FenceTarget;
 class FencedTransaction;
+class LockSet;
 
 /// What a row of the lock table stands for.
 enum class LockState {
@@ -52,6 +56,8 @@ struct LockInfo {
   LockState state = LockState::held;
   /// The lock's lock-delay (LockOptions::lock_delay), 0 for none.
   std::chrono::milliseconds lock_delay{0};
+  /// Time since this holder's grant (re-entries keep it), by the database's clock.
+  std::chrono::milliseconds held_for{0};
 };
 
 /// What the lock table holds right now, by the database's clock.
@@ -83,6 +89,11 @@ class DBLOCK_EXPORT Store : public std::enable_shared_from_this<Store> {
 
   /// Every row in the lock table, live and expired, ordered by name.
   [[nodiscard]] std::vector<LockInfo> locks();
+  /// The first `limit` rows by name; the others are not sent (a status page on a big table).
+  [[nodiscard]] std::vector<LockInfo> locks(std::size_t limit);
+  /// The row of `name` as locks() shows it (a group's first holder), or empty when there is none.
+  /// One statement on the primary key. @throws InvalidArgument for a bad name.
+  [[nodiscard]] std::optional<LockInfo> lock(std::string_view name);
   /// Operator's break-glass that keeps exclusion: revokes the holder of `name`. Its renewals fail
   /// from now on (it is told it lost the lock at its next renewal, `Lock::lost()`, `on_lost`), and
   /// the name becomes available to others only once the holder can no longer believe it holds it:
@@ -103,6 +114,12 @@ class DBLOCK_EXPORT Store : public std::enable_shared_from_this<Store> {
   /// it throws. @throws LockLost, nothing committed, when the grant is not the name's live holder
   /// at the fence, or when `work` runs a statement after the lease left at the fence ran out.
   void fenced(const FenceTarget& target, const std::function<void(FencedTransaction&)>& work);
+  /// The same, fenced by every target (each name once), fenced in the order of their names so that
+  /// fenced transactions on overlapping sets cannot deadlock: refused when any one is not its name's
+  /// live holder; the transaction is bounded by the smallest lease left.
+  void fenced(const std::vector<FenceTarget>& targets, const std::function<void(FencedTransaction&)>& work);
+  /// The same, fenced by every lock of `locks`.
+  void fenced(const LockSet& locks, const std::function<void(FencedTransaction&)>& work);
 
  private:
   friend struct detail::StoreParts;

@@ -34,19 +34,38 @@ class FencedSession {
   virtual void rollback() noexcept = 0;
 };
 
+/// One grant to fence: a lock's name and fencing token; for a group's member (fence_member,
+/// migration 0010) also its owner and kind ("permit" or "shared"; empty for a plain lock).
+struct FenceRef {
+  std::string_view name;
+  std::int64_t token = 0;
+  std::string_view owner;
+  std::string_view kind;
+  [[nodiscard]] bool member() const noexcept { return !kind.empty(); }
+};
+
 class FenceBackend {
  public:
   virtual ~FenceBackend() = default;
-  /// Begins a transaction on one of the backend's sessions and runs the fence for (name, token) in
-  /// it. @throws LockLost (nothing stays open) when `token` is not the live holder of `name`.
-  virtual std::unique_ptr<FencedSession> begin_fenced(std::string_view name, std::int64_t token) = 0;
+  /// Begins a transaction on one of the backend's sessions and runs the fence for each target in
+  /// it, in the order given (the caller sorts them by name, so two fenced transactions on
+  /// overlapping sets cannot deadlock); the transaction's bound is the smallest lease left.
+  /// @throws LockLost (nothing stays open), naming the first refused lock, when a token is not
+  ///         the live holder of its name.
+  virtual std::unique_ptr<FencedSession> begin_fenced(std::span<const FenceRef> targets) = 0;
 };
 
 /// The message of a refused fence, the name escaped for a terminal.
-[[nodiscard]] inline std::string fence_refused_message(std::string_view name, std::int64_t token, std::string_view where) {
-  return fmt::format("fence refused on {}: token {} is not the live holder of lock '{}' (its lease ended, or it was "
-                     "taken over, revoked or released); nothing of the transaction was committed",
-                     where, token, terminal_safe(name));
+[[nodiscard]] inline std::string fence_refused_message(const FenceRef& target, std::string_view where) {
+  if (target.member())
+    return fmt::format(
+        "fence refused on {}: token {} is not a live {} of lock '{}' (its lease ended, or its group's "
+        "did, or it was released); nothing of the transaction was committed",
+        where, target.token, target.kind == "permit" ? "permit" : "reader", terminal_safe(target.name));
+  return fmt::format(
+      "fence refused on {}: token {} is not the live holder of lock '{}' (its lease ended, or it was "
+      "taken over, revoked or released); nothing of the transaction was committed",
+      where, target.token, terminal_safe(target.name));
 }
 
 }  // namespace dblock::detail

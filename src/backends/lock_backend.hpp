@@ -96,12 +96,15 @@ class LockBackend {
   virtual std::optional<milliseconds> lease_left(std::string_view name) = 0;
   /// Read-only: the row for `name`, if any.
   std::optional<LockInfo> read(std::string_view name) {
-    auto rows = list_rows(name);
+    auto rows = list_rows(name, kAllRows);
     if (rows.empty()) return std::nullopt;
     return std::move(rows.front());
   }
   /// Read-only: every row, ordered by name.
-  std::vector<LockInfo> list() { return list_rows({}); }
+  std::vector<LockInfo> list() { return list_rows({}, kAllRows); }
+  /// Read-only: the first `limit` rows by name, without sending the others (a status page on a
+  /// table of a million rows).
+  std::vector<LockInfo> list_first(std::size_t limit) { return list_rows({}, limit); }
   /// Deletes the row whoever holds it, at once (the operator's unsafe delete: for a holder known
   /// to be dead). Returns whether a row existed.
   virtual bool force_release(std::string_view name) = 0;
@@ -133,8 +136,9 @@ class LockBackend {
   virtual int schema_version() = 0;
 
  protected:
-  /// Rows ordered by name: all of them when `only_name` is empty (lock names never are).
-  virtual std::vector<LockInfo> list_rows(std::string_view only_name) = 0;
+  static constexpr std::size_t kAllRows = static_cast<std::size_t>(INT64_MAX);
+  /// Rows ordered by name: all of them when `only_name` is empty (lock names never are), at most `limit`.
+  virtual std::vector<LockInfo> list_rows(std::string_view only_name, std::size_t limit) = 0;
 };
 
 }  // namespace dblock::detail

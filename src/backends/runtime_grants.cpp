@@ -18,6 +18,7 @@ struct RuntimeUse {
   std::vector<std::string> read_tables;     // the history: SELECT (the schema check, `migrate up|status`)
   std::vector<std::string> sequences;       // tokens drawn outside the functions
   std::vector<std::string> functions;
+  std::vector<std::string> procedures;  // MySQL/MariaDB: fence_begin (0010)
 };
 
 RuntimeUse runtime_use(std::span<const CatalogObject> objects, std::string_view prefix) {
@@ -30,6 +31,7 @@ RuntimeUse runtime_use(std::span<const CatalogObject> objects, std::string_view 
     if (object.kind == "table") add(object.name == history ? use.read_tables : use.written_tables, object.name);
     if (object.kind == "sequence") add(use.sequences, object.name);
     if (object.kind == "function") add(use.functions, object.name);
+    if (object.kind == "procedure") add(use.procedures, object.name);
   }
   return use;
 }
@@ -103,6 +105,8 @@ std::string mysql_runtime_grants(std::string_view database, std::string_view pre
   // run as their definer).
   for (auto& sequence : use.sequences) out += fmt::format("GRANT SELECT, INSERT ON {} TO {};\n", qualified(sequence), to);
   for (auto& function : use.functions) out += fmt::format("GRANT EXECUTE ON FUNCTION {} TO {};\n", qualified(function), to);
+  for (auto& procedure : use.procedures)
+    out += fmt::format("GRANT EXECUTE ON PROCEDURE {} TO {};\n", qualified(procedure), to);
   return out;
 }
 

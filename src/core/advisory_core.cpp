@@ -75,6 +75,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   };
   std::optional<Backoff> backoff;  // only an outage needs it; its random engine is not free
   std::string last_error;
+  WaitReport wait_report(*this, name, started);
   auto pinned = pin();
   try {
     // One try first (the cheap statement, and an honest `contended` count); then the server's own
@@ -85,12 +86,14 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
       try {
         auto [lock, new_record] = attempt(name, target, pinned, wait, started);
         if (lock) {
+          wait_report.settle();
           if (!new_record) unpin(pinned);  // a re-entry: the held record keeps its own pin
           return std::move(lock);
         }
         if (!tried) count_contended(name);
         if (!timeout || timeout->count() == 0) break;
         tried = true;
+        wait_report.begin();
       } catch (const Error& e) {
         // A connection failure (the pool opens a fresh session) or a deadlock the server broke by
         // cancelling our wait (nothing was granted): a waiter keeps trying until its deadline,
@@ -113,6 +116,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   }
   unpin(pinned);
   if (!timeout) return std::nullopt;
+  wait_report.settle();
   throw_timeout(name, *timeout, started, last_error);
 }
 
@@ -277,16 +281,17 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
     }
   }
   if (depth > 0) {
-    emit(LockEventKind::released, held->name, held->token, depth);
+    emit_released(*held, depth, SteadyClock::now());
     return;
   }
   if (!registered) throw_lost_on_release(*held, "its connection broke or stalled, so the server may have released it");
   std::string why;
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
+  auto sent = SteadyClock::now();
   {
     std::unique_lock use(held->pinned->use);
     drop_if_overdue(held->pinned);
-    auto sent = SteadyClock::now();
+    sent = SteadyClock::now();
     try {
       if (!held->pinned->session) why = "the connection holding it broke, so the server released it";
       else if (!held->pinned->session->unlock(held->target)) why = "the server no longer held it";
@@ -300,7 +305,7 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   report_all_lost(gone, why);
   unpin(held->pinned);
   if (!why.empty()) throw_lost_on_release(*held, why);
-  emit(LockEventKind::released, held->name, held->token, 0);
+  emit_released(*held, 0, sent);
 }
 
 void AdvisoryCore::report_all_lost(const std::vector<std::shared_ptr<AdvisoryHeld>>& gone, std::string_view why) {

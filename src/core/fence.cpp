@@ -2,17 +2,43 @@
 // transaction, the caller's work runs in it, and it commits only if the work returns.
 #include <dblock/fence.hpp>
 
-#include <dblock/errors.hpp>
-#include <fmt/format.h>
+#include <algorithm>
 
+#include <fmt/format.h>
+#include <dblock/errors.hpp>
+#include <dblock/lock_set.hpp>
+
+#include "base/holder_kind.hpp"
 #include "base/terminal_text.hpp"
 #include "base/validate.hpp"
+#include "core/manager_base.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
 
 namespace dblock {
 
-FenceTarget::FenceTarget(const Lock& lock) : name(lock.name()), token(lock.token()) {}
+FenceTarget::FenceTarget(const Lock& lock) : name(lock.name()), token(lock.token()) {
+  // A permit or a reader fences its own membership, which its owner id and kind name.
+  if (lock.held_ && lock.held_->kind != HolderKind::exclusive) {
+    kind = lock.held_->kind;
+    owner = lock.held_->owner;
+  }
+}
+
+FenceTarget FenceTarget::member(std::string name, std::string owner, HolderKind kind, std::int64_t token) {
+  if (kind == HolderKind::exclusive)
+    throw InvalidArgument(
+        fmt::format("FenceTarget::member of lock '{}': a member is a permit or a reader (kind permit "
+                    "or shared), not exclusive",
+                    detail::terminal_safe(name)));
+  if (owner.empty())
+    throw InvalidArgument(
+        fmt::format("FenceTarget::member of lock '{}' needs the member's owner id", detail::terminal_safe(name)));
+  FenceTarget target(std::move(name), token);
+  target.kind = kind;
+  target.owner = std::move(owner);
+  return target;
+}
 
 FencedTransaction::FencedTransaction(detail::FencedSession& session, std::string name,
                                      std::chrono::steady_clock::time_point deadline)
@@ -44,10 +70,33 @@ std::optional<std::chrono::milliseconds> FencedTransaction::lease_left() const n
 }
 
 void Store::fenced(const FenceTarget& target, const std::function<void(FencedTransaction&)>& work) {
-  detail::validate_lock_name(target.name);
-  if (target.token <= 0)
-    throw InvalidArgument(fmt::format("fence on lock '{}': token {} is not a fencing token (they start at 1)",
-                                      detail::terminal_safe(target.name), target.token));
+  fenced(std::vector<FenceTarget>{target}, work);
+}
+
+void Store::fenced(const LockSet& locks, const std::function<void(FencedTransaction&)>& work) {
+  if (!locks.owns()) throw NotHeld("Store::fenced: the lock set holds no lock (released or moved from)");
+  fenced(std::vector<FenceTarget>(locks.locks().begin(), locks.locks().end()), work);
+}
+
+void Store::fenced(const std::vector<FenceTarget>& targets, const std::function<void(FencedTransaction&)>& work) {
+  if (targets.empty()) throw InvalidArgument("Store::fenced needs at least one lock to fence (got none)");
+  std::vector<detail::FenceRef> refs;
+  refs.reserve(targets.size());
+  for (auto& target : targets) {
+    detail::validate_lock_name(target.name);
+    if (target.token <= 0)
+      throw InvalidArgument(fmt::format("fence on lock '{}': token {} is not a fencing token (they start at 1)",
+                                        detail::terminal_safe(target.name), target.token));
+    refs.push_back({target.name, target.token, target.owner, detail::kind_text(target.kind)});
+    if (target.kind == HolderKind::exclusive) refs.back().kind = {};
+  }
+  // Name order (bytes, as the lock table compares them): two transactions fencing overlapping sets
+  // take their share locks in the same order.
+  std::sort(refs.begin(), refs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (std::size_t i = 1; i < refs.size(); ++i)
+    if (refs[i].name == refs[i - 1].name)
+      throw InvalidArgument(
+          fmt::format("Store::fenced: lock '{}' is named twice", detail::terminal_safe(refs[i].name)));
   if (!work) throw InvalidArgument("Store::fenced needs the work to run (got an empty function)");
   auto& backend = detail::StoreParts::backend(*this);
   auto* fences = backend.fences();
@@ -58,10 +107,12 @@ void Store::fenced(const FenceTarget& target, const std::function<void(FencedTra
   check_schema();
   auto sent = std::chrono::steady_clock::now();
   // Nothing commits before the work ran: a fence refused for a transient reason may be tried again.
-  auto session = detail::retry_transient([&] { return fences->begin_fenced(target.name, target.token); });
+  auto session = detail::retry_transient([&] { return fences->begin_fenced(refs); });
   auto left = session->lease_left_ms();
   auto deadline = left < 0 ? std::chrono::steady_clock::time_point::max() : sent + std::chrono::milliseconds(left);
-  FencedTransaction transaction(*session, target.name, deadline);
+  std::string names;
+  for (auto& ref : refs) names += (names.empty() ? "" : "', '") + std::string(ref.name);
+  FencedTransaction transaction(*session, std::move(names), deadline);
   work(transaction);  // a throw leaves `session` uncommitted: it rolls back as it goes
   transaction.check_deadline();
   session->commit();

@@ -7,6 +7,7 @@
 #include <dblock/errors.hpp>
 #include <dblock/lock_manager.hpp>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "base/validate.hpp"
@@ -31,7 +32,7 @@ void call_quietly(spdlog::logger& logger, std::string_view what, const Callback&
 }  // namespace
 
 LeaderElection::LeaderElection(std::shared_ptr<Store> store, std::string name, ElectionOptions options)
-    : name_(std::move(name)), options_(std::move(options)) {
+    : store_(store), name_(std::move(name)), options_(std::move(options)) {
   if (!store) throw InvalidArgument("LeaderElection needs a Store (got a null pointer)");
   detail::validate_lock_name(name_);
   if (options_.campaign_slice.count() <= 0) throw InvalidArgument("campaign_slice must be positive");
@@ -63,6 +64,37 @@ std::optional<std::int64_t> LeaderElection::token() const {
 std::uint64_t LeaderElection::terms() const {
   std::lock_guard state(state_);
   return terms_;
+}
+
+std::optional<LeaderInfo> LeaderElection::leader(Store& store, std::string_view name) {
+  auto row = store.lock(name);
+  // Revoked, kept for a minimum hold or delayed: nobody leads until the name is granted again.
+  if (!row || row->state != LockState::held || row->kind != HolderKind::exclusive || row->remaining.count() <= 0)
+    return std::nullopt;
+  auto since = std::chrono::system_clock::now() - row->held_for;
+  return LeaderInfo{row->owner, row->token, std::chrono::time_point_cast<std::chrono::system_clock::duration>(since),
+                    row->remaining};
+}
+
+std::optional<LeaderInfo> LeaderElection::leader() const { return leader(*store_, name_); }
+
+ElectionHealth LeaderElection::health() const {
+  auto interval =
+      options_.manager.renew_interval.count() > 0 ? options_.manager.renew_interval : options_.manager.default_ttl / 3;
+  std::lock_guard state(state_);
+  if (term_ && !term_->lost()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(term_->local_deadline() -
+                                                                      std::chrono::steady_clock::now());
+    // A renewal every interval keeps about ttl - interval of the lease left; less than one interval
+    // means at least one renewal in a row failed or is stuck.
+    if (term_->local_deadline() != std::chrono::steady_clock::time_point::max() && left < interval)
+      return {false, true,
+              fmt::format("leader of '{}' but its lease was not renewed on time: {} ms left", name_, left.count())};
+    return {true, true, fmt::format("leader of '{}'", name_)};
+  }
+  if (!campaign_error_.empty())
+    return {false, false, fmt::format("campaigning for '{}' fails: {}", name_, campaign_error_)};
+  return {true, false, fmt::format("following: campaigning for '{}'", name_)};
 }
 
 void LeaderElection::resign() noexcept {
@@ -105,11 +137,14 @@ void LeaderElection::campaign(std::stop_token stop) {
     try {
       granted.emplace(manager_->acquire(name_, options_.campaign_slice));
     } catch (const Timeout&) {
+      std::lock_guard state(state_);
+      campaign_error_.clear();
       continue;
     } catch (const std::exception& e) {
       logger_->warn("campaigning for '{}' failed, trying again in {} ms: {}", name_, options_.retry_after_error.count(),
                     e.what());
       std::unique_lock state(state_);
+      campaign_error_ = e.what();
       wake_.wait_for(state, stop, options_.retry_after_error, [] { return false; });
       continue;
     }
@@ -125,6 +160,7 @@ void LeaderElection::campaign(std::stop_token stop) {
         std::lock_guard state(state_);
         // Lost before the term began: its on_lost found no term to end; campaign again.
         if (stop.stop_requested() || granted->lost()) continue;
+        campaign_error_.clear();
         term_ = std::move(granted);
         ++terms_;
       }
@@ -143,6 +179,57 @@ void LeaderElection::campaign(std::stop_token stop) {
       } catch (const Error&) {
       }
     }
+  }
+}
+
+LeaderObserver::LeaderObserver(std::shared_ptr<Store> store, std::string name, ObserverOptions options)
+    : store_(std::move(store)), name_(std::move(name)), options_(std::move(options)) {
+  if (!store_) throw InvalidArgument("LeaderObserver needs a Store (got a null pointer)");
+  detail::validate_lock_name(name_);
+  if (options_.interval.count() <= 0) throw InvalidArgument("ObserverOptions.interval must be positive");
+  thread_ = std::jthread([this](std::stop_token stop) { observe(std::move(stop)); });
+}
+
+LeaderObserver::~LeaderObserver() {
+  thread_.request_stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<LeaderInfo> LeaderObserver::current() const {
+  std::lock_guard lock(mutex_);
+  return current_;
+}
+
+std::uint64_t LeaderObserver::readings() const {
+  std::lock_guard lock(mutex_);
+  return readings_;
+}
+
+void LeaderObserver::observe(std::stop_token stop) {
+  auto logger = detail::StoreParts::logger(*store_);
+  bool first = true;
+  while (!stop.stop_requested()) {
+    std::optional<LeaderInfo> now;
+    bool read = false;
+    try {
+      now = LeaderElection::leader(*store_, name_);
+      read = true;
+    } catch (const std::exception& e) {
+      logger->warn("observing the leader of '{}': {}", name_, e.what());
+    }
+    if (read) {
+      bool changed;
+      {
+        std::lock_guard lock(mutex_);
+        changed = first || now.has_value() != current_.has_value() || (now && !now->same_term(*current_));
+        current_ = now;
+        ++readings_;
+      }
+      first = false;
+      if (changed) call_quietly(*logger, "on_change", options_.on_change, now);
+    }
+    std::unique_lock lock(mutex_);
+    wake_.wait_for(lock, stop, options_.interval, [] { return false; });
   }
 }
 

@@ -94,18 +94,42 @@ ManagerStats ManagerBase::stats() const {
 
 void ManagerBase::emit(LockEventKind kind, std::string_view name, std::int64_t token, std::int64_t count,
                        std::chrono::milliseconds waited) const {
+  emit(LockEvent{kind, name, token, count, waited});
+}
+
+void ManagerBase::emit(const LockEvent& event) const {
   if (!options_.on_event) return;
   try {
-    options_.on_event(LockEvent{kind, name, token, count, waited});
+    options_.on_event(event);
   } catch (...) {
     logger_->error("on_event callback threw; the event was dropped");
   }
 }
 
+void ManagerBase::emit_released(const HeldLock& held, std::int64_t left, SteadyClock::time_point sent) const {
+  if (!options_.on_event) return;
+  auto now = SteadyClock::now();
+  using std::chrono::microseconds;
+  LockEvent event{LockEventKind::released, held.name, held.token, left};
+  if (left <= 0) event.held = std::chrono::duration_cast<microseconds>(now - held.granted);
+  event.latency = std::chrono::duration_cast<microseconds>(now - sent);
+  emit(event);
+}
+
+namespace {
+LockEvent lost_event(const HeldLock& held) {
+  LockEvent event{LockEventKind::lost, held.name, held.token};
+  event.held = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - held.granted);
+  return event;
+}
+}  // namespace
+
 void ManagerBase::count_acquired(std::string_view name, std::int64_t token, std::int64_t count,
-                                 std::chrono::milliseconds waited) {
+                                 std::chrono::milliseconds waited, std::chrono::microseconds latency) {
   acquired_.fetch_add(1, std::memory_order_relaxed);
-  emit(LockEventKind::acquired, name, token, count, waited);
+  LockEvent event{LockEventKind::acquired, name, token, count, waited};
+  event.latency = latency;
+  emit(event);
 }
 
 void ManagerBase::count_contended(std::string_view name) {
@@ -132,7 +156,7 @@ void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
   lost_.fetch_add(1, std::memory_order_relaxed);
   logger_->warn("lock '{}' (token {}) lost: {}", held.name, held.token.load(), why);
-  emit(LockEventKind::lost, held.name, held.token);
+  emit(lost_event(held));
   if (!options_.on_lost) return;
   try {
     options_.on_lost(held.name, held.token);
@@ -144,17 +168,20 @@ void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
 }
 
 void ManagerBase::throw_lost_on_release(HeldLock& held, std::string_view why) {
+  // Reported once per grant, like the counter: a loss already reported ended the hold then.
   if (!held.lost.exchange(true)) {
     lost_.fetch_add(1, std::memory_order_relaxed);
     logger_->warn("lock '{}' (token {}) was lost before release", held.name, held.token.load());
+    emit(lost_event(held));
   }
-  emit(LockEventKind::lost, held.name, held.token);
   throw LockLost(fmt::format("lock '{}' (token {}) was lost before release: {}", held.name, held.token.load(), why));
 }
 
-void ManagerBase::count_renewal(std::int64_t renewed) {
+void ManagerBase::count_renewal(std::int64_t renewed, std::chrono::microseconds latency) {
   renewals_.fetch_add(1, std::memory_order_relaxed);
-  emit(LockEventKind::renewed, {}, 0, renewed);
+  LockEvent event{LockEventKind::renewed, {}, 0, renewed};
+  event.latency = latency;
+  emit(event);
 }
 
 void ManagerBase::deadline_timer(std::stop_token stop) {

@@ -83,6 +83,7 @@ struct HeldLock {
   std::atomic<SteadyClock::rep> local_deadline;
   std::int64_t depth = 0;  // guarded by the manager's mutex_
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
+  const SteadyClock::time_point granted = SteadyClock::now();  // for LockEvent::held
 };
 
 class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
@@ -130,18 +131,48 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   }
   void emit(LockEventKind kind, std::string_view name, std::int64_t token = 0, std::int64_t count = 0,
             std::chrono::milliseconds waited = std::chrono::milliseconds(0)) const;
-  void count_acquired(std::string_view name, std::int64_t token, std::int64_t count, std::chrono::milliseconds waited);
+  void emit(const LockEvent& event) const;
+  /// The released event of one level of `held`; `sent`: when its statement went out.
+  void emit_released(const HeldLock& held, std::int64_t left, SteadyClock::time_point sent) const;
+  /// One acquire() call's wait as events: `waiting` once it starts, and `failed` when the call
+  /// leaves by an error after that (acquired and timeout report themselves: call settle() first).
+  class WaitReport {
+   public:
+    WaitReport(const ManagerBase& manager, std::string_view name, SteadyClock::time_point started)
+        : manager_(manager), name_(name), started_(started) {}
+    ~WaitReport() {
+      if (begun_ && !settled_)
+        manager_.emit(LockEventKind::failed, name_, 0, 0,
+                      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started_));
+    }
+    WaitReport(const WaitReport&) = delete;
+    WaitReport& operator=(const WaitReport&) = delete;
+    void begin() {
+      if (!begun_) manager_.emit(LockEventKind::waiting, name_);
+      begun_ = true;
+    }
+    void settle() { settled_ = true; }
+
+   private:
+    const ManagerBase& manager_;
+    std::string_view name_;
+    SteadyClock::time_point started_;
+    bool begun_ = false, settled_ = false;
+  };
+  /// `latency`: the granting statement's round trip (LockEvent::latency).
+  void count_acquired(std::string_view name, std::int64_t token, std::int64_t count, std::chrono::milliseconds waited,
+                      std::chrono::microseconds latency = {});
   void count_contended(std::string_view name);
   /// retry_transient, counting every repeat in stats().retried.
   template <class Fn>
   auto with_retries(Fn&& statement) {
-    return retry_transient(std::forward<Fn>(statement), [this] { retried_.fetch_add(1, std::memory_order_relaxed); });
+    return retry_transient(std::forward<Fn>(statement), [this] { count_retry(); });
   }
   /// with_retries with kReleaseAttempts, for releases.
   template <class Fn>
   auto with_release_retries(Fn&& statement) {
     return retry_transient(
-        std::forward<Fn>(statement), [this] { retried_.fetch_add(1, std::memory_order_relaxed); }, kReleaseAttempts);
+        std::forward<Fn>(statement), [this] { count_retry(); }, kReleaseAttempts);
   }
   /// with_retries for a statement safe to run twice (a read, a renewal): asked again once when its
   /// reply was lost.
@@ -157,7 +188,11 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   void report_lost(HeldLock& held, std::string_view why);
   /// LockLost for a release that found the lock gone (counted and reported unless it already was).
   [[noreturn]] void throw_lost_on_release(HeldLock& held, std::string_view why);
-  void count_renewal(std::int64_t renewed);
+  void count_renewal(std::int64_t renewed, std::chrono::microseconds latency = {});
+  void count_retry() {
+    retried_.fetch_add(1, std::memory_order_relaxed);
+    emit(LockEventKind::retried, {});
+  }
 
   std::shared_ptr<Store> store_;
   Backend& backend_;

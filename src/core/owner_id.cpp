@@ -4,6 +4,7 @@
 
 #include <array>
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -26,10 +27,18 @@ std::string make_manager_owner_id(std::string_view tag) {
   return id;
 }
 
+namespace {
+thread_local std::uint64_t task_nonce = 0;  // ScopedOwnerNonce's; 0: none
+}  // namespace
+
 std::uint64_t this_thread_owner_nonce() {
+  if (task_nonce != 0) return task_nonce;
   thread_local const std::uint64_t nonce = random_u64() | 1;  // never 0, which stands for "the manager"
   return nonce;
 }
+
+ScopedOwnerNonce::ScopedOwnerNonce(std::uint64_t nonce) : previous_(std::exchange(task_nonce, nonce)) {}
+ScopedOwnerNonce::~ScopedOwnerNonce() { task_nonce = previous_; }
 
 std::string thread_owner_id(std::string_view manager_owner, std::uint64_t nonce) {
   // By hand rather than with fmt: every acquisition of a per-thread owner builds it.

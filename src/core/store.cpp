@@ -154,6 +154,19 @@ std::vector<LockInfo> Store::locks() {
   for (auto& row : rows) row = presented(std::move(row));
   return rows;
 }
+std::vector<LockInfo> Store::locks(std::size_t limit) {
+  auto rows = detail::repeat_if_reply_lost([&] { return impl_->backend->list_first(limit); });
+  for (auto& row : rows) row = presented(std::move(row));
+  return rows;
+}
+
+std::optional<LockInfo> Store::lock(std::string_view name) {
+  detail::validate_lock_name(name);
+  auto row = detail::repeat_if_reply_lost([&] { return impl_->backend->read(name); });
+  if (!row) return std::nullopt;
+  return presented(std::move(*row));
+}
+
 LockCensus Store::census() {
   return detail::repeat_if_reply_lost([&] { return impl_->backend->census(); });
 }

@@ -100,9 +100,10 @@ std::optional<Lock> TableCore::attempt(std::string_view name, const std::string&
                                        std::optional<SteadyClock::time_point> waiting_since) {
   std::shared_ptr<HeldLock> held, replaced;
   Grant grant;
+  auto sent = SteadyClock::now();
   {
     auto pass = gates_.enter(Key{owner, std::string(name), request.kind});
-    auto sent = SteadyClock::now();
+    sent = SteadyClock::now();
     auto got = acquire_once(name, owner, request);
     if (!got) return std::nullopt;
     grant = *got;
@@ -110,7 +111,9 @@ std::optional<Lock> TableCore::attempt(std::string_view name, const std::string&
   }
   // Our earlier lease on this name expired and we took it over afresh: the old guards are stale.
   if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
-  count_acquired(name, grant.token, grant.count, waiting_since ? count_wait(*waiting_since) : std::chrono::milliseconds(0));
+  count_acquired(name, grant.token, grant.count,
+                 waiting_since ? count_wait(*waiting_since) : std::chrono::milliseconds(0),
+                 std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - sent));
   return make_guard(std::move(held), grant.count);
 }
 
@@ -138,6 +141,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   }
   auto request = request_of(options);
   auto owner = owner_for_this_thread();
+  WaitReport wait_report(*this, name, started);
   // A writer marked as waiting takes its mark back however the wait ends.
   bool marked = false;
   ScopeExit unmark_on_exit([&]() noexcept {
@@ -149,6 +153,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
     }
   });
   if (timeout.count() > 0) {
+    wait_report.begin();
     auto& hub = StoreParts::release_hub(*store_);
     auto subscription = hub.subscribe(std::string(name), std::min(timeout, StoreParts::connect_timeout(*store_)));
     bool notified = hub.notifying();
@@ -161,6 +166,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
       try {
         if (try_now) {
           if (auto lock = attempt(name, owner, request, started)) {
+            wait_report.settle();
             if (woken && request.kind != HolderKind::exclusive) subscription->pass_on();  // others may join too
             return std::move(*lock);
           }
@@ -193,6 +199,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
       }
     }
   }
+  wait_report.settle();
   throw_timeout(name, timeout, started, last_connection_error);
 }
 
@@ -293,6 +300,7 @@ bool TableCore::acknowledge_revocation(const HeldLock& held) {
 void TableCore::release(const std::shared_ptr<HeldLock>& held) {
   std::optional<std::int64_t> remaining;
   bool acknowledged = false;
+  auto sent = SteadyClock::now();
   {
     auto pass = gates_.enter(Key{held->owner, held->name, held->kind});
     std::int64_t depth_before = 0;
@@ -305,6 +313,7 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
       min_hold = held->min_hold;
       if (--held->depth <= 0) forget(held);
     }
+    sent = SteadyClock::now();
     remaining = release_once(*held, depth_before, min_hold);
     // The holder's last release is its acknowledgement of a revocation: it no longer believes it
     // holds the lock, so the name need not wait for the revoked lease to end. An inner level's
@@ -315,7 +324,7 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
   if (!remaining) throw_lost_on_release(*held, "its lease ended or another owner took it over");
   // The row was still ours and is released now, but the holder was already told it lost it.
   if (held->lost.load()) throw_lost_on_release(*held, "it had been reported lost (its local deadline passed)");
-  emit(LockEventKind::released, held->name, held->token, *remaining);
+  emit_released(*held, *remaining, sent);
 }
 
 void TableCore::mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why) {
@@ -376,9 +385,13 @@ bool TableCore::watchdog_cycle() {
     renewed = renew_all(refs, reply_by);
   } catch (const std::exception& e) {
     logger_->warn("renewing {} lock(s) failed, will retry: {}", snapshot.size(), e.what());
+    LockEvent failed{LockEventKind::renew_failed, {}, 0, static_cast<std::int64_t>(snapshot.size())};
+    failed.latency = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - sent);
+    emit(failed);
     return false;
   }
-  count_renewal(static_cast<std::int64_t>(renewed.size()));
+  count_renewal(static_cast<std::int64_t>(renewed.size()),
+                std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - sent));
   std::vector<bool> was_renewed(snapshot.size(), false);
   for (auto index : renewed)
     if (index < was_renewed.size()) was_renewed[index] = true;

@@ -27,6 +27,7 @@ class Fence : public dblock::test::InstalledCaseTest {
  protected:
   void SetUp() override {
     InstalledCaseTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;  // no server: the base skipped or failed already
     auto& prefix = installation_->prefix();
     dialect_ = GetParam().dialect;
     if (dialect_ == "postgresql") {

@@ -78,6 +78,30 @@ TEST_P(GroupRoundTrips, APermitAndAReadLockAreOneRoundTripEachWay) {
   EXPECT_EQ(proxy.round_trips(), 2u * 4 * kCycles);
 }
 
+/// Issue 32: a fenced transaction costs one statement more than the same one unfenced, and no
+/// round trip more: BEGIN goes with the fence (PostgreSQL pipelines them; MySQL's fence_begin is
+/// both), then COMMIT.
+class FenceRoundTrips : public RoundTrips {};
+
+TEST_P(FenceRoundTrips, AnEmptyFencedTransactionIsTwoRoundTripsBeginWithTheFenceAndCommit) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
+  dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
+  auto proxied = dblock::test::with_port(server_dsn, proxy.port());
+  auto prefix = dblock::test::unique_prefix();
+  dblock::migrate(*dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix)));
+  auto store = dblock::Store::open(dblock::test::with_params(proxied, "prefix=" + prefix + "&pool=1"));
+  dblock::LockManager locks(store, {.default_ttl = 60s});
+  auto lock = locks.try_acquire(fmt::format("fence-rt/{}", getpid()));
+  ASSERT_TRUE(lock);
+  store->fenced(*lock, [](dblock::FencedTransaction&) {});  // prepares the fence
+  proxy.reset_round_trips();
+  constexpr int kTransactions = 10;
+  for (int i = 0; i < kTransactions; ++i) store->fenced(*lock, [](dblock::FencedTransaction&) {});
+  EXPECT_EQ(proxy.round_trips(), 2u * kTransactions);
+  lock->release();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, RoundTrips,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
                                            dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory})),
@@ -85,6 +109,11 @@ INSTANTIATE_TEST_SUITE_P(Backends, RoundTrips,
 
 INSTANTIATE_TEST_SUITE_P(Backends, GroupRoundTrips,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+INSTANTIATE_TEST_SUITE_P(Backends, FenceRoundTrips,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

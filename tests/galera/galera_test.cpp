@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/admin.hpp"
 #include "support/eventually.hpp"
 #include "support/own_servers.hpp"
 #include "support/servers.hpp"
@@ -141,6 +143,75 @@ TEST_F(Galera, TheClusterIsDetectedAndAUriClaimingGaleraForAPlainServerIsRefused
   } catch (const dblock::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("not a Galera node"), std::string::npos) << e.what();
   }
+}
+
+// The fence across nodes (0009's plain fence, 0010's member fence): a transaction fenced on node 1
+// by a holder that then pauses, past its lease, and a takeover by a writer on node 2. Row locks are
+// node-local, so the takeover is not held up; the fence wrote the lock row, so certification lets
+// only one of the two commit: either the fenced transaction commits before the writer is granted,
+// or its COMMIT fails. Either way no write of the paused holder lands after the next grant.
+void paused_fenced_write_against_a_takeover_on_another_node(const std::vector<std::string>& nodes, bool reader) {
+  auto prefix = dblock::test::unique_prefix();
+  auto node_store = [&](const std::string& node) {
+    return dblock::Store::open(dblock::test::with_params(node, "prefix=" + prefix),
+                               {.connect_timeout = 3s, .statement_timeout = 3s});
+  };
+  auto first = node_store(nodes.at(0));
+  auto second = node_store(nodes.at(1));
+  dblock::migrate(*first);
+  auto admin =
+      dblock::test::make_admin("mysql", dblock::test::with_params(nodes.at(0), "prefix=" + prefix), "dblock", prefix);
+  auto app =
+      dblock::test::make_admin("mysql", dblock::test::with_params(nodes.at(0), "prefix=" + prefix), "dblock", prefix);
+  auto data = "`" + prefix + "fence_data`";
+  admin->exec("CREATE TABLE " + data + " (token BIGINT NOT NULL PRIMARY KEY) ENGINE = InnoDB");
+  const std::string name = reader ? "galera/fence-reader" : "galera/fence";
+  // A grant through the SQL contract, never renewed: its holder paused right after the fence.
+  std::int64_t token = 0;
+  if (reader) {
+    auto reply =
+        admin->query("SELECT `" + prefix + "acquire_member`('" + name + "', 'paused', 'shared', 0, 1000000, 0)").at(0);
+    token = std::stoll(reply.substr(reply.find(' ') + 1));
+  } else {
+    auto reply = admin->query("SELECT `" + prefix + "acquire_held`('" + name + "', 'paused', 1000000, 0)").at(0);
+    token = std::stoll(reply.substr(reply.find(' ') + 1));
+  }
+  app->exec("START TRANSACTION");
+  if (std::getenv("DBLOCK_TEST_FENCE_OFF") == nullptr) {  // only to see the test fail without the fence
+    if (reader)
+      (void)app->query("SELECT `" + prefix + "fence_member`('" + name + "', 'paused', 'shared', " +
+                       std::to_string(token) + ")");
+    else
+      (void)app->query("SELECT `" + prefix + "fence`('" + name + "', " + std::to_string(token) + ")");
+  }
+  app->exec("SET SESSION idle_transaction_timeout = 0");  // the write set alone, not the server's timer
+  app->exec("INSERT INTO " + data + " (token) VALUES (" + std::to_string(token) + ")");
+
+  dblock::LockManager writer(second);
+  auto next = writer.acquire(name, 20s);  // on node 2, once the 1 s lease has ended
+  auto granted_at = Clock::now();
+  ASSERT_GT(next.token(), token);
+  bool committed = true;
+  try {
+    app->exec("COMMIT");
+  } catch (const std::exception&) {
+    committed = false;
+  }
+  auto rows =
+      std::stoll(admin->query("SELECT count(*) FROM " + data + " WHERE token = " + std::to_string(token)).at(0));
+  EXPECT_FALSE(committed) << "the paused holder's fenced transaction committed after the writer on node 2 was granted";
+  EXPECT_EQ(rows, 0) << "the paused holder's write landed after the next grant";
+  (void)granted_at;
+  next.release();
+  admin->exec("DROP TABLE " + data);
+}
+
+TEST_F(Galera, APausedFencedTransactionOnOneNodeNeverCommitsAfterATakeoverOnAnother) {
+  paused_fenced_write_against_a_takeover_on_another_node(nodes_, false);
+}
+
+TEST_F(Galera, APausedReadersFencedTransactionOnOneNodeNeverCommitsAfterAWritersGrantOnAnother) {
+  paused_fenced_write_against_a_takeover_on_another_node(nodes_, true);
 }
 
 TEST(GaleraPartition, ACutOffNodeGrantsNothingAndItsHolderIsToldBeforeAnyoneElseIsGranted) {

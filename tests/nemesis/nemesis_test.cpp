@@ -36,6 +36,9 @@
 #include <vector>
 
 #include <dblock/dblock.hpp>
+#if DBLOCK_TEST_WITH_ASIO
+#include <dblock/asio.hpp>
+#endif
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -312,6 +315,61 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
   }
 }
 
+#if DBLOCK_TEST_WITH_ASIO
+/// Asynchronous holders: coroutines of one AsyncLockManager on two threads, each task its own
+/// owner (TaskOwner), working under the lock as hold_in_thread does, but waiting on timers.
+class AsyncHolders {
+ public:
+  AsyncHolders(std::shared_ptr<dblock::Store> store, dblock::ManagerOptions options, Workload workload,
+               const std::atomic<bool>& stop, History& history)
+      : locks_(io_.get_executor(), std::move(store), options, {.threads = 2}) {
+    for (std::uint32_t task = 0; task < 3; ++task)
+      asio::co_spawn(io_, hold(workload, stop, history, fmt::format("async/task{}", task), 20 + task), asio::detached);
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_.run(); });
+  }
+  /// Returns once every task has seen `stop`.
+  void join() { threads_.clear(); }
+
+ private:
+  asio::awaitable<void> hold(Workload workload, const std::atomic<bool>& stop, History& history, std::string label,
+                             std::uint32_t seed) {
+    std::mt19937 random(seed);
+    dblock::TaskOwner owner;
+    asio::steady_timer pace(co_await asio::this_coro::executor);
+    while (!stop) {
+      auto take = pick(workload, random);
+      std::optional<dblock::Lock> lock;
+      try {
+        lock.emplace(co_await locks_.async_acquire(take.name, 1s, owner, take.options(), asio::use_awaitable));
+      } catch (const dblock::Error&) {
+        continue;
+      }
+      Belief belief{take.name, lock->token(), 0, 0, label, take.kind, {}};
+      auto until = Clock::now() + work_time(random);
+      while (Clock::now() < until) {
+        auto at = now_ns();
+        if (lock->lost()) break;
+        if (belief.first_ns == 0) belief.first_ns = at;
+        belief.last_ns = at;
+        pace.expires_after(1ms);  // the work's own pace, on a timer: the thread serves the others
+        co_await pace.async_wait(asio::use_awaitable);
+      }
+      if (belief.first_ns != 0) history.add(belief);
+      try {
+        co_await locks_.async_release(std::move(*lock), asio::use_awaitable);
+      } catch (const dblock::Error&) {
+      }
+      pace.expires_after(std::chrono::milliseconds(random() % 150));
+      co_await pace.async_wait(asio::use_awaitable);
+    }
+  }
+
+  asio::io_context io_;
+  dblock::AsyncLockManager locks_;
+  std::vector<std::jthread> threads_;  // last: joined first
+};
+#endif
+
 class Nemesis : public ::testing::TestWithParam<BackendCase> {
  protected:
   void run(Workload workload);
@@ -382,6 +440,11 @@ void Nemesis::run(Workload workload) {
       });
   for (std::size_t i = 0; i < loops.size(); ++i)
     holders.emplace_back([&, i] { loops[i]->run(stop, static_cast<std::uint32_t>(10 + i)); });
+#if DBLOCK_TEST_WITH_ASIO
+  // Beside holder 1, through its proxy: its faults reach the asynchronous holders too.
+  auto async_holders = std::make_unique<AsyncHolders>(dblock::Store::open(dsn_for(1), store_options), manager_options,
+                                                      workload, stop, history);
+#endif
 
   // The nemesis: new faults every 50-250 ms, each undone after its own time, so that faults
   // overlap. Its pauses are the fault schedule, not synchronisation.
@@ -450,6 +513,10 @@ void Nemesis::run(Workload workload) {
   stop = true;
   for (auto& loop : loops) loop->signal(SIGCONT);
   holders.clear();  // joins
+#if DBLOCK_TEST_WITH_ASIO
+  async_holders->join();
+  async_holders.reset();
+#endif
   for (auto& loop : loops) loop->collect(history);
 
   auto beliefs = history.take();
@@ -459,6 +526,9 @@ void Nemesis::run(Workload workload) {
   std::map<std::string, int> kinds;
   for (auto& belief : beliefs) ++kinds[std::string(dblock::holder_kind_name(belief.kind))];
   for (auto& [kind, count] : kinds) summary += fmt::format(" {}-beliefs={}", kind, count);
+  auto async_beliefs =
+      std::count_if(beliefs.begin(), beliefs.end(), [](auto& b) { return b.holder.starts_with("async/"); });
+  summary += fmt::format(" async-holder-beliefs={}", async_beliefs);
   std::cout << "[ nemesis  ] " << beliefs.size() << " belief intervals; faults:" << summary << "\n";
   EXPECT_GE(beliefs.size(), 8u) << "too few grants to say anything";
   int fault_count = 0;

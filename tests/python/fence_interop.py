@@ -93,6 +93,66 @@ def fence_and_insert(backend, conn, name, token, who):
     return COMMITTED
 
 
+def fence_begin_and_insert(conn, name, token, who):
+    """MySQL/MariaDB: CALL fence_begin (schema 10) starts the transaction and fences it in one
+    statement. Returns COMMITTED or REFUSED."""
+    import pymysql
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CALL `{PREFIX}fence_begin`(%s, %s)", (name, token))
+            left = cur.fetchone()[0]
+            check(left is not None and int(left) > 0, f"fence_begin answered {left}")
+            cur.execute(f"INSERT INTO {APP} (name, token, who) VALUES (%s, %s, %s)", (name, token, who))
+        conn.commit()
+    except pymysql.err.OperationalError as e:
+        conn.rollback()
+        if e.args[0] == 32001 and "dblock fence" in e.args[1]:
+            return REFUSED
+        raise
+    return COMMITTED
+
+
+def member_fence(backend, conn, name, owner, token):
+    """A reader's membership (acquire_member, schema 4) fenced with fence_member (schema 10) in a
+    transaction that writes nothing: COMMITTED or REFUSED."""
+    if backend == "postgres":
+        import psycopg
+        try:
+            with conn.transaction():
+                conn.execute(f'SELECT "public"."{PREFIX}fence_member"(%s, %s, %s, %s)', (name, owner, "shared", token))
+        except psycopg.Error as e:
+            if e.sqlstate == "DBF01" and "not a live member" in str(e):
+                return REFUSED
+            raise
+        return COMMITTED
+    import pymysql
+    try:
+        conn.begin()
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT `{PREFIX}fence_member`(%s, %s, %s, %s)", (name, owner, "shared", token))
+        conn.commit()
+    except pymysql.err.OperationalError as e:
+        conn.rollback()
+        if e.args[0] == 32001 and "not a live member" in e.args[1]:
+            return REFUSED
+        raise
+    return COMMITTED
+
+
+def acquire_reader(backend, conn, name, owner, ttl_ms):
+    """acquire_member as a reader: its token, or None when refused."""
+    if backend == "postgres":
+        row = conn.execute(f'SELECT lock_count, lock_token FROM "public"."{PREFIX}acquire_member"(%s, %s, %s, 0, %s, 0)',
+                           (name, owner, "shared", ttl_ms)).fetchone()
+        conn.commit()
+        return None if row is None else row[1]
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT `{PREFIX}acquire_member`(%s, %s, %s, 0, %s, 0)", (name, owner, "shared", ttl_ms * 1000))
+        reply = cur.fetchone()[0]
+    conn.commit()
+    return None if reply is None else int(reply.split()[1])
+
+
 def acquire(backend, conn, name, owner, ttl_ms):
     """acquire_held (table mode, a fresh acquisition): the token, or None when another holds it."""
     if backend == "postgres":
@@ -185,7 +245,7 @@ class Case:
         try:
             cur = conn.cursor()
             mark = "?" if self.backend == "sqlite" else "%s"
-            cur.execute(f"SELECT token, who FROM {APP} WHERE name = {mark} ORDER BY token", (self.name,))
+            cur.execute(f"SELECT token, who FROM {APP} WHERE name = {mark} ORDER BY token, who", (self.name,))
             rows = [(int(t), w) for t, w in cur.fetchall()]
             if self.backend != "sqlite":
                 conn.commit()
@@ -260,14 +320,33 @@ class Case:
                       "acquire_held granted a name Python holds to another owner")
                 check(fence_and_insert(self.backend, conn, self.name, token, "python") == COMMITTED,
                       "Python's own grant did not fence")
+                if self.backend == "mysql":
+                    check(fence_begin_and_insert(conn, self.name, token + 1000, "python-begin") == REFUSED,
+                          "fence_begin accepted a made-up token")
+                    check(fence_begin_and_insert(conn, self.name, token, "python-begin") == COMMITTED,
+                          "Python's own grant did not fence with fence_begin")
                 check(release(self.backend, conn, self.name, owner, token), "Python's release did not free the lock")
                 check(self.name not in self.locks(), "dblock locks still shows the lock Python released")
             finally:
                 conn.close()
             check(self.run_writer() == COMMITTED, "a dblock run writer after Python's release was refused")
             committed = self.rows()
-            check([w for _, w in committed] == ["run", "run", "python", "run"] and
-                  all(a[0] < b[0] for a, b in zip(committed, committed[1:])),
+            # A reader's fence from Python: live membership passes, another owner's does not.
+            conn = connect(self.backend, self.dsn)
+            try:
+                reader = acquire_reader(self.backend, conn, self.name + "/rw", f"python-reader:{os.getpid()}", 5000)
+                check(reader is not None, "Python's acquire_member as a reader was refused")
+                check(member_fence(self.backend, conn, self.name + "/rw", f"python-reader:{os.getpid()}", reader)
+                      == COMMITTED, "a live reader's fence_member was refused")
+                check(member_fence(self.backend, conn, self.name + "/rw", "not-a-member", reader) == REFUSED,
+                      "fence_member accepted an owner that is not a member")
+            finally:
+                conn.close()
+            expected = ["run", "run", "python"] + (["python-begin"] if self.backend == "mysql" else []) + ["run"]
+            # fence_begin's write used Python's grant again: one token, two writes.
+            distinct = [row for row in committed if row[1] != "python-begin"]
+            check([w for _, w in committed] == expected and
+                  all(a[0] < b[0] for a, b in zip(distinct, distinct[1:])),
                   f"tokens do not rise across Python and the CLI: {committed}")
 
 

@@ -289,7 +289,7 @@ class ScriptedBackend final : public dblock::detail::Backend {
   }
 
  protected:
-  std::vector<dblock::LockInfo> list_rows(std::string_view only_name) override {
+  std::vector<dblock::LockInfo> list_rows(std::string_view only_name, std::size_t) override {
     std::lock_guard lock(script_->mutex);
     std::vector<dblock::LockInfo> rows;
     for (auto& [name, row] : script_->rows)

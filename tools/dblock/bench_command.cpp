@@ -14,6 +14,9 @@
 
 #include "core/bench_floor.hpp"
 #include "dblock/bench_harness.hpp"
+#if DBLOCK_CLI_WITH_ASIO
+#include "dblock/bench_async.hpp"
+#endif
 #include "dblock/bench_report.hpp"
 #include "dblock/server_cpu.hpp"
 #include "dblock/exit_codes.hpp"
@@ -337,11 +340,11 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     throw InvalidArgument(fmt::format("--kind {} is unknown (lock, permit or shared)", request.kind));
   if (request.kind != "lock" && (advisory || request.scenario != "uncontended"))
     throw InvalidArgument("--kind permit|shared measures groups: --scenario uncontended in table mode");
-  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap", "fence", "scale",
-                                                     "all"};
+  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap",
+                                                   "fence",       "scale",   "async", "all"};
   if (std::find(kScenarios.begin(), kScenarios.end(), request.scenario) == kScenarios.end())
-    throw InvalidArgument(fmt::format("--scenario {} is unknown (uncontended, handoff, renew, reap, fence, scale, all)",
-                                      request.scenario));
+    throw InvalidArgument(fmt::format(
+        "--scenario {} is unknown (uncontended, handoff, renew, reap, fence, scale, async, all)", request.scenario));
   store->check_schema();
   Bench bench(request, store);
   std::vector<Result> results;
@@ -369,6 +372,22 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     results.push_back(bench.fence(request.scenario == "fence" && request.threads != 0 ? request.threads : 1));
   if (request.scenario == "scale")  // minutes long: only when asked for by name
     for (auto& result : bench.scale()) results.push_back(std::move(result));
+  if (request.scenario == "async") {  // only when asked for by name
+#if DBLOCK_CLI_WITH_ASIO
+    // --threads: the waiting tasks (default 10,000, on a name per 100). The synchronous API meets
+    // the same load scaled down to what a thread per waiter allows (at most 200 threads).
+    auto mode = advisory ? LockMode::advisory : LockMode::table;
+    auto waiters = request.threads != 0 ? request.threads : 10'000;
+    auto names = std::max<std::size_t>(1, waiters / 100);
+    results.push_back(bench_waiters(store, mode, waiters, names, true));
+    auto scaled = std::min<std::size_t>(waiters, 200);
+    auto scaled_names = std::max<std::size_t>(1, scaled / 100);
+    results.push_back(bench_waiters(store, mode, scaled, scaled_names, true));
+    results.push_back(bench_waiters(store, mode, scaled, scaled_names, false));
+#else
+    throw InvalidArgument("--scenario async: this dblock was built without asio");
+#endif
+  }
   if (request.json) print_json(results, store->dialect());
   else print_table(results, store->dialect());
   return 0;

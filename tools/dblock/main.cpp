@@ -12,6 +12,7 @@
 #include "dblock/bench_command.hpp"
 #include "dblock/default_store.hpp"
 #include "dblock/exit_codes.hpp"
+#include "dblock/leader_command.hpp"
 #include "dblock/locks_command.hpp"
 #include "dblock/logging.hpp"
 #include "dblock/reaper_command.hpp"
@@ -156,6 +157,14 @@ int main(int argc, char** argv) {
   bool json = false;
   locks->add_flag("--json", json, "Print JSON");
 
+  auto* leader = app.add_subcommand("leader",
+                                    "Print who leads a name now (owner, token, since when, lease left); "
+                                    "exit 1 when nobody does");
+  std::string leader_name;
+  bool leader_json = false;
+  leader->add_option("name", leader_name, "Lock name the election campaigns for")->required();
+  leader->add_flag("--json", leader_json, "Print JSON");
+
   auto* release = app.add_subcommand("release", "Operator's break-glass: revoke a lock whoever holds it");
   bool force = false;
   bool unsafe_delete = false;
@@ -179,6 +188,19 @@ int main(int argc, char** argv) {
   reaper->add_option("--unhealthy-after", reaper_request.unhealthy_after,
                      "Failed cycles in a row before /healthz answers 503")
       ->check(CLI::Range(1, 1000));
+  std::string census_every_text = "15s", status_refresh_text = "5s";
+  reaper->add_option("--census-every", census_every_text,
+                     "Read the lock-table gauges (a scan of the table) at most this often, whatever the scrape rate");
+  reaper->add_option("--status-refresh", status_refresh_text,
+                     "Read the rows for the status page (/ and /status.json) at most this often");
+  reaper->add_option("--status-rows", reaper_request.status_rows, "Most rows the status page lists (by name)")
+      ->check(CLI::Range(1, 100000));
+  reaper->add_flag("--status-public", reaper_request.status_public,
+                   "Serve the status page and /status.json on a --listen address other than loopback too (they "
+                   "show lock names and owners)");
+  reaper->add_option("--admin-token-file", reaper_request.admin_token_file,
+                     "Enable POST /api/revoke?name=N for requests with 'Authorization: Bearer TOKEN', the token read "
+                     "from this file (at least 16 characters); without it the HTTP endpoints are read-only");
   auto* bench = app.add_subcommand("bench", "Measure dblock against the raw-driver floor in the same run");
   cli::BenchRequest bench_request;
   std::string bench_duration = "5s";
@@ -278,6 +300,8 @@ int main(int argc, char** argv) {
       reaper_request.dsn = dsn;
       reaper_request.interval = parse_duration(interval_text);
       if (reaper_request.interval.count() <= 0) throw InvalidArgument("--interval must be positive");
+      reaper_request.census_every = parse_duration(census_every_text);
+      reaper_request.status_refresh = parse_duration(status_refresh_text);
       cli::block_forwarded_signals();  // before any thread, so sigtimedwait receives them
       return cli::run_reaper(reaper_request, logger);
     }
@@ -307,6 +331,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (release->parsed()) return cli::run_release(*store, release_name, unsafe_delete);
+    if (leader->parsed()) return cli::print_leader(*store, leader_name, leader_json);
   } catch (const cli::StoreRefused& e) {
     out.say("error", e.what());
     return e.exit_code();

@@ -329,12 +329,13 @@ class MyBackend final : public Backend {
   /// wait: certification refuses one based on a stale read.
   static void read_causally(MyConnection& connection) { connection.execute("SET SESSION wsrep_sync_wait = 1"); }
 
-  std::vector<LockInfo> list_rows(std::string_view only_name) override {
-    std::array<MyParam, 4> params{only_name, only_name, only_name, only_name};
+  std::vector<LockInfo> list_rows(std::string_view only_name, std::size_t limit) override {
+    std::array<MyParam, 5> params{only_name, only_name, only_name, only_name, static_cast<std::int64_t>(limit)};
     std::vector<LockInfo> locks;
     for (auto& row : pool_.lease()->query(sql_.list, params))
       locks.push_back(LockInfo{row.str(0), row.str(1), row.num(2), row.num(3), milliseconds(row.num(4)),
-                               kind_from_text(row.str(5)), LockState::held, milliseconds(row.num(6))});
+                               kind_from_text(row.str(5)), LockState::held, milliseconds(row.num(6)),
+                               milliseconds(row.num(7))});
     return locks;
   }
 

@@ -49,13 +49,13 @@ class MyRawClient final : public RawLockClient {
   MyStatement blocking_unlock_{kBenchStatementIds + 1, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"};
 };
 
-/// Bare Connector/C++ on one connection: START TRANSACTION, [the fence,] one insert into the bench's
-/// own table, COMMIT, the fence and the insert prepared once.
+/// Bare Connector/C++ on one connection: START TRANSACTION (fenced: CALL fence_begin, which starts
+/// the transaction and fences it), one insert into the bench's own table, COMMIT; prepared once.
 class MyRawWriteClient final : public RawWriteClient {
  public:
   MyRawWriteClient(std::unique_ptr<MyConnection> connection, std::string_view prefix)
       : connection_(std::move(connection)),
-        fence_{kBenchStatementIds + 2, "fence", fill("SELECT `{prefix}fence`(?, ?)", {{"{prefix}", prefix}})},
+        fence_{kBenchStatementIds + 2, "fence_begin", fill("CALL `{prefix}fence_begin`(?, ?)", {{"{prefix}", prefix}})},
         insert_{kBenchStatementIds + 3, "bench insert",
                 fill("INSERT INTO `{prefix}bench_writes` (run, n) VALUES (?, ?)", {{"{prefix}", prefix}})},
         clear_{kBenchStatementIds + 4, "bench clear",
@@ -67,12 +67,20 @@ class MyRawWriteClient final : public RawWriteClient {
 
   void write(const std::string& run, std::int64_t n,
              const std::optional<std::pair<std::string, std::int64_t>>& fence) override {
-    connection_->execute("START TRANSACTION");
-    try {
-      if (fence) {
-        std::array<MyParam, 2> params{fence->first, fence->second};
-        connection_->query(fence_, params);
+    // Fenced, the transaction begins as Store::fenced begins it: fence_begin (0010) starts it and
+    // runs the fence in one round trip.
+    if (fence) {
+      std::array<MyParam, 2> params{fence->first, fence->second};
+      try {
+        connection_->call(fence_, params);
+      } catch (...) {
+        if (connection_->usable()) connection_->execute("ROLLBACK");
+        throw;
       }
+    } else {
+      connection_->execute("START TRANSACTION");
+    }
+    try {
       std::array<MyParam, 2> params{run, n};
       connection_->update(insert_, params);
       connection_->execute("COMMIT");

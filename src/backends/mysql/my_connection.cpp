@@ -250,6 +250,28 @@ MyRows MyConnection::query(const MyStatement& statement, std::span<const MyParam
   });
 }
 
+MyRows MyConnection::call(const MyStatement& statement, std::span<const MyParam> params) {
+  return guarded(statement.name, [&] {
+    auto& prepared_call = prepared(statement, params);
+    MyRows rows;
+    {
+      std::unique_ptr<sql::ResultSet> result(prepared_call.executeQuery());
+      auto columns = result->getMetaData()->getColumnCount();
+      while (result->next()) {
+        std::vector<std::optional<std::string>> cells;
+        cells.reserve(columns);
+        for (unsigned column = 1; column <= columns; ++column)
+          cells.push_back(result->isNull(column) ? std::nullopt
+                                                 : std::optional<std::string>(result->getString(column).asStdString()));
+        rows.emplace_back(std::move(cells));
+      }
+    }
+    while (prepared_call.getMoreResults()) {
+    }
+    return rows;
+  });
+}
+
 std::uint64_t MyConnection::update(const MyStatement& statement, std::span<const MyParam> params) {
   return guarded(statement.name,
                  [&] { return static_cast<std::uint64_t>(prepared(statement, params).executeUpdate()); });

@@ -92,6 +92,9 @@ class MyConnection {
 
   /// A prepared query: every row of its result.
   MyRows query(const MyStatement& statement, std::span<const MyParam> params);
+  /// A prepared CALL of a procedure that answers one result set: its rows, with the CALL's
+  /// trailing status read too, so the session can run its next statement.
+  MyRows call(const MyStatement& statement, std::span<const MyParam> params);
   /// A prepared statement without a result set: the rows it changed.
   std::uint64_t update(const MyStatement& statement, std::span<const MyParam> params);
   /// One statement as plain text, no parameters (DDL).

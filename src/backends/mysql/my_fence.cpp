@@ -1,6 +1,7 @@
 #include "backends/mysql/my_fence.hpp"
 
 #include <array>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -17,7 +18,9 @@ namespace {
 constexpr std::string_view kFenceRefused = "(MySQL error 32001)";
 // Callers' statements are prepared once per session like dblock's own, each under an id of its
 // own text (the range ends below 192).
-constexpr std::size_t kCallerStatements = 63;
+constexpr std::size_t kCallerStatements = 60;
+// Below them: the fence, fence_begin and (spare) ids of the fence's own statements.
+constexpr std::size_t kFenceOwnStatements = 4;
 
 class MyFences;
 
@@ -62,15 +65,27 @@ class MyFences final : public FenceBackend {
   MyFences(SessionPool<MyConnection>& pool, std::string_view prefix, std::string_view redacted)
       : pool_(pool),
         fence_{kFenceStatementIds, "fence", fill("SELECT `{prefix}fence`(?, ?)", {{"{prefix}", prefix}})},
+        begin_{kFenceStatementIds + 1, "fence_begin", fill("CALL `{prefix}fence_begin`(?, ?)", {{"{prefix}", prefix}})},
+        member_{kFenceStatementIds + 2, "fence_member",
+                fill("SELECT `{prefix}fence_member`(?, ?, ?, ?)", {{"{prefix}", prefix}})},
         redacted_(redacted) {}
 
-  std::unique_ptr<FencedSession> begin_fenced(std::string_view name, std::int64_t token) override {
+  std::unique_ptr<FencedSession> begin_fenced(std::span<const FenceRef> targets) override {
     auto session = pool_.lease();
-    session->execute("START TRANSACTION");
-    std::array<MyParam, 2> params{name, token};
+    std::size_t at = 0;
     try {
-      auto left_us = first_int64(session->query(fence_, params)).value_or(0);
-      return std::make_unique<MyFencedSession>(*this, std::move(session), (left_us + 999) / 1000);
+      // fence_begin (0010) starts the transaction and fences the first target in one round trip.
+      std::int64_t least_us = std::numeric_limits<std::int64_t>::max();
+      std::size_t least_at = 0;
+      if (targets.front().member()) session->execute("START TRANSACTION");
+      for (; at < targets.size(); ++at) {
+        auto left_us = fence(*session, targets[at], at == 0);
+        if (left_us < least_us) least_us = left_us, least_at = at;
+      }
+      // Each fence sets the session's idle_transaction_timeout to its own lease left: the
+      // smallest must come last, so fence that target once more (it holds its share lock already).
+      if (least_at + 1 != targets.size()) (void)fence(*session, targets[at = least_at], false);
+      return std::make_unique<MyFencedSession>(*this, std::move(session), (least_us + 999) / 1000);
     } catch (const Error& e) {
       if (session->usable()) {
         try {
@@ -80,7 +95,7 @@ class MyFences final : public FenceBackend {
         }
       }
       if (std::string_view(e.what()).find(kFenceRefused) != std::string_view::npos)
-        throw LockLost(fence_refused_message(name, token, redacted_));
+        throw LockLost(fence_refused_message(targets[at], redacted_));
       throw;
     }
   }
@@ -94,14 +109,24 @@ class MyFences final : public FenceBackend {
       throw InvalidArgument(fmt::format("fenced transactions of one MySQL store ran {} distinct statement texts already: "
                                         "pass values as parameters rather than in the text",
                                         kCallerStatements));
-    auto id = kFenceStatementIds + 1 + ids_.size();
+    auto id = kFenceStatementIds + kFenceOwnStatements + ids_.size();
     ids_.emplace(std::string(sql), id);
     return {id, "statement in a fenced transaction", std::string(sql)};
   }
 
  private:
+  /// One fence, its lease left (µs); `first` of a plain lock also starts the transaction.
+  std::int64_t fence(MyConnection& session, const FenceRef& target, bool first) {
+    if (target.member()) {
+      std::array<MyParam, 4> params{target.name, target.owner, target.kind, target.token};
+      return first_int64(session.query(member_, params)).value_or(0);
+    }
+    std::array<MyParam, 2> params{target.name, target.token};
+    return first_int64(first ? session.call(begin_, params) : session.query(fence_, params)).value_or(0);
+  }
+
   SessionPool<MyConnection>& pool_;
-  MyStatement fence_;
+  MyStatement fence_, begin_, member_;
   std::string redacted_;
   std::mutex mutex_;
   std::map<std::string, std::size_t, std::less<>> ids_;

@@ -55,17 +55,18 @@ WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTA
 SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) FROM `{prefix}locks` WHERE name = ?)");
     // One row per holder: a group's lock row stands for its members, listed instead.
     list = make("list", R"(
-SELECT name, owner, count, token, remaining, kind, lock_delay_ms FROM (
+SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for FROM (
   SELECT name, owner, count, token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) AS remaining,
-         'exclusive' AS kind, lock_delay_ms
+         'exclusive' AS kind, lock_delay_ms,
+         FLOOR(TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) / 1000) AS held_for
   FROM `{prefix}locks` WHERE (? = '' OR name = ?) AND owner NOT IN ('(permits)', '(readers)')
   UNION ALL
   SELECT m.name, m.owner, m.count, m.token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), m.expires_at) / 1000),
-         m.kind, 0
+         m.kind, 0, FLOOR(TIMESTAMPDIFF(MICROSECOND, m.acquired_at, UTC_TIMESTAMP(6)) / 1000)
   FROM `{prefix}holders` m JOIN `{prefix}locks` l
     ON l.name = m.name AND l.token = m.epoch AND l.owner = IF(m.kind = 'permit', '(permits)', '(readers)')
   WHERE (? = '' OR m.name = ?) AND m.kind <> 'writer') AS holders
-ORDER BY name, owner)");
+ORDER BY name, owner LIMIT ?)");
     force_release = make("force_release", "DELETE FROM `{prefix}locks` WHERE name = ?");
     // DELETE re-checks the expiry on the newest row version under its row lock, so a row taken
     // over or renewed meanwhile stays. Oldest first: the plain ORDER BY form deadlocked least

@@ -226,15 +226,16 @@ class PgBackend final : public Backend {
     }
   }
 
-  std::vector<LockInfo> list_rows(std::string_view only_name) override {
-    std::array<std::string, 1> params{std::string(only_name)};
+  std::vector<LockInfo> list_rows(std::string_view only_name, std::size_t limit) override {
+    std::array<std::string, 2> params{std::string(only_name), std::to_string(limit)};
     auto result = run(*pool_.lease(), sql_.list, params);
     std::vector<LockInfo> rows;
     for (int row = 0; row < PQntuples(result.get()); ++row)
-      rows.push_back(LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1),
-                              to_int64(result.get(), row, 2), to_int64(result.get(), row, 3),
-                              milliseconds(to_int64(result.get(), row, 4)), kind_from_text(text_of(result.get(), row, 5)),
-                              LockState::held, milliseconds(to_int64(result.get(), row, 6))});
+      rows.push_back(
+          LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1), to_int64(result.get(), row, 2),
+                   to_int64(result.get(), row, 3), milliseconds(to_int64(result.get(), row, 4)),
+                   kind_from_text(text_of(result.get(), row, 5)), LockState::held,
+                   milliseconds(to_int64(result.get(), row, 6)), milliseconds(to_int64(result.get(), row, 7))});
     return rows;
   }
 

@@ -85,8 +85,8 @@ class PgRawClient final : public RawLockClient {
   std::array<PgStatement, 4> statements_;
 };
 
-/// Bare libpq on one connection: BEGIN, [the fence,] one insert into the bench's own table, COMMIT,
-/// the fence and the insert prepared (sent unnamed behind a transaction pooler).
+/// Bare libpq on one connection: BEGIN [pipelined with the fence], one insert into the bench's own
+/// table, COMMIT, the fence and the insert prepared (sent unnamed behind a transaction pooler).
 class PgRawWriteClient final : public RawWriteClient {
  public:
   PgRawWriteClient(const std::string& uri, std::string_view schema, std::string_view prefix, bool unnamed)
@@ -104,8 +104,10 @@ class PgRawWriteClient final : public RawWriteClient {
 
   void write(const std::string& run, std::int64_t n,
              const std::optional<std::pair<std::string, std::int64_t>>& fence) override {
-    command("BEGIN");
-    if (fence) run_prepared(0, fence->first, fence->second, PGRES_TUPLES_OK);
+    if (fence)
+      begin_fenced(fence->first, fence->second);
+    else
+      command("BEGIN");
     run_prepared(1, run, n, PGRES_COMMAND_OK);
     command("COMMIT");
   }
@@ -139,6 +141,36 @@ class PgRawWriteClient final : public RawWriteClient {
     auto& statement = statements_[id];
     return PgResult(unnamed_ ? PQexecParams(conn_.get(), statement.sql.c_str(), count, nullptr, values, nullptr, nullptr, 0)
                              : PQexecPrepared(conn_.get(), statement.name.c_str(), count, values, nullptr, nullptr, 0));
+  }
+  /// BEGIN and the fence in one round trip, pipelined as Store::fenced sends them.
+  void begin_fenced(const std::string& name, std::int64_t token) {
+    char token_text[24];
+    *std::to_chars(token_text, token_text + sizeof token_text - 1, token).ptr = '\0';
+    const char* values[] = {name.c_str(), token_text};
+    auto& fence = statements_[0];
+    auto* conn = conn_.get();
+    bool sent = PQenterPipelineMode(conn) != 0 &&
+                PQsendQueryParams(conn, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) != 0 &&
+                (unnamed_ ? PQsendQueryParams(conn, fence.sql.c_str(), 2, nullptr, values, nullptr, nullptr, 0)
+                          : PQsendQueryPrepared(conn, fence.name.c_str(), 2, values, nullptr, nullptr, 0)) != 0 &&
+                PQpipelineSync(conn) != 0;
+    if (!sent) throw DatabaseError(fmt::format("raw write client: {}", PQerrorMessage(conn)));
+    // BEGIN's and the fence's results, each followed by a null, then the sync.
+    std::string failed;
+    for (ExecStatusType expected : {PGRES_COMMAND_OK, PGRES_TUPLES_OK}) {
+      PgResult result(PQgetResult(conn));
+      if (failed.empty() && PQresultStatus(result.get()) != expected)
+        failed = result ? PQresultErrorMessage(result.get()) : PQerrorMessage(conn);
+      if (result)
+        while (PGresult* more = PQgetResult(conn)) PQclear(more);
+    }
+    PgResult sync(PQgetResult(conn));
+    bool left = PQresultStatus(sync.get()) == PGRES_PIPELINE_SYNC && PQexitPipelineMode(conn) != 0;
+    if (!failed.empty() || !left) {
+      std::string message = !failed.empty() ? failed : PQerrorMessage(conn);
+      if (left) PgResult(PQexec(conn, "ROLLBACK"));
+      throw DatabaseError("raw write client: " + message);
+    }
   }
   void run_prepared(std::size_t id, const std::string& text, std::int64_t number, ExecStatusType expected) {
     char number_text[24];

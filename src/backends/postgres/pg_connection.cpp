@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -95,18 +96,7 @@ PgResult PgConnection::await(bool sent, std::string_view what, std::chrono::mill
   PgResult last;
   PgResult first_error;
   while (true) {
-    while (PQisBusy(conn_.get()) != 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        abandoned_ = true;  // the reply may still come: this session is never reused
-        throw OutcomeUnknown(fmt::format("{}: no reply from {} within {}ms", what, redacted_uri_, allowed.count()),
-                             "57014");
-      }
-      pollfd fd{PQsocket(conn_.get()), POLLIN, 0};
-      if (poll(&fd, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) fail(nullptr, what);
-      if (PQconsumeInput(conn_.get()) == 0) fail(nullptr, what);
-    }
-    PGresult* result = PQgetResult(conn_.get());
+    PGresult* result = next_result(deadline, allowed, what);
     if (result == nullptr) break;
     auto status = PQresultStatus(result);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && !first_error) first_error.reset(result);
@@ -115,6 +105,22 @@ PgResult PgConnection::await(bool sent, std::string_view what, std::chrono::mill
   if (first_error) fail(first_error.get(), what);
   if (!last) fail(nullptr, what);
   return last;
+}
+
+PGresult* PgConnection::next_result(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds allowed,
+                                    std::string_view what) {
+  while (PQisBusy(conn_.get()) != 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      abandoned_ = true;  // the reply may still come: this session is never reused
+      throw OutcomeUnknown(fmt::format("{}: no reply from {} within {}ms", what, redacted_uri_, allowed.count()),
+                           "57014");
+    }
+    pollfd fd{PQsocket(conn_.get()), POLLIN, 0};
+    if (poll(&fd, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) fail(nullptr, what);
+    if (PQconsumeInput(conn_.get()) == 0) fail(nullptr, what);
+  }
+  return PQgetResult(conn_.get());
 }
 
 void throw_pg_error(PGconn* conn, const PGresult* result, std::string_view what, std::string_view where) {
@@ -197,18 +203,100 @@ PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<con
     return await(PQsendQueryPrepared(conn_.get(), statement.name.c_str(), count, values.data(), nullptr, nullptr, 0) != 0,
                  "statement failed", longer);
   } catch (const DatabaseError& e) {
-    // Nobody else prepares or deallocates on this session: a statement that is already there, or
-    // gone, was prepared on another server connection. Neither error ran anything.
-    std::string_view state = e.sqlstate();
-    if (state != "42P05" && state != "26000") throw;
-    prepared_.assign(prepared_.size(), false);
-    if (mode_->detect_transaction_pooler())
-      logger_->warn("{}: named prepared statements do not survive between statements ({}): a pooler in transaction "
-                    "mode sits in between; sending statements unnamed from now on. Add pool_mode=transaction to the "
-                    "URI to say so up front (waiters then poll instead of listening)",
-                    redacted_uri_, state);
-    throw PoolerDetected(e.what(), e.sqlstate());
+    on_statement_error(e);
   }
+}
+
+void PgConnection::on_statement_error(const DatabaseError& e) {
+  // Nobody else prepares or deallocates on this session: a statement that is already there, or
+  // gone, was prepared on another server connection. Neither error ran anything.
+  std::string_view state = e.sqlstate();
+  if (state != "42P05" && state != "26000") throw;  // called inside the handler of `e`
+  prepared_.assign(prepared_.size(), false);
+  if (mode_->detect_transaction_pooler())
+    logger_->warn(
+        "{}: named prepared statements do not survive between statements ({}): a pooler in transaction "
+        "mode sits in between; sending statements unnamed from now on. Add pool_mode=transaction to the "
+        "URI to say so up front (waiters then poll instead of listening)",
+        redacted_uri_, state);
+  throw PoolerDetected(e.what(), e.sqlstate());
+}
+
+std::vector<PgResult> PgConnection::exec_pipelined(std::span<const Pipelined> statements, std::size_t& failed_at) {
+  constexpr std::string_view what = "statement failed";
+  auto* conn = conn_.get();
+  if (PQenterPipelineMode(conn) == 0) fail(nullptr, what);
+  // Whatever is thrown below: pipeline mode ends here, or the session is never reused.
+  struct Leave {
+    PgConnection& self;
+    ~Leave() {
+      if (PQpipelineStatus(self.conn_.get()) != PQ_PIPELINE_OFF && PQexitPipelineMode(self.conn_.get()) == 0)
+        self.abandoned_ = true;
+    }
+  } leave{*this};
+  bool unnamed = mode_->behind_transaction_pooler();
+  // Each reply of the pipeline, in order: the statement it answers (a prepare answers its statement too).
+  std::vector<std::size_t> answers;
+  std::vector<std::size_t> preparing;  // ids of the statements prepared in this pipeline
+  bool sent = true;
+  for (std::size_t i = 0; i < statements.size() && sent; ++i) {
+    const auto& step = statements[i];
+    auto count = static_cast<int>(step.values.size());
+    if (step.statement == nullptr || unnamed) {
+      const char* sql = step.statement == nullptr ? step.text : step.statement->sql.c_str();
+      sent = PQsendQueryParams(conn, sql, count, nullptr, step.values.data(), nullptr, nullptr, 0) != 0;
+    } else {
+      const auto& statement = *step.statement;
+      if (statement.id >= prepared_.size()) prepared_.resize(statement.id + 1, false);
+      if (!prepared_[statement.id] && std::find(preparing.begin(), preparing.end(), statement.id) == preparing.end()) {
+        sent = PQsendPrepare(conn, statement.name.c_str(), statement.sql.c_str(), 0, nullptr) != 0;
+        preparing.push_back(statement.id);
+        answers.push_back(i);
+      }
+      sent = sent &&
+             PQsendQueryPrepared(conn, statement.name.c_str(), count, step.values.data(), nullptr, nullptr, 0) != 0;
+    }
+    answers.push_back(i);
+  }
+  if (!sent || PQpipelineSync(conn) == 0) fail(nullptr, what);
+
+  auto deadline = std::min(std::chrono::steady_clock::now() + statement_timeout_, reply_by_);
+  auto allowed = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  std::vector<PgResult> results(statements.size());
+  PgResult first_error;
+  std::size_t reply = 0;
+  // Every reply up to the sync must be read before pipeline mode can end: after an error the rest
+  // come back PGRES_PIPELINE_ABORTED.
+  while (true) {
+    PgResult result(next_result(deadline, allowed, what));
+    if (!result) {
+      if (++reply > answers.size() || PQstatus(conn) == CONNECTION_BAD) fail(nullptr, what);
+      continue;
+    }
+    auto status = PQresultStatus(result.get());
+    if (status == PGRES_PIPELINE_SYNC) break;
+    if (reply >= answers.size()) fail(nullptr, what);
+    if (status == PGRES_PIPELINE_ABORTED) continue;
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      if (!first_error) failed_at = answers[reply], first_error = std::move(result);
+      continue;
+    }
+    bool is_prepare = reply + 1 < answers.size() && answers[reply + 1] == answers[reply];
+    if (is_prepare)
+      prepared_[statements[answers[reply]].statement->id] = true;
+    else
+      results[answers[reply]] = std::move(result);
+  }
+  if (PQexitPipelineMode(conn) == 0) fail(nullptr, what);
+  if (first_error) {
+    try {
+      fail(first_error.get(), what);
+    } catch (const DatabaseError& e) {
+      if (statements[failed_at].statement == nullptr || unnamed) throw;
+      on_statement_error(e);
+    }
+  }
+  return results;
 }
 
 std::string pg_text_array(std::span<const std::string_view> items) {

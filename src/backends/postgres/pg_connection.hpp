@@ -101,6 +101,18 @@ class PgConnection {
   /// The same with the parameters as C strings, for callers that format them without allocating.
   PgResult exec_prepared(const PgStatement& statement, std::span<const char* const> values,
                          std::chrono::milliseconds longer = std::chrono::milliseconds(0));
+  /// One statement of exec_pipelined: a prepared one (named unless behind a transaction pooler), or
+  /// `text` sent unnamed when `statement` is null.
+  struct Pipelined {
+    const PgStatement* statement = nullptr;
+    const char* text = nullptr;
+    std::span<const char* const> values;
+  };
+  /// Sends `statements` together, one round trip (libpq pipeline mode; the prepares a session still
+  /// lacks go along), and returns their results in order. After a failed one the rest do not run;
+  /// its error is thrown as by exec_prepared, with its index in `failed_at`. The session leaves
+  /// pipeline mode before this returns or throws, or is abandoned (no reply in time, connection lost).
+  std::vector<PgResult> exec_pipelined(std::span<const Pipelined> statements, std::size_t& failed_at);
   /// Until the returned guard goes, every reply is awaited until `by` at most (or the statement
   /// timeout, whichever comes first).
   class ReplyLimit {
@@ -133,6 +145,12 @@ class PgConnection {
   /// Collects the reply of what was just sent (`sent` false: sending failed), waiting at most the
   /// statement timeout; throws the dblock exception for an error.
   PgResult await(bool sent, std::string_view what, std::chrono::milliseconds longer = std::chrono::milliseconds(0));
+  /// The next PQgetResult once it will not block, until `deadline` (then the session is abandoned).
+  PGresult* next_result(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds allowed,
+                        std::string_view what);
+  /// Inside the handler of `e`: a named statement missing or already there (42P05, 26000) throws
+  /// PoolerDetected; anything else is rethrown.
+  [[noreturn]] void on_statement_error(const DatabaseError& e);
 
   struct ConnDeleter {
     void operator()(PGconn* conn) const noexcept { PQfinish(conn); }

@@ -3,6 +3,8 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
@@ -15,7 +17,7 @@ namespace dblock::detail {
 namespace {
 
 // Above table mode's (0-19), advisory mode's (20-47) and the occurrence records' (48-63) ids.
-constexpr std::size_t kFenceStatementId = 64;
+constexpr std::size_t kFenceStatementId = 64;  // the fence; 65: a member's fence
 // The fence function's documented SQLSTATE (doc/sql-contract.md).
 constexpr std::string_view kFenceRefused = "DBF01";
 
@@ -76,31 +78,75 @@ class PgFences final : public FenceBackend {
  public:
   PgFences(SessionPool<PgConnection>& pool, std::string_view schema, std::string_view prefix, std::string_view redacted)
       : pool_(pool),
-        fence_(kFenceStatementId,
-               fill(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))", {{"{schema}", schema}, {"{prefix}", prefix}})),
+        fence_(kFenceStatementId, fill(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))",
+                                       {{"{schema}", schema}, {"{prefix}", prefix}})),
+        member_(kFenceStatementId + 1, fill(R"(SELECT "{schema}"."{prefix}fence_member"($1, $2, $3, $4::bigint))",
+                                            {{"{schema}", schema}, {"{prefix}", prefix}})),
         redacted_(redacted) {}
 
-  std::unique_ptr<FencedSession> begin_fenced(std::string_view name, std::int64_t token) override {
-    std::array<std::string, 2> params{std::string(name), std::to_string(token)};
+  std::unique_ptr<FencedSession> begin_fenced(std::span<const FenceRef> targets) override {
     for (int attempt = 0;; ++attempt) {
       auto session = pool_.lease();
-      session->exec("BEGIN");
+      std::size_t at = 0;
       try {
-        auto result = session->exec_prepared(fence_, params);
-        return std::make_unique<PgFencedSession>(std::move(session), to_int64(result.get(), 0, 0));
+        // BEGIN and every fence in one round trip (issue 32: the fence adds no round trip where
+        // the driver can send statements together).
+        std::vector<std::array<std::string, 4>> params(targets.size());
+        std::vector<std::array<const char*, 4>> values(targets.size());
+        std::vector<PgConnection::Pipelined> steps{{.statement = nullptr, .text = "BEGIN", .values = {}}};
+        for (std::size_t i = 0; i < targets.size(); ++i) steps.push_back(fence_step(targets[i], params[i], values[i]));
+        std::size_t failed_at = 0;
+        std::vector<PgResult> results;
+        try {
+          results = session->exec_pipelined(steps, failed_at);
+        } catch (const Error&) {
+          at = failed_at > 0 ? failed_at - 1 : 0;
+          throw;
+        }
+        std::int64_t least_ms = std::numeric_limits<std::int64_t>::max();
+        std::size_t least_at = 0;
+        for (std::size_t i = 0; i < targets.size(); ++i) {
+          auto left_ms = to_int64(results[i + 1].get(), 0, 0);
+          if (left_ms < least_ms) least_ms = left_ms, least_at = i;
+        }
+        // Each fence sets the transaction's timeouts to its own lease left: the smallest must come
+        // last, so fence that target once more (it holds its share lock already).
+        if (least_at + 1 != targets.size()) (void)fence(*session, targets[at = least_at]);
+        return std::make_unique<PgFencedSession>(std::move(session), least_ms);
       } catch (const PoolerDetected&) {
         roll_back(*session);
         if (attempt > 0) throw;  // sent unnamed the second time: never seen twice
       } catch (const Error& e) {
         roll_back(*session);
         if (std::string_view(e.sqlstate()) == kFenceRefused)
-          throw LockLost(fence_refused_message(name, token, redacted_));
+          throw LockLost(fence_refused_message(targets[at], redacted_));
         throw;
       }
     }
   }
 
  private:
+  PgConnection::Pipelined fence_step(const FenceRef& target, std::array<std::string, 4>& params,
+                                     std::array<const char*, 4>& values) const {
+    if (target.member())
+      params = {std::string(target.name), std::string(target.owner), std::string(target.kind),
+                std::to_string(target.token)};
+    else
+      params = {std::string(target.name), std::to_string(target.token), {}, {}};
+    for (std::size_t i = 0; i < params.size(); ++i) values[i] = params[i].c_str();
+    std::size_t count = target.member() ? 4 : 2;
+    return {
+        .statement = target.member() ? &member_ : &fence_, .text = nullptr, .values = std::span(values).first(count)};
+  }
+
+  std::int64_t fence(PgConnection& session, const FenceRef& target) {
+    std::array<std::string, 4> params;
+    std::array<const char*, 4> values{};
+    auto step = fence_step(target, params, values);
+    auto result = session.exec_prepared(*step.statement, step.values);
+    return to_int64(result.get(), 0, 0);
+  }
+
   static void roll_back(PgConnection& session) noexcept {
     try {
       session.exec("ROLLBACK");
@@ -110,7 +156,7 @@ class PgFences final : public FenceBackend {
   }
 
   SessionPool<PgConnection>& pool_;
-  PgStatement fence_;
+  PgStatement fence_, member_;
   std::string redacted_;
 };
 

@@ -209,9 +209,9 @@ FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0
   }
 
  private:
-  std::vector<LockInfo> list_rows(std::string_view only_name) override {
+  std::vector<LockInfo> list_rows(std::string_view only_name, std::size_t limit) override {
     auto session = pool_.lease();
-    return session->guarded("listing locks", [&] { return session->list(only_name); });
+    return session->guarded("listing locks", [&] { return session->list(only_name, limit); });
   }
 
   std::string path_;

@@ -115,12 +115,15 @@ LockCensus SqliteSession::census() {
   return LockCensus{result_a_, result_b_, std::chrono::milliseconds(result_c_)};
 }
 
-std::vector<LockInfo> SqliteSession::list(std::string_view only_name) {
+std::vector<LockInfo> SqliteSession::list(std::string_view only_name, std::size_t limit) {
   name_ = only_name;
+  limit_ = static_cast<std::int64_t>(limit);
   std::vector<LockInfo> rows;
   if (list_statement().execute(true)) {
-    do rows.push_back(LockInfo{out_name_, out_owner_, result_a_, result_b_, std::chrono::milliseconds(result_c_),
-                               kind_from_text(out_kind_), LockState::held, std::chrono::milliseconds(delay_)});
+    do
+      rows.push_back(LockInfo{out_name_, out_owner_, result_a_, result_b_, std::chrono::milliseconds(result_c_),
+                              kind_from_text(out_kind_), LockState::held, std::chrono::milliseconds(delay_),
+                              std::chrono::milliseconds(held_for_)});
     while (list_statement().fetch());
   }
   return rows;

@@ -18,6 +18,7 @@
 #include "backends/backend_errors.hpp"
 #include "backends/lock_backend.hpp"
 #include "backends/sqlite/sqlite_sql.hpp"
+#include "backends/sqlite/sqlite_statement_cache.hpp"
 
 namespace dblock::detail {
 
@@ -82,7 +83,7 @@ class SqliteSession {
   std::size_t reap(std::size_t batch);
   LockCensus census();
   /// Every row, or only `only_name`'s when it is not empty, ordered by name.
-  std::vector<LockInfo> list(std::string_view only_name);
+  std::vector<LockInfo> list(std::string_view only_name, std::size_t limit);
 
   // Groups (GroupBackend), one IMMEDIATE transaction each. Defined in sqlite_groups.cpp.
   std::optional<Grant> acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
@@ -122,6 +123,9 @@ class SqliteSession {
   }
 
   soci::session& session() { return session_; }
+  sqlite_api::sqlite3* raw() noexcept { return raw_; }
+  /// Fenced transactions' statements (sqlite_fence.cpp), prepared once per session.
+  SqliteStatementCache& statement_cache() noexcept { return statement_cache_; }
 
  private:
   template <class Make>
@@ -177,9 +181,10 @@ class SqliteSession {
   soci::statement& list_statement() {
     return prepared(list_, [&] {
       return soci::statement((session_.prepare << sql_.list, soci::use(name_, "name"), soci::use(name_, "name2"),
-                              soci::use(name_, "name3"), soci::use(name_, "name4"), soci::into(out_name_),
-                              soci::into(out_owner_), soci::into(result_a_), soci::into(result_b_),
-                              soci::into(result_c_), soci::into(out_kind_), soci::into(delay_)));
+                              soci::use(name_, "name3"), soci::use(name_, "name4"), soci::use(limit_, "limit"),
+                              soci::into(out_name_), soci::into(out_owner_), soci::into(result_a_),
+                              soci::into(result_b_), soci::into(result_c_), soci::into(out_kind_), soci::into(delay_),
+                              soci::into(held_for_)));
     });
   }
   soci::statement& begin_immediate_statement() {
@@ -215,9 +220,12 @@ class SqliteSession {
   // Bound parameters and results of the prepared statements (bound by address at prepare time).
   std::string name_, owner_, text_, out_name_, out_owner_, out_kind_;
   std::int64_t number_ = 0, held_token_ = 0, delay_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
+  std::int64_t held_for_ = 0;  // list: the row's age
+  std::int64_t limit_ = 0;     // list: most rows
 
   std::optional<soci::statement> acquire_, release_last_, release_at_one_, release_inner_, renew_, lease_left_, list_, force_release_,
       reap_, reap_members_, census_, begin_immediate_, commit_;
+  SqliteStatementCache statement_cache_;  // after session_: finalized before the connection closes
 };
 
 }  // namespace dblock::detail

@@ -125,15 +125,16 @@ RETURNING name, owner, token)");
     lease_left = fill(R"(SELECT expires_at - {now} FROM "{prefix}locks" WHERE name = :name)");
     // One row per holder: a group's lock row stands for its members, listed instead.
     list = fill(R"(
-SELECT name, owner, count, token, remaining, kind, lock_delay_ms FROM (
-  SELECT name, owner, count, token, expires_at - {now} AS remaining, 'exclusive' AS kind, lock_delay_ms
+SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for FROM (
+  SELECT name, owner, count, token, expires_at - {now} AS remaining, 'exclusive' AS kind, lock_delay_ms,
+         {now} - acquired_at AS held_for
   FROM "{prefix}locks" WHERE (:name = '' OR name = :name2) AND owner NOT IN ('(permits)', '(readers)')
   UNION ALL
-  SELECT m.name, m.owner, m.count, m.token, m.expires_at - {now}, m.kind, 0
+  SELECT m.name, m.owner, m.count, m.token, m.expires_at - {now}, m.kind, 0, {now} - m.acquired_at
   FROM "{prefix}holders" m JOIN "{prefix}locks" l
     ON l.name = m.name AND l.token = m.epoch AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
   WHERE (:name3 = '' OR m.name = :name4) AND m.kind <> 'writer')
-ORDER BY name, owner)");
+ORDER BY name, owner LIMIT :limit)");
     force_release = fill(R"(DELETE FROM "{prefix}locks" WHERE name = :name RETURNING name)");
     // Revocation, its acknowledgement and the minimum hold: as PgSql's.
     revoke = fill(R"(

@@ -1,2 +1,0 @@
--- dblock schema version 5: PostgreSQL's acquisition writes its row once (migrations/postgres/0005).
--- Nothing changes in this dialect; the version exists so that every dialect's schema has one number.

@@ -1,0 +1,210 @@
+// The sidecar's status page in a real headless browser (Debian's chromium), its JSON twin, the
+// guarded write action, and the lock-table gauges' cache, against a real PostgreSQL.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <dblock/dblock.hpp>
+
+#include "observability/pg_fixture.hpp"
+#include "support/eventually.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kHostile = "<script>alert(1)</script>";
+
+class Sidecar {
+ public:
+  Sidecar(const std::string& dsn, std::uint16_t port, const std::vector<std::string>& extra = {})
+      : port_(port), client_("127.0.0.1", port) {
+    std::vector<std::string> args{DBLOCK_CLI_PATH,
+                                  "--dsn",
+                                  dsn,
+                                  "--log-level",
+                                  "warn",
+                                  "reaper",
+                                  "--listen",
+                                  "127.0.0.1:" + std::to_string(port),
+                                  "--interval",
+                                  "1s",
+                                  "--status-refresh",
+                                  "100ms"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    client_.set_connection_timeout(1, 0);
+    client_.set_read_timeout(5, 0);
+  }
+  ~Sidecar() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  httplib::Client& client() { return client_; }
+  /// Serving, with the database reached (the HTTP server starts before the store opens).
+  bool ready() {
+    return dblock::test::eventually([&] { return get("/metrics").find("dblock_database_up 1\n") != std::string::npos; },
+                                    15s);
+  }
+  std::string get(const std::string& path) {
+    auto response = client_.Get(path);
+    return response ? response->body : "";
+  }
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::uint16_t port_;
+  httplib::Client client_;
+};
+
+/// The DOM headless Chromium builds from `url` (scripts would have run by then).
+std::string dump_dom(const std::string& url) {
+  auto profile = fmt::format("/tmp/dblock-chromium-{}", getpid());
+  auto command = fmt::format(
+      "timeout 60 chromium --headless --no-sandbox --disable-gpu --user-data-dir='{}' "
+      "--dump-dom '{}' 2>/dev/null",
+      profile, url);
+  std::string out;
+  auto* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  while (auto n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  pclose(pipe);
+  return out;
+}
+
+bool have_chromium() { return std::system("command -v chromium > /dev/null 2>&1") == 0; }
+
+class StatusPage : public dblock::test::PgObservability {};
+
+TEST_F(StatusPage, HeadlessChromiumShowsAHeldLockWithAHostileNameEscapedAndTheReleaseAfterwards) {
+  if (!have_chromium()) {
+    if (dblock::test::servers_required())
+      FAIL() << "chromium is missing (tools/deps.sh installs it) but DBLOCK_REQUIRE_SERVERS=1";
+    GTEST_SKIP() << "chromium is not installed (Debian: apt-get install chromium)";
+  }
+  dblock::LockManager locks(store_, {.default_ttl = 60s});
+  auto hostile = locks.try_acquire(kHostile);
+  ASSERT_TRUE(hostile);
+  auto plain = locks.try_acquire("status/plain");
+  ASSERT_TRUE(plain);
+  Sidecar sidecar(dsn_, dblock::test::free_port());
+  ASSERT_TRUE(sidecar.ready());
+
+  auto url = fmt::format("http://127.0.0.1:{}/", sidecar.port());
+  auto dom = dump_dom(url);
+  ASSERT_NE(dom.find("<h1>dblock locks</h1>"), std::string::npos) << "the page did not load:\n" << dom;
+  EXPECT_NE(dom.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos) << dom;
+  EXPECT_EQ(dom.find(kHostile), std::string::npos) << "the name became markup:\n" << dom;
+  EXPECT_NE(dom.find(fmt::format(">{}<", hostile->token())), std::string::npos) << "its token\n" << dom;
+  EXPECT_NE(dom.find("status/plain"), std::string::npos) << dom;
+  EXPECT_NE(dom.find("exclusive"), std::string::npos) << dom;
+  EXPECT_NE(dom.find("<b id=\"held\">2</b>"), std::string::npos) << dom;
+
+  hostile->release();
+  bool gone = dblock::test::eventually(
+      [&] {
+        dom = dump_dom(url);
+        return dom.find("status/plain") != std::string::npos && dom.find("alert(1)") == std::string::npos;
+      },
+      15s);
+  EXPECT_TRUE(gone) << "the page still shows the released lock:\n" << dom;
+}
+
+TEST_F(StatusPage, TheJsonEndpointListsTheSameRowsAndWritesAreOffUnlessATokenIsGiven) {
+  dblock::LockManager locks(store_, {.default_ttl = 60s});
+  auto held = locks.try_acquire(kHostile);
+  ASSERT_TRUE(held);
+  Sidecar sidecar(dsn_, dblock::test::free_port());
+  ASSERT_TRUE(sidecar.ready());
+  auto json = sidecar.get("/status.json");
+  EXPECT_NE(json.find(dblock::json_string(kHostile)), std::string::npos) << json;
+  EXPECT_NE(json.find(fmt::format("\"token\":{}", held->token())), std::string::npos) << json;
+  EXPECT_NE(json.find("\"kind\":\"exclusive\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"census\":{\"held\":1,"), std::string::npos) << json;
+  auto page = sidecar.client().Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_NE(page->get_header_value("Content-Security-Policy").find("default-src 'none'"), std::string::npos);
+  EXPECT_EQ(page->body.find("<script"), std::string::npos) << "no script on the page at all";
+
+  auto refused = sidecar.client().Post("/api/revoke?name=x", "", "text/plain");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 403) << "write actions are off by default";
+  EXPECT_FALSE(held->lost());
+}
+
+TEST_F(StatusPage, StatusRowsCapsTheListingToTheFirstNames) {
+  dblock::LockManager locks(store_, {.default_ttl = 60s});
+  auto c = locks.try_acquire("rows/c");
+  auto a = locks.try_acquire("rows/a");
+  auto b = locks.try_acquire("rows/b");
+  ASSERT_TRUE(a && b && c);
+  // The database sends only the first rows (doc/metrics.md measures it on a million).
+  auto first = store_->locks(2);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].name, "rows/a");
+  EXPECT_EQ(first[1].name, "rows/b");
+  Sidecar sidecar(dsn_, dblock::test::free_port(), {"--status-rows", "2"});
+  ASSERT_TRUE(sidecar.ready());
+  auto json = sidecar.get("/status.json");
+  EXPECT_NE(json.find("\"truncated\":true"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"rows/a\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"rows/b\""), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"rows/c\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"held\":3"), std::string::npos) << "the census counts them all\n" << json;
+  EXPECT_NE(sidecar.get("/").find("id=\"truncated\""), std::string::npos);
+}
+
+TEST_F(StatusPage, RevokeNeedsTheAdminToken) {
+  auto token_file = fmt::format("/tmp/dblock-admin-token-{}", getpid());
+  std::ofstream(token_file) << "0123456789abcdef-secret\n";
+  dblock::LockManager locks(store_, {.default_ttl = 60s});
+  auto held = locks.try_acquire("status/revoked");
+  ASSERT_TRUE(held);
+  Sidecar sidecar(dsn_, dblock::test::free_port(), {"--admin-token-file", token_file});
+  ASSERT_TRUE(sidecar.ready());
+  httplib::Headers wrong{{"Authorization", "Bearer 0123456789abcdef-secreX"}};
+  auto denied = sidecar.client().Post("/api/revoke?name=status/revoked", wrong, "", "text/plain");
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(store_->lock("status/revoked")->state, dblock::LockState::held);
+  httplib::Headers right{{"Authorization", "Bearer 0123456789abcdef-secret"}};
+  auto revoked = sidecar.client().Post("/api/revoke?name=status/revoked", right, "", "text/plain");
+  ASSERT_TRUE(revoked);
+  EXPECT_EQ(revoked->status, 200) << revoked->body;
+  EXPECT_EQ(store_->lock("status/revoked")->state, dblock::LockState::revoked);
+  std::remove(token_file.c_str());
+}
+
+TEST_F(StatusPage, LockTableGaugesAreReadAtMostOncePerCensusInterval) {
+  dblock::LockManager locks(store_, {.default_ttl = 60s});
+  auto first = locks.try_acquire("census/a");
+  ASSERT_TRUE(first);
+  Sidecar sidecar(dsn_, dblock::test::free_port(), {"--census-every", "1h"});
+  ASSERT_TRUE(sidecar.ready());
+  ASSERT_NE(sidecar.get("/metrics").find("dblock_locks_held 1\n"), std::string::npos);
+  auto second = locks.try_acquire("census/b");
+  ASSERT_TRUE(second);
+  // Scrapes within the interval reuse the census: no scan of the table per scrape.
+  for (int i = 0; i < 5; ++i)
+    EXPECT_NE(sidecar.get("/metrics").find("dblock_locks_held 1\n"), std::string::npos) << "scrape " << i;
+  EXPECT_NE(sidecar.get("/metrics").find("# TYPE dblock_census_duration_seconds gauge"), std::string::npos);
+}
+
+}  // namespace
