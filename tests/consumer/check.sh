@@ -40,8 +40,15 @@ if [ -n "$shared" ]; then
   for wanted in 'dblock::Store::open' 'dblock::LockManager::acquire' 'typeinfo for dblock::Timeout' 'dblock::migrate('; do
     grep -qF "$wanted" <<< "$symbols" || fail "$shared does not export $wanted"
   done
-  # Internals stay hidden; the one exception is the bench's floor, which the CLI reaches.
-  leaked=$(grep -E 'dblock::detail::|dblock::(Pg|My|Sqlite)' <<< "$symbols" | grep -vE 'dblock::detail::BenchFloor::|dblock::Lock::Lock\(' || true)
+  # Internals stay hidden; the one exception is the bench's floor, which the CLI reaches. Only the
+  # part before the parameter list counts: an exported member of a public class may take an internal
+  # type (Lock's constructor, AsyncLockManager's start_* called from its header's templates).
+  # asio's headers force default visibility (#pragma GCC visibility push(default)), so the templates
+  # it instantiates on dblock's types inside the library are weak exports (W) of asio's own names
+  # whatever -fvisibility says; no program can instantiate them on those types, so they clash with
+  # nothing, and they are left out here.
+  leaked=$(grep -vE '^[0-9a-f]+ W .* asio::' <<< "$symbols" | sed 's/(.*//' \
+             | grep -E 'dblock::detail::|dblock::(Pg|My|Sqlite)' | grep -vE 'dblock::detail::BenchFloor::' || true)
   [ -z "$leaked" ] || fail "$shared exports internals:"$'\n'"$leaked"
   echo "$shared: SONAME $soname, $(grep -c 'dblock::' <<< "$symbols") dblock symbols exported, no internals"
 fi
