@@ -47,8 +47,8 @@ step "starting throwaway servers in $dbdir"
 eval "$("$root/tools/testdb.sh" start "$dbdir")"
 export DBLOCK_REQUIRE_SERVERS=1
 if [ "$quick" = 1 ]; then
-  step "ctest (dev, quick tier: no nemesis, stress, cluster, Patroni, Python or bench tests)"
-  ctest --preset dev -j "$jobs" -LE 'nemesis|stress|cluster|python|bench' -E 'Patroni|patroni'
+  step "ctest (dev, quick tier: no nemesis, stress, Galera, Patroni, Python or bench tests)"
+  ctest --preset dev -j "$jobs" -LE 'nemesis|stress|cluster|python|bench' -E 'Patroni|patroni|Galera|galera'
   step "quick tier passed (the full run: tools/test.sh)"
   exit 0
 fi
