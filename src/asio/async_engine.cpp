@@ -113,6 +113,8 @@ void AsyncEngine::close() {
   for (auto& operation : live) operation->cancel();
   live.clear();
   pool_.join();  // the statements in flight end, and their grants, now unwanted, are released
+  // The listener reads the store's backend, which may go with core_ right after this.
+  signals_->board->stop_listening();
 }
 
 void AsyncEngine::watch_lost(const std::string& name, const std::shared_ptr<Cancellable>& waiter,

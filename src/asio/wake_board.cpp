@@ -16,7 +16,9 @@ WakeBoard::WakeBoard(LockBackend* backend, std::shared_ptr<spdlog::logger> logge
   if (backend_ != nullptr) thread_ = std::jthread([this](std::stop_token stop) { listen(std::move(stop)); });
 }
 
-WakeBoard::~WakeBoard() {
+WakeBoard::~WakeBoard() { stop_listening(); }
+
+void WakeBoard::stop_listening() {
   thread_.request_stop();
   {
     std::lock_guard lock(mutex_);

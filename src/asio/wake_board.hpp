@@ -38,6 +38,9 @@ class WakeBoard {
   /// `backend`: listens for notifications when it offers a listener; null: never (advisory mode).
   WakeBoard(LockBackend* backend, std::shared_ptr<spdlog::logger> logger);
   ~WakeBoard();
+  /// Stops listening for the database's notifications and waits for the listener to end; the
+  /// backend is not touched afterwards. Local wake-ups go on working. Idempotent.
+  void stop_listening();
   WakeBoard(const WakeBoard&) = delete;
   WakeBoard& operator=(const WakeBoard&) = delete;
 
