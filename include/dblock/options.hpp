@@ -150,6 +150,11 @@ struct ManagerOptions {
   /// Extra text mixed into the owner id, e.g. a pod name: up to 64 bytes of UTF-8 without control
   /// characters (InvalidArgument otherwise). Default: none.
   std::string owner_tag;
+  /// Table mode on PostgreSQL and MySQL/MariaDB: concurrent acquisitions and last-level releases
+  /// of this manager that would otherwise wait for each other go out together, one statement per
+  /// batch (doc/performance.md, "Combining"); each caller still gets exactly its own outcome. A
+  /// lone request goes at once. false: one statement per request. Default: true.
+  bool combine_requests = true;
 };
 
 }  // namespace dblock

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,23 @@ struct HeldRef {
   std::int64_t token = 0;
   milliseconds ttl{0};
   HolderKind kind = HolderKind::exclusive;  // permit or shared: a group's member (GroupBackend)
+};
+
+/// One acquisition of a combined statement (exclusive locks only; groups are never combined):
+/// try_acquire's arguments.
+struct AcquireRequest {
+  std::string_view name;
+  std::string_view owner;
+  milliseconds ttl{0};
+  std::int64_t held_token = 0;
+  milliseconds lock_delay{0};
+};
+
+/// One last-level release of a combined statement: release_last's arguments.
+struct ReleaseRequest {
+  std::string_view name;
+  std::string_view owner;
+  std::int64_t token = 0;
 };
 
 /// Wakes waiters when a name is released. Used by one thread at a time, except interrupt().
@@ -83,6 +101,21 @@ class LockBackend {
   /// row does not carry this owner and token.
   virtual std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner,
                                                    std::int64_t token) = 0;
+  /// The most requests one try_acquire_many / release_last_many statement may carry; 1: this
+  /// backend does not combine, and the core never calls them.
+  [[nodiscard]] virtual std::size_t max_batch() const noexcept { return 1; }
+  /// try_acquire for every request, with the same rules per name, in ONE statement and one
+  /// transaction. REQUIRES: names distinct and sorted by bytes (the one lock order of every
+  /// statement that locks several rows). Returns one outcome per request, in request order. All or
+  /// nothing: on an error no request took effect, except OutcomeUnknown (then all may have).
+  virtual std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> /*requests*/) {
+    throw std::logic_error("try_acquire_many on a backend that does not combine");
+  }
+  /// release_last for every request in ONE statement: true where the row carried that owner and
+  /// token and was deleted. Same requirements and error contract as try_acquire_many.
+  virtual std::vector<bool> release_last_many(std::span<const ReleaseRequest> /*requests*/) {
+    throw std::logic_error("release_last_many on a backend that does not combine");
+  }
   /// Renews every given lock in one statement, never shortening a lease and keeping a lock's
   /// lock-delay after its renewed lease, and returns the positions in `held` of those renewed (the
   /// row still carried that name, owner and token and a live lease; a lease within its lock-delay

@@ -87,9 +87,14 @@ std::uint64_t ManagerBase::owner_key_for_this_thread() const {
 }
 
 ManagerStats ManagerBase::stats() const {
-  return ManagerStats{acquired_.load(), contended_.load(), timeouts_.load(),
-                      renewals_.load(), lost_.load(), retried_.load(),
-                      std::chrono::milliseconds(waited_ms_.load())};
+  return ManagerStats{acquired_.load(),
+                      contended_.load(),
+                      timeouts_.load(),
+                      renewals_.load(),
+                      lost_.load(),
+                      retried_.load(),
+                      std::chrono::milliseconds(waited_ms_.load()),
+                      combined_.load()};
 }
 
 void ManagerBase::emit(LockEventKind kind, std::string_view name, std::int64_t token, std::int64_t count,

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/combiner.hpp"
 #include "core/key_gates.hpp"
 #include "core/manager_base.hpp"
 
@@ -40,6 +41,8 @@ class TableCore final : public ManagerBase {
     std::chrono::milliseconds lock_delay{0};
   };
 
+  /// From the constructor: concurrent plain acquisitions and last-level releases go out combined.
+  void start_combining(CombinerLimits limits);
   bool watchdog_cycle() override;
   std::vector<std::shared_ptr<HeldLock>> held_snapshot() override;
   void deadline_passed(const std::shared_ptr<HeldLock>& held) override;
@@ -82,6 +85,9 @@ class TableCore final : public ManagerBase {
   /// resolved by reading that row. Guarded by mutex_; bounded (the oldest go: by then the
   /// statement has long landed or died).
   std::set<std::pair<std::string, std::int64_t>> unsettled_releases_;
+  /// Plain acquisitions and last-level releases, combined (empty: one statement per request).
+  std::unique_ptr<Combiner<AcquireRequest, std::optional<Grant>>> acquires_;
+  std::unique_ptr<Combiner<ReleaseRequest, bool>> releases_;
 };
 
 }  // namespace dblock::detail

@@ -11,6 +11,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
 
+#include "core/combiner.hpp"
 #include "core/store_parts.hpp"
 #include "scripted_backend.hpp"
 
@@ -247,6 +248,108 @@ TEST_F(CorePolicy, OwnerTagsWithControlCharactersOrTooLongAreRefused) {
   EXPECT_THROW(manager({.owner_tag = std::string(65, 'x')}), dblock::InvalidArgument);
   EXPECT_THROW(manager({.owner_tag = "\xff"}), dblock::InvalidArgument);
   EXPECT_NO_THROW(manager({.owner_tag = "pod-7/zone-b"}));
+}
+
+/// Four callers on four threads whose acquisitions go out in one combined statement: "refused"
+/// (another owner's live row), "reentered" (the caller's own grant), "expired" (another owner's
+/// row past its lease) and "fresh". `lose`: what becomes of the combined statement's reply.
+struct BatchOutcomes {
+  std::optional<dblock::Lock> refused, reentered, expired, fresh;
+  bool refused_threw = false, reentered_threw = false, expired_threw = false, fresh_threw = false;
+  std::int64_t reentered_first_token = 0, expired_old_token = 0;
+  int batches = 0;
+  std::uint64_t combined = 0;
+};
+
+BatchOutcomes acquire_in_one_batch(const std::shared_ptr<Script>& script, Unknown lose) {
+  script->max_batch = 8;
+  auto store = dblock::detail::StoreParts::over(
+      std::make_unique<ScriptedBackend>(script),
+      std::make_shared<spdlog::logger>("scripted", std::make_shared<spdlog::sinks::null_sink_mt>()));
+  auto locks = std::make_shared<dblock::LockManager>(store, dblock::ManagerOptions{.default_ttl = 1min});
+  BatchOutcomes out;
+  {
+    std::lock_guard lock(script->mutex);
+    script->rows["refused"] = Script::Row{"someone-else", 1, ++script->next_token, Clock::now() + 1min};
+    out.expired_old_token = ++script->next_token;
+    script->rows["expired"] = Script::Row{"someone-else", 1, out.expired_old_token, Clock::now() - 1s};
+  }
+  std::atomic<int> parked{0};
+  auto run = [&](const std::string& name, std::optional<dblock::Lock>& got, bool& threw, std::future<void> go) {
+    dblock::detail::ParkHooks hooks{[&] { ++parked; }, {}};
+    dblock::detail::park_hooks = &hooks;
+    go.wait();
+    try {
+      got = locks->try_acquire(name);
+    } catch (const dblock::ConnectionError&) {
+      threw = true;
+    }
+  };
+  // The re-entering caller holds its first grant on its own thread (owners are per thread).
+  std::promise<void> held, go_reenter;
+  std::promise<void> go_refused, go_expired, go_fresh;
+  std::optional<dblock::Lock> first;
+  std::thread reenterer([&, go = go_reenter.get_future()]() mutable {
+    first = locks->try_acquire("reentered");
+    out.reentered_first_token = first ? first->token() : -1;
+    held.set_value();
+    run("reentered", out.reentered, out.reentered_threw, std::move(go));
+    first.reset();
+  });
+  held.get_future().wait();
+  script->acquires_gate.close();
+  auto blocker = std::async(std::launch::async, [&] { return locks->try_acquire("blocker"); });
+  // Once the blocker's statement is out, the next ones queue behind it.
+  for (auto until = Clock::now() + 5s; script->acquires.load() < 2 && Clock::now() < until;)
+    std::this_thread::sleep_for(1ms);
+  std::thread a(
+      [&, go = go_refused.get_future()]() mutable { run("refused", out.refused, out.refused_threw, std::move(go)); });
+  std::thread b(
+      [&, go = go_expired.get_future()]() mutable { run("expired", out.expired, out.expired_threw, std::move(go)); });
+  std::thread c([&, go = go_fresh.get_future()]() mutable { run("fresh", out.fresh, out.fresh_threw, std::move(go)); });
+  for (auto* go : {&go_reenter, &go_refused, &go_expired, &go_fresh}) go->set_value();
+  for (auto until = Clock::now() + 5s; parked.load() < 4 && Clock::now() < until;) std::this_thread::sleep_for(1ms);
+  script->batch_unknown = lose;
+  script->acquires_gate.open();
+  auto blocked = blocker.get();
+  a.join();
+  b.join();
+  c.join();
+  reenterer.join();
+  out.batches = script->batches.load();
+  out.combined = locks->stats().combined;
+  return out;
+}
+
+TEST_F(CorePolicy, ACombinedStatementGivesEachCallerExactlyItsOwnOutcome) {
+  auto out = acquire_in_one_batch(script_, Unknown::no);
+  EXPECT_EQ(out.batches, 1);
+  EXPECT_EQ(out.combined, 4U);
+  EXPECT_FALSE(out.refused.has_value());
+  ASSERT_TRUE(out.reentered.has_value());
+  EXPECT_EQ(out.reentered->token(), out.reentered_first_token);
+  ASSERT_TRUE(out.expired.has_value());
+  EXPECT_GT(out.expired->token(), out.expired_old_token);
+  ASSERT_TRUE(out.fresh.has_value());
+  EXPECT_EQ(script_->row("refused")->owner, "someone-else");
+}
+
+TEST_F(CorePolicy, ACombinedStatementWhoseReplyIsLostIsResolvedPerCallerByReadingItsRow) {
+  auto landed = acquire_in_one_batch(script_, Unknown::after_applying);
+  EXPECT_EQ(landed.batches, 1);
+  EXPECT_TRUE(landed.refused_threw);  // the row is another owner's: not a grant, and it cannot tell more
+  ASSERT_TRUE(landed.reentered.has_value());
+  EXPECT_EQ(landed.reentered->token(), landed.reentered_first_token);
+  ASSERT_TRUE(landed.expired.has_value());
+  EXPECT_GT(landed.expired->token(), landed.expired_old_token);
+  EXPECT_TRUE(landed.fresh.has_value());
+
+  script_ = std::make_shared<Script>();
+  auto lost = acquire_in_one_batch(script_, Unknown::before_applying);
+  EXPECT_EQ(lost.batches, 1);
+  EXPECT_TRUE(lost.refused_threw && lost.reentered_threw && lost.expired_threw && lost.fresh_threw);
+  EXPECT_FALSE(script_->row("fresh").has_value());
+  EXPECT_EQ(script_->row("expired")->token, lost.expired_old_token);
 }
 
 }  // namespace

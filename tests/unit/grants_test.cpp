@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <dblock/errors.hpp>
+#include <dblock/migrate.hpp>
 
 #include "backends/mysql/my_rights.hpp"
 #include "backends/runtime_grants.hpp"
@@ -102,4 +104,16 @@ TEST(RuntimeGrants, RolesThatCannotBeWrittenSafelyAreRefused) {
     EXPECT_THROW((void)postgres_runtime_grants("app", "p_", kObjects, role), dblock::InvalidArgument) << role;
   for (std::string role : {"@localhost", "web@", "o'hara", "web@local'host"})
     EXPECT_THROW((void)mysql_runtime_grants("app", "p_", kObjects, role), dblock::InvalidArgument) << role;
+}
+
+TEST(RuntimeGrants, MySqlAndGaleraGrantExecuteOnTheCombinedFunctionsOfMigration0011) {
+  // Read from the embedded migrations' text, as `dblock migrate grants` prints them (no server).
+  for (const char* uri : {"mysql://u@127.0.0.1/app?prefix=p_", "mysql://u@127.0.0.1/app?prefix=p_&engine=galera"}) {
+    auto text = dblock::Migrator::grants(uri, "web");
+    for (const char* function : {"p_acquire_many", "p_release_last_many", "p_acquire_delayed"})
+      EXPECT_NE(text.find(fmt::format("GRANT EXECUTE ON FUNCTION `app`.`{}` TO 'web'@'%';", function)),
+                std::string::npos)
+          << uri << "\n"
+          << text;
+  }
 }

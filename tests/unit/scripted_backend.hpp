@@ -11,8 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <dblock/dblock.hpp>
@@ -89,6 +92,10 @@ struct Script {
   std::vector<std::chrono::milliseconds> renewed_ttls;  // of the last renewal
   Unknown acquire_unknown = Unknown::no, release_unknown = Unknown::no;
   std::chrono::milliseconds acquire_delay{0};
+  std::size_t max_batch = 1;            // above 1: the backend combines (try_acquire_many, release_last_many)
+  Unknown batch_unknown = Unknown::no;  // the next combined acquisition's reply
+  Gate acquires_gate;                   // every acquisition statement passes it first
+  std::atomic<int> batches{0};          // combined statements sent
   Gate renewals_gate, checks_gate;
   std::shared_ptr<Stepper> stepper;  // when set, every writing statement of table mode goes through it
   // Advisory: which session holds each key, and what the next lock statement does after granting.
@@ -206,12 +213,66 @@ class ScriptedBackend final : public dblock::detail::Backend {
       return stepped<std::optional<Grant>>("acquire", owner, {held_token}, [s = script_, n = std::string(name), o = std::string(owner), ttl, held_token] {
         return s->apply_acquire(n, o, ttl, held_token);
       });
+    script_->acquires_gate.pass();
     if (script_->acquire_delay.count() > 0) std::this_thread::sleep_for(script_->acquire_delay);  // a slow reply
     auto mode = std::exchange(script_->acquire_unknown, Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     auto grant = script_->apply_acquire(name, owner, ttl, held_token);
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     return grant;
+  }
+  std::size_t max_batch() const noexcept override { return script_->max_batch; }
+  std::vector<std::optional<Grant>> try_acquire_many(
+      std::span<const dblock::detail::AcquireRequest> requests) override {
+    ++script_->acquires;
+    ++script_->batches;
+    check_order(requests);
+    std::vector<AcquireCopy> copies;
+    std::vector<std::int64_t> tokens;
+    std::string owners;
+    for (auto& r : requests) {
+      copies.push_back({std::string(r.name), std::string(r.owner), r.ttl, r.held_token});
+      tokens.push_back(r.held_token);
+      owners += (owners.empty() ? "" : ",") + std::string(r.owner);
+    }
+    auto apply = [s = script_, copies] {
+      std::vector<std::optional<Grant>> grants;
+      for (auto& c : copies) grants.push_back(s->apply_acquire(c.name, c.owner, c.ttl, c.held_token));
+      return grants;
+    };
+    if (script_->stepper)
+      return stepped<std::vector<std::optional<Grant>>>("acquire_many", owners, std::move(tokens), apply);
+    script_->acquires_gate.pass();
+    auto mode = std::exchange(script_->batch_unknown, Unknown::no);
+    if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    auto grants = apply();
+    if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    return grants;
+  }
+  std::vector<bool> release_last_many(std::span<const dblock::detail::ReleaseRequest> requests) override {
+    ++script_->batches;
+    check_order(requests);
+    std::vector<std::tuple<std::string, std::string, std::int64_t>> copies;
+    std::vector<std::int64_t> tokens;
+    std::string owners;
+    for (auto& r : requests) {
+      copies.emplace_back(std::string(r.name), std::string(r.owner), r.token);
+      tokens.push_back(r.token);
+      owners += (owners.empty() ? "" : ",") + std::string(r.owner);
+    }
+    auto apply = [s = script_, copies] {
+      std::vector<bool> deleted;
+      for (auto& [name, owner, token] : copies)
+        deleted.push_back(s->apply_release_last(name, owner, token).has_value());
+      return deleted;
+    };
+    if (script_->stepper) return stepped<std::vector<bool>>("release_last_many", owners, std::move(tokens), apply);
+    ++script_->releases;
+    auto mode = std::exchange(script_->release_unknown, Unknown::no);
+    if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    auto deleted = apply();
+    if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    return deleted;
   }
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
     if (script_->stepper)
@@ -300,6 +361,18 @@ class ScriptedBackend final : public dblock::detail::Backend {
   }
 
  private:
+  struct AcquireCopy {
+    std::string name, owner;
+    std::chrono::milliseconds ttl{0};
+    std::int64_t held_token = 0;
+  };
+  /// The backend contract: a combined statement names each name once, in byte order.
+  template <class Request>
+  static void check_order(std::span<const Request> requests) {
+    for (std::size_t i = 1; i < requests.size(); ++i)
+      if (!(requests[i - 1].name < requests[i].name))
+        throw std::logic_error("a combined statement's names are not distinct and in byte order");
+  }
   /// Runs `apply` when and as the stepper decides; its result is the reply.
   template <class Result, class Apply>
   Result stepped(std::string_view what, std::string_view owner, std::vector<std::int64_t> tokens, Apply apply) {

@@ -42,7 +42,7 @@ class Bench {
         run_id_(fmt::format("bench/{}", getpid())) {}
 
   Result uncontended(std::size_t threads) {
-    LockManager locks(store_, {.mode = mode_, .default_ttl = std::chrono::seconds(30)});
+    LockManager locks(store_, manager_options());
     std::vector<std::unique_ptr<detail::RawLockClient>> raw;
     for (std::size_t t = 0; t < threads; ++t) raw.push_back(floor_.raw_client());
     std::vector<std::size_t> counters(threads, 0);
@@ -78,7 +78,23 @@ class Bench {
     result.extra["ratio_of"] = "median of 8 alternating pairs";
     result.extra["unit"] = "acquire+release cycles";
     if (mode_ == LockMode::table) compare_with_hand_written(threads, library, result);
+    result.extra["p99_ms"] = fmt::format("{:.3f}", comparison.library.p99_ms);
+    note_combining(locks, result);
     return result;
+  }
+
+  [[nodiscard]] ManagerOptions manager_options() const {
+    return {.mode = mode_, .default_ttl = std::chrono::seconds(30), .combine_requests = request_.combine};
+  }
+
+  /// How many of the library's acquisitions and releases went out in a statement with others.
+  void note_combining(LockManager& locks, Result& result) const {
+    auto stats = locks.stats();
+    result.extra["combine"] = request_.combine ? "on" : "off";
+    result.extra["retried"] = std::to_string(stats.retried);
+    if (stats.acquired > 0)
+      result.extra["combined_pct"] = fmt::format(
+          "{:.0f}", 100.0 * static_cast<double>(stats.combined) / (2.0 * static_cast<double>(stats.acquired)));
   }
 
   /// The floor a user recognises: the simplest SQL they would write by hand, on the same names, in
@@ -103,6 +119,7 @@ class Bench {
       auto comparison = compare(threads, request_.duration, hand_written, library);
       auto key = how == HandWritten::synchronous ? std::string("hand_written") : "hand_written_async_delete";
       result.extra[key + "_ops_per_sec"] = fmt::format("{:.0f}", comparison.floor.ops_per_sec);
+      result.extra[key + "_p99_ms"] = fmt::format("{:.3f}", comparison.floor.p99_ms);
       result.extra["ratio_to_" + key] = fmt::format("{:.3f}", comparison.ratio);
     }
     result.extra["hand_written"] = "upsert with nextval() in VALUES + DELETE, raw driver";
@@ -182,7 +199,7 @@ class Bench {
       return std::make_tuple(figure, fmt::format("{}..{}", *least, *most), cpu_ms);
     };
     auto name = fmt::format("{}/handoff", run_id_);
-    LockManager locks(store_, {.mode = mode_, .default_ttl = std::chrono::seconds(30)});
+    LockManager locks(store_, manager_options());
     std::vector<std::optional<Lock>> held(threads);
     auto [dblock_figure, dblock_fairness, dblock_cpu] = measure(
         [&](std::size_t t) { held[t].emplace(locks.acquire(name, std::chrono::seconds(30))); },
@@ -273,7 +290,7 @@ class Bench {
       results.back().scenario = "scale handoff";
       results.back().extra["waiters"] = std::to_string(waiters);
     }
-    LockManager locks(store_, {.mode = mode_, .default_ttl = std::chrono::seconds(30)});
+    LockManager locks(store_, manager_options());
     for (std::size_t threads : {1, 2, 4, 8, 16, 32, 64}) {
       std::vector<std::size_t> counters(threads, 0);
       auto figure = run_threads(threads, request_.duration / 2, [&](std::size_t t, Latencies& latencies) {

@@ -18,6 +18,7 @@ struct BenchRequest {
   std::size_t reap_rows = 100'000;
   std::size_t reap_batch = 10'000;
   bool json = false;
+  bool combine = true;  // ManagerOptions::combine_requests of the library's managers
 };
 
 /// `dblock bench`: every figure next to its raw-driver floor measured in the same run.

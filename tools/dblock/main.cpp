@@ -218,6 +218,12 @@ int main(int argc, char** argv) {
   bench->add_option("--batch", bench_request.reap_batch, "Reaper batch size for the reap scenario")
       ->check(CLI::Range(1, 1000000));
   bench->add_flag("--json", bench_request.json, "One JSON object per scenario");
+  std::string bench_combine = "on";
+  bench
+      ->add_option(
+          "--combine", bench_combine,
+          "on: the library combines concurrent acquisitions and releases (the default); off: one statement each")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--log-format", log_format, "text or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}));
 
@@ -316,6 +322,7 @@ int main(int argc, char** argv) {
     StoreOptions store_options{.logger = logger};
     if (bench->parsed()) {
       bench_request.duration = parse_duration(bench_duration);
+      bench_request.combine = bench_combine == "on";
       if (bench_request.duration.count() <= 0) throw InvalidArgument("--duration must be positive");
       store_options.pool_size = std::max<std::size_t>(bench_request.threads, 16) + 4;  // one session per thread
     }

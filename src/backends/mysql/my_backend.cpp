@@ -46,6 +46,25 @@ std::string held_json(std::span<const HeldRef> held, bool kinds = false) {
   return json + "]";
 }
 
+/// acquire_many's parameter: [[name, owner, ttl_us, held_token, delay_ms], ...] (migration 0011).
+std::string requests_json(std::span<const AcquireRequest> requests) {
+  std::string json = "[";
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    json += fmt::format("{}[{},{},{},{},{}]", i == 0 ? "" : ",", json_string(requests[i].name),
+                        json_string(requests[i].owner), micros(requests[i].ttl), requests[i].held_token,
+                        requests[i].lock_delay.count());
+  return json + "]";
+}
+
+/// release_last_many's parameter: [[name, owner, token], ...].
+std::string releases_json(std::span<const ReleaseRequest> releases) {
+  std::string json = "[";
+  for (std::size_t i = 0; i < releases.size(); ++i)
+    json += fmt::format("{}[{},{},{}]", i == 0 ? "" : ",", json_string(releases[i].name),
+                        json_string(releases[i].owner), releases[i].token);
+  return json + "]";
+}
+
 class MyBackend final : public Backend {
  public:
   MyBackend(const StoreUri& uri, const BackendSettings& settings)
@@ -71,6 +90,33 @@ class MyBackend final : public Backend {
     std::array<MyParam, 3> params{name, owner, token};
     if (pool_.lease()->update(sql_.release_last, params) == 0) return std::nullopt;
     return 0;
+  }
+
+  /// A batch is one function call that loops over its names on the server. Galera certifies a
+  /// batch's write set as a whole: a smaller one meets fewer conflicts.
+  std::size_t max_batch() const noexcept override { return galera_ ? kGaleraBatch : kBatch; }
+
+  std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> requests) override {
+    auto json = requests_json(requests);
+    std::array<MyParam, 1> params{json};
+    return parse_positions_with_grants(combined_call(sql_.acquire_many, params), requests.size());
+  }
+
+  std::vector<bool> release_last_many(std::span<const ReleaseRequest> releases) override {
+    auto json = releases_json(releases);
+    std::array<MyParam, 1> params{json};
+    return parse_positions(combined_call(sql_.release_last_many, params), releases.size());
+  }
+
+  /// The answer of a combined function ('' when nothing was granted or deleted). In autocommit the
+  /// call is one transaction, rolled back whole on any error: a deadlock (1213), a lock-wait
+  /// timeout (1205) or the order check's SIGNAL after some names were written (checked on 10.11).
+  /// On Galera it goes through group_call's transaction, as the group functions do: autocommit
+  /// calls of acquire_many aborted by replicated writes left a client without a reply in 2 runs of
+  /// 2 (nine clients on three nodes, 400 batches each), the transaction form in none of 3.
+  std::string combined_call(const MyStatement& statement, std::span<const MyParam> params) {
+    auto rows = galera_ ? group_call(statement, params) : pool_.lease()->query(statement, params);
+    return rows.empty() ? std::string() : rows.front().str(0);
   }
 
   std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
@@ -338,6 +384,9 @@ class MyBackend final : public Backend {
                                milliseconds(row.num(7))});
     return locks;
   }
+
+  static constexpr std::size_t kBatch = 32;
+  static constexpr std::size_t kGaleraBatch = 8;
 
   MyEndpoint endpoint_;
   std::string redacted_;

@@ -147,6 +147,11 @@ DELETE FROM `{prefix}locks` WHERE name = ? AND owner = CONCAT('(revoked)', LEFT(
 UPDATE `{prefix}locks`
 SET owner = CONCAT('(min-hold)', LEFT(owner, 240)), expires_at = acquired_at + INTERVAL ? MICROSECOND, lock_delay_ms = 0
 WHERE name = ? AND owner = ? AND token = ? AND acquired_at + INTERVAL ? MICROSECOND > UTC_TIMESTAMP(6))");
+    // Many acquisitions, or many last-level releases, in one call of migration 0011's functions (one
+    // statement, one transaction): the requests as one JSON parameter (MyBackend's requests_json),
+    // the outcomes as the positions of those granted or deleted.
+    acquire_many = make("acquire_many", "SELECT `{prefix}acquire_many`(?)");
+    release_last_many = make("release_last_many", "SELECT `{prefix}release_last_many`(?)");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   version      INT NOT NULL PRIMARY KEY,
@@ -169,11 +174,10 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   ttl_us BIGINT PATH '$[3]',
   position FOR ORDINALITY)) h)";
 
-  MyStatement acquire, release, release_last, renew, renewed_of, lease_left, list, force_release, reap, reap_members, census,
-      seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer, unmark_writer,
-      first_lease_end,
-      schema_version, history, record_started, record_done, forget, grants, catalog, revoke, acknowledge_revoked,
-      release_keeping;
+  MyStatement acquire, release, release_last, renew, renewed_of, lease_left, list, force_release, reap, reap_members,
+      census, seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer,
+      unmark_writer, first_lease_end, schema_version, history, record_started, record_done, forget, grants, catalog,
+      revoke, acknowledge_revoked, release_keeping, acquire_many, release_last_many;
   std::string history_table;
 };
 
@@ -181,5 +185,11 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
 [[nodiscard]] std::vector<AppliedMigration> parse_history(const MyRows& rows);
 /// 'count token' from the acquire function: the grant, or empty for NULL (held by another owner).
 [[nodiscard]] std::optional<Grant> parse_grant(const MyRows& rows);
+/// acquire_many's "position count token,..." (positions from 0; '' when nothing was granted): one
+/// outcome per request of a batch of `requests`. @throws DatabaseError for any other text.
+[[nodiscard]] std::vector<std::optional<Grant>> parse_positions_with_grants(std::string_view text,
+                                                                            std::size_t requests);
+/// release_last_many's "position,...": true at each position given. @throws DatabaseError likewise.
+[[nodiscard]] std::vector<bool> parse_positions(std::string_view text, std::size_t requests);
 
 }  // namespace dblock::detail

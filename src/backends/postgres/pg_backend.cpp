@@ -1,6 +1,8 @@
 #include "backends/postgres/pg_backend.hpp"
 
+#include <algorithm>
 #include <array>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -70,6 +72,51 @@ class PgBackend final : public Backend {
     std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(token)};
     if (PQntuples(run(*pool_.lease(), sql_.release_last, params).get()) == 0) return std::nullopt;
     return 0;
+  }
+
+  // One advisory key per request, held to commit: 32 fits max_locks_per_transaction (64 by
+  // default) with room for the release's notify keys.
+  std::size_t max_batch() const noexcept override { return 32; }
+
+  std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> requests) override {
+    if (requests.empty()) return {};
+    std::vector<std::string_view> names, owners;
+    std::string ttls = "{", held = "{", delays = "{";
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const char* comma = i == 0 ? "" : ",";
+      names.push_back(requests[i].name);
+      owners.push_back(requests[i].owner);
+      ttls += fmt::format("{}{}", comma, requests[i].ttl.count());
+      held += fmt::format("{}{}", comma, requests[i].held_token);
+      delays += fmt::format("{}{}", comma, requests[i].lock_delay.count());
+    }
+    std::array<std::string, 5> params{pg_text_array(names), pg_text_array(owners), ttls + "}", held + "}",
+                                      delays + "}"};
+    auto result = run(*pool_.lease(), sql_.acquire_many, params);
+    std::vector<std::optional<Grant>> granted(requests.size());
+    Positions positions(names);
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      granted[positions.of(text_of(result.get(), row, 0))] =
+          Grant{to_int64(result.get(), row, 1), to_int64(result.get(), row, 2)};
+    return granted;
+  }
+
+  std::vector<bool> release_last_many(std::span<const ReleaseRequest> requests) override {
+    if (requests.empty()) return {};
+    std::vector<std::string_view> names, owners;
+    std::string tokens = "{";
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      names.push_back(requests[i].name);
+      owners.push_back(requests[i].owner);
+      tokens += fmt::format("{}{}", i == 0 ? "" : ",", requests[i].token);
+    }
+    std::array<std::string, 3> params{pg_text_array(names), pg_text_array(owners), tokens + "}"};
+    auto result = run(*pool_.lease(), sql_.release_last_many, params);
+    std::vector<bool> released(requests.size(), false);
+    Positions positions(names);
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      released[positions.of(text_of(result.get(), row, 0))] = true;
+    return released;
   }
 
   std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point reply_by) override {
@@ -238,6 +285,24 @@ class PgBackend final : public Backend {
                    milliseconds(to_int64(result.get(), row, 6)), milliseconds(to_int64(result.get(), row, 7))});
     return rows;
   }
+
+  /// Where each name of a combined statement's result stands among its requests (distinct names).
+  class Positions {
+   public:
+    explicit Positions(std::span<const std::string_view> names) {
+      for (std::size_t i = 0; i < names.size(); ++i) by_name_.emplace_back(names[i], i);
+      std::ranges::sort(by_name_);
+    }
+    [[nodiscard]] std::size_t of(std::string_view name) const {
+      auto found = std::ranges::lower_bound(by_name_, std::pair{name, std::size_t{0}});
+      if (found == by_name_.end() || found->first != name)
+        throw DatabaseError("a combined statement returned a name it was not sent");
+      return found->second;
+    }
+
+   private:
+    std::vector<std::pair<std::string_view, std::size_t>> by_name_;
+  };
 
   /// The arrays of a renewal: names, owners, tokens, TTLs, and the kinds when `with_kinds`.
   static std::vector<std::string> renewal_arrays(std::span<const HeldRef> held, bool with_kinds) {

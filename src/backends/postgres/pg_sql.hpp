@@ -26,8 +26,32 @@ namespace dblock::detail {
 struct PgSql {
   PgSql(std::string_view schema, std::string_view prefix, std::int32_t key, std::string_view channel) {
     auto key_text = std::to_string(key);
+    auto timeout_text = std::to_string(kBatchLockTimeoutMs);
     auto fill = [&](std::string_view sql) {
-      return detail::fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}, {"{key}", key_text}, {"{channel}", channel}});
+      return detail::fill(sql, {{"{schema}", schema},
+                                {"{prefix}", prefix},
+                                {"{key}", key_text},
+                                {"{channel}", channel},
+                                {"{batch_lock_timeout_ms}", timeout_text}});
+    };
+    // The conflict branch of a grant, shared by `acquire` and `acquire_many` so that both decide
+    // by the same rules; {held} is the caller's held token.
+    auto granting = [&](std::string_view sql, std::string_view held) {
+      return fill(detail::fill(
+          detail::fill(
+              detail::fill(sql, {{"{conflict}", R"(ON CONFLICT (name) DO UPDATE SET
+  count         = CASE WHEN {reenter} THEN l.count + 1 ELSE 1 END,
+  token         = CASE WHEN {reenter} THEN l.token ELSE EXCLUDED.token END,
+  acquired_at   = CASE WHEN {reenter} THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+  owner         = EXCLUDED.owner,
+  expires_at    = CASE WHEN {reenter}
+                       THEN greatest({lease_end}, EXCLUDED.expires_at - EXCLUDED.lock_delay_ms * interval '1 millisecond')
+                            + greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) * interval '1 millisecond'
+                       ELSE EXCLUDED.expires_at END,
+  lock_delay_ms = CASE WHEN {reenter} THEN greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) ELSE EXCLUDED.lock_delay_ms END
+WHERE (l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at) OR l.expires_at <= EXCLUDED.acquired_at)"}}),
+              {{"{reenter}", "l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at AND l.token = {held}"}}),
+          {{"{lease_end}", "(l.expires_at - l.lock_delay_ms * interval '1 millisecond')"}, {"{held}", held}}));
     };
     // Migration 0005's acquire_held as one statement (no PL/pgSQL call: less server CPU per grant):
     // the grants of one name are serialised by a transaction-level advisory lock on a 64-bit hash of
@@ -38,25 +62,46 @@ struct PgSql {
     // Lock-delay (migration 0008): expires_at is when the name is free, the lease's end plus
     // $5 ms; the lease ({lease_end}) is what a re-entry, and a takeover of the caller's own row,
     // need live. Everyone else waits for expires_at, delay included.
-    acquire = {0, fill(detail::fill(detail::fill(R"(
+    acquire = {0, granting(R"(
 WITH serial AS (SELECT pg_advisory_xact_lock(hashtextextended($1, 7310958615390432069))),
      c AS (SELECT clock_timestamp() AS now FROM serial)
 INSERT INTO "{schema}"."{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at, lock_delay_ms)
 SELECT $1, $2, 1, nextval('"{schema}"."{prefix}token_seq"'), c.now,
        c.now + ($3::bigint + $5::bigint) * interval '1 millisecond', $5::bigint FROM c
-ON CONFLICT (name) DO UPDATE SET
-  count         = CASE WHEN {reenter} THEN l.count + 1 ELSE 1 END,
-  token         = CASE WHEN {reenter} THEN l.token ELSE EXCLUDED.token END,
-  acquired_at   = CASE WHEN {reenter} THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
-  owner         = EXCLUDED.owner,
-  expires_at    = CASE WHEN {reenter}
-                       THEN greatest({lease_end}, EXCLUDED.expires_at - EXCLUDED.lock_delay_ms * interval '1 millisecond')
-                            + greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) * interval '1 millisecond'
-                       ELSE EXCLUDED.expires_at END,
-  lock_delay_ms = CASE WHEN {reenter} THEN greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) ELSE EXCLUDED.lock_delay_ms END
-WHERE (l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at) OR l.expires_at <= EXCLUDED.acquired_at
-RETURNING l.count, l.token)", {{"{reenter}", "l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at AND l.token = $4::bigint"}}),
-                                    {{"{lease_end}", "(l.expires_at - l.lock_delay_ms * interval '1 millisecond')"}}))};
+{conflict}
+RETURNING l.count, l.token)",
+                           "$4::bigint")};
+    // `acquire` for many names in one statement and transaction (the core combines concurrent
+    // callers). The arrays are in the caller's order of distinct names sorted by bytes; the grants
+    // of each name stay in token order because every advisory key of the batch is taken, in
+    // ascending order, before the clock is read and any token drawn (count(*) drains `serial`),
+    // and rows are then upserted in name order (ORDER BY under the INSERT): keys ascending, then
+    // rows by name, the order every statement that locks several rows keeps, so batches cannot
+    // deadlock each other.
+    // The NOT EXISTS refuses a name another owner holds live without writing or locking its row:
+    // no token drawn, no WAL, and no wait on a row an application fence holds (its snapshot can
+    // only be older than the truth, which refuses a caller a moment early, never grants wrongly:
+    // ON CONFLICT re-reads the newest row). The lock_timeout, local to this transaction (nothing
+    // stays on the session, as a transaction pooler needs), bounds how long one stuck name holds
+    // up the others: 55P03 is transient and the core sends each request alone then.
+    acquire_many = {18, granting(R"(
+WITH r AS (SELECT r.name COLLATE "C" AS name, r.owner, r.ttl_ms, r.held_token, r.delay_ms
+           FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+                AS r(name, owner, ttl_ms, held_token, delay_ms)),
+     bound AS (SELECT set_config('lock_timeout', '{batch_lock_timeout_ms}', true)),
+     serial AS (SELECT pg_advisory_xact_lock(k.key)
+                FROM (SELECT DISTINCT hashtextextended(r.name, 7310958615390432069) AS key FROM r, bound ORDER BY 1) k),
+     c AS (SELECT clock_timestamp() AS now FROM (SELECT count(*) FROM serial) s)
+INSERT INTO "{schema}"."{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at, lock_delay_ms)
+SELECT r.name, r.owner, 1, nextval('"{schema}"."{prefix}token_seq"'), c.now,
+       c.now + (r.ttl_ms + r.delay_ms) * interval '1 millisecond', r.delay_ms
+FROM r CROSS JOIN c
+WHERE NOT EXISTS (SELECT FROM "{schema}"."{prefix}locks" o
+                  WHERE o.name = r.name AND o.owner <> r.owner AND o.expires_at > c.now)
+ORDER BY r.name
+{conflict}
+RETURNING l.name, l.count, l.token)",
+                                 "(SELECT r.held_token FROM r WHERE r.name = EXCLUDED.name)")};
     // At zero the row is deleted; NOTIFY only when a waiter holds the shared advisory key
     // (then our exclusive try fails), so uncontended releases pay no notify cost.
     // Committed without waiting for the disk (doc/semantics.md, "Releases that do not wait for the
@@ -82,6 +127,21 @@ UNION ALL SELECT count::bigint, 0 FROM u, async)")};
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint RETURNING name)
 SELECT {notify_if_waited} FROM d, async)")};
+    // `release_last` for many rows in one statement, as asynchronous and notifying. `v` locks the
+    // rows in name order (the locking clause sits above the sort), so releases keep the lock order
+    // of acquire_many; both `v` and `d` re-check owner and token on the newest row version, so a
+    // row taken over meanwhile is left alone. Returns the names deleted.
+    release_last_many = {19, deleted_and_notified(R"(
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+     r AS (SELECT r.name COLLATE "C" AS name, r.owner, r.token
+           FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(name, owner, token)),
+     v AS (SELECT l.name FROM "{schema}"."{prefix}locks" l
+           JOIN r ON l.name = r.name AND l.owner = r.owner AND l.token = r.token
+           ORDER BY l.name FOR UPDATE OF l),
+     d AS (DELETE FROM "{schema}"."{prefix}locks" l USING r
+           WHERE l.name IN (SELECT v.name FROM v) AND l.name = r.name AND l.owner = r.owner AND l.token = r.token
+           RETURNING l.name)
+SELECT d.name, {notify_if_waited} FROM d, async)")};
     // The bench's hand-written floor: what a user would write without dblock (no stalled-insert
     // guard for tokens, no re-entry, no lost-reply handling, no wake-ups).
     hand_written_acquire = fill(R"(
@@ -270,7 +330,13 @@ WHERE n.nspname = $1 AND t.typname = ANY ($2::text[]) AND t.typtype IN ('c', 'd'
 ORDER BY 2, 1)");
   }
 
-  PgStatement acquire, release, release_last, renew, lease_left, list, force_release, reap, census;
+  /// How long one request of a combined acquisition may wait for a lock before the whole batch
+  /// gives way (55P03): well below deadlock_timeout (1 s), so in a cycle with an application's
+  /// fenced transaction the batch, not the application, is the one that yields.
+  static constexpr int kBatchLockTimeoutMs = 200;
+
+  PgStatement acquire, acquire_many, release, release_last, release_last_many;
+  PgStatement renew, lease_left, list, force_release, reap, census;
   PgStatement revoke, acknowledge_revoked, release_keeping;
   PgStatement acquire_member, release_member, renew_members, lease_left_marking_writer, unmark_writer, first_lease_end;
   std::string hand_written_acquire, hand_written_release, hand_written_release_async;

@@ -1,0 +1,2 @@
+-- dblock schema version 11: combined acquisitions and releases (migrations/mysql/0011).
+-- Nothing changes in this dialect; the version exists so that every dialect's schema has one number.
