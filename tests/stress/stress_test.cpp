@@ -123,6 +123,12 @@ TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
   EXPECT_EQ(total, kManagers * kThreadsPerManager * kIterations);
   for (auto& row : store->locks())
     EXPECT_EQ(row.owner, "abandoner") << "every release deleted its row; only abandoned leases may remain";
+  std::uint64_t combined = 0;
+  for (auto& manager : managers) combined += manager->stats().combined;
+  if (backend.max_batch() > 1) {
+    EXPECT_GT(combined, 0U)
+        << "the threads of a manager must have shared statements: the rules held inside batches too";
+  }
 }
 
 /// Groups under the same pressure: managers (on different nodes of a cluster) take permits of a
