@@ -14,12 +14,15 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include <dblock/errors.hpp>
+
+#include "backends/backend_errors.hpp"
 
 namespace dblock::detail {
 
@@ -136,7 +139,7 @@ class Combiner {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       Slot& slot = *batch[i];
       if (error)
-        slot.error = error;
+        slot.error = &slot == &mine ? error : own_copy(error);
       else
         slot.outcome = std::move(outcomes[i]);
       slot.combined = batch.size();
@@ -168,6 +171,46 @@ class Combiner {
     for (Slot* slot : batch) slot->state = State::taken;
     return batch;
   }
+
+  /// A copy of the error for one caller, built afresh from its message. Callers on other threads
+  /// catch it, read it and let it go; an exception object shared between threads (or a copy of
+  /// one, which shares the message's reference-counted buffer) is destroyed by whichever thread
+  /// lets go last, with no ordering the others can see (ThreadSanitizer reports it). Made on the
+  /// leader's thread before it hands the outcomes over under the mutex.
+  static std::exception_ptr own_copy(const std::exception_ptr& error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const OutcomeUnknown& e) {
+      return std::make_exception_ptr(OutcomeUnknown(fresh(e), e.sqlstate()));
+    } catch (const TransientError& e) {
+      return std::make_exception_ptr(TransientError(fresh(e), e.sqlstate()));
+    } catch (const SchemaError& e) {
+      return std::make_exception_ptr(SchemaError(e.reason(), fresh(e)));
+    } catch (const PermissionDenied& e) {
+      return std::make_exception_ptr(PermissionDenied(fresh(e)));
+    } catch (const DatabaseError& e) {
+      return std::make_exception_ptr(DatabaseError(fresh(e), e.sqlstate()));
+    } catch (const ConnectionError& e) {
+      return std::make_exception_ptr(ConnectionError(fresh(e), e.sqlstate()));
+    } catch (const InvalidArgument& e) {
+      return std::make_exception_ptr(InvalidArgument(fresh(e)));
+    } catch (const Timeout& e) {
+      return std::make_exception_ptr(Timeout(fresh(e)));
+    } catch (const LockLost& e) {
+      return std::make_exception_ptr(LockLost(fresh(e)));
+    } catch (const NotHeld& e) {
+      return std::make_exception_ptr(NotHeld(fresh(e)));
+    } catch (const Error& e) {
+      return std::make_exception_ptr(Error(e.category(), fresh(e), e.sqlstate()));
+    } catch (const std::logic_error& e) {
+      return std::make_exception_ptr(std::logic_error(fresh(e)));
+    } catch (const std::exception& e) {
+      return std::make_exception_ptr(std::runtime_error(fresh(e)));
+    } catch (...) {
+      return std::make_exception_ptr(std::runtime_error("a combined statement failed"));
+    }
+  }
+  static std::string fresh(const std::exception& e) { return std::string(std::string_view(e.what())); }
 
   static void wake(Slot& slot) {
     if (slot.hooks != nullptr && slot.hooks->resumed) slot.hooks->resumed();
