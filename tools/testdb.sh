@@ -122,7 +122,8 @@ start_pg() {
   port_busy "$PGPORT" && die "port $PGPORT is taken by another process; set DBLOCK_PGPORT"
   claim_port "$PGPORT"
   rm -rf "$DIR/pg"; mkdir -p "$DIR/pg"; chown postgres:postgres "$DIR/pg"
-  printf '%s\n' "$PW" > "$DIR/pg/pwfile"; chown postgres "$DIR/pg/pwfile"; chmod 600 "$DIR/pg/pwfile"
+  # Created unreadable to others from its first byte (umask), not chmod-ed after the write.
+  (umask 077; printf '%s\n' "$PW" > "$DIR/pg/pwfile"); chown postgres "$DIR/pg/pwfile"
   runuser -u postgres -- "$bin/initdb" -D "$DIR/pg/data" -U dblock --pwfile="$DIR/pg/pwfile" \
     --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 --no-sync > "$DIR/pg/initdb.log" 2>&1 \
     || { cat "$DIR/pg/initdb.log" >&2; die "initdb failed"; }
