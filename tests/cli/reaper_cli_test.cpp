@@ -112,9 +112,9 @@ TEST(ReaperSidecar, ServesMetricsAndHealthReapsAndStopsOnSigterm) {
 }
 
 TEST(ReaperSidecar, ASecondSidecarOnABusyAddressExits71NamingIt) {
-  auto dsn = dblock::test::Installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path(),
-                                        {.keep_store = false})
-                 .dsn();
+  auto dsn =
+      dblock::test::Installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path(), {.keep_store = false})
+          .dsn();
   auto port = dblock::test::free_port();
   Sidecar first(dsn, port);
   ASSERT_TRUE(eventually([&] { return first.status("/healthz") == 200; }));
@@ -167,9 +167,9 @@ TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
 }
 
 TEST(ReaperSidecar, OnceExitsWithTheOutcome) {
-  auto dsn = dblock::test::Installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path(),
-                                        {.keep_store = false})
-                 .dsn();
+  auto dsn =
+      dblock::test::Installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path(), {.keep_store = false})
+          .dsn();
   int ok = std::system(fmt::format("'{}' --dsn '{}' reaper --once > /dev/null 2>&1", DBLOCK_CLI_PATH, dsn).c_str());
   EXPECT_EQ(WEXITSTATUS(ok), 0);
   int unreachable = std::system(

@@ -408,8 +408,7 @@ TEST_F(Advisory, RefusesLoudlyThroughAPoolerInTransactionMode) {
   }
   // A URI that calls the pooler a session pool: the first statement runs unchecked, and the check
   // between statements must catch the pooler moving the session.
-  auto through_pooler =
-      dblock::Store::open(installation_->dsn_on(pooler_dsn, "pool=1&pool_mode=session"));
+  auto through_pooler = dblock::Store::open(installation_->dsn_on(pooler_dsn, "pool=1&pool_mode=session"));
   dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
   decltype(locks.try_acquire(key)) held;
   try {

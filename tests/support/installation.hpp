@@ -47,8 +47,7 @@ class Installation {
   Installation(const std::string& dialect, std::vector<std::string> nodes, InstallationSetup setup = {})
       : nodes_(std::move(nodes)), prefix_(unique_prefix()), setup_(std::move(setup)) {
     open();
-    admin_ = make_admin(dialect, nodes_.front(), dialect == "mysql" ? "dblock" : dialect == "sqlite" ? "main" : "public",
-                        prefix_);
+    admin_ = make_admin(dialect, nodes_.front(), schema_of(dialect), prefix_);
   }
 
   /// The server DSN with this installation's prefix and `extra` URI parameters ("pool=1&...").
@@ -75,6 +74,10 @@ class Installation {
   [[nodiscard]] Admin& admin() const noexcept { return *admin_; }
 
  private:
+  /// Where dblock's tables live by default, as default_schema() says for a case.
+  static std::string schema_of(const std::string& dialect) {
+    return dialect == "mysql" ? "dblock" : dialect == "sqlite" ? "main" : "public";
+  }
   void open() {
     if (!setup_.migrated && !setup_.keep_store) return;
     store_ = Store::open(dsn(setup_.store_params), setup_.store_options);
