@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -27,6 +28,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -83,8 +85,10 @@ class ScheduledUnit : public ::testing::TestWithParam<dblock::test::BackendCase>
  protected:
   void SetUp() override {
     DBLOCK_REQUIRE_BACKEND_DSN(dsn_, GetParam());
-    if (GetParam().dsn_env != nullptr)
-      dsn_ = dblock::test::with_params(dsn_, "prefix=" + dblock::test::unique_prefix());
+    // Not migrated: on a server, the unit's hosts expect `dblock migrate up` at deployment (below).
+    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), dsn_,
+                                                                 dblock::test::InstallationSetup{.migrated = false});
+    dsn_ = installation_->dsn();
     dir_ = fmt::format("/tmp/dblock-occurrence-{}-{}", getpid(), GetParam().label);
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
@@ -94,15 +98,15 @@ class ScheduledUnit : public ::testing::TestWithParam<dblock::test::BackendCase>
                         << "/runs.log\nsleep 0.1\nexit \"${JOB_EXIT:-0}\"\n";
     std::filesystem::permissions(job_, std::filesystem::perms::owner_all);
     unit_ = read_unit(DBLOCK_RUN_UNIT_PATH);
-    store_ = dblock::Store::open(dsn_);
+    store_ = installation_->store();
     if (GetParam().dsn_env != nullptr) {
-      // The unit's hosts expect the schema in place (`dblock migrate up` at deployment).
       int status = run_cli({DBLOCK_CLI_PATH, "migrate", "up", "--dsn", dsn_});
       ASSERT_EQ(status, 0);
     }
   }
   void TearDown() override {
     store_.reset();
+    installation_.reset();
     std::filesystem::remove_all(dir_);
     dblock::test::remove_embedded_sqlite();
   }
@@ -174,6 +178,7 @@ class ScheduledUnit : public ::testing::TestWithParam<dblock::test::BackendCase>
   }
 
   std::string dsn_, dir_, job_;
+  std::unique_ptr<dblock::test::Installation> installation_;
   Unit unit_;
   std::shared_ptr<dblock::Store> store_;
 };
@@ -241,13 +246,12 @@ class OccurrenceRecords : public ::testing::TestWithParam<dblock::test::BackendC
  protected:
   void SetUp() override {
     DBLOCK_REQUIRE_BACKEND_DSN(dsn_, GetParam());
-    if (GetParam().dsn_env != nullptr)
-      dsn_ = dblock::test::with_params(dsn_, "prefix=" + dblock::test::unique_prefix());
-    store_ = dblock::Store::open(dsn_);
-    (void)dblock::migrate(*store_);
+    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), dsn_);
+    store_ = installation_->store();
   }
   void TearDown() override {
     store_.reset();
+    installation_.reset();
     dblock::test::remove_embedded_sqlite();
   }
   std::optional<dblock::OccurrenceInfo> record(const std::string& key) {
@@ -256,6 +260,7 @@ class OccurrenceRecords : public ::testing::TestWithParam<dblock::test::BackendC
     return std::nullopt;
   }
   std::string dsn_;
+  std::unique_ptr<dblock::test::Installation> installation_;
   std::shared_ptr<dblock::Store> store_;
 };
 

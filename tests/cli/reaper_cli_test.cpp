@@ -18,6 +18,7 @@
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
 
@@ -84,12 +85,10 @@ class Sidecar {
 };
 
 TEST(ReaperSidecar, ServesMetricsAndHealthReapsAndStopsOnSigterm) {
-  auto path = dblock::test::embedded_sqlite_path();
-  auto dsn = "sqlite://" + path;
-  auto store = dblock::Store::open(dsn);
-  dblock::migrate(*store);
-  auto admin = dblock::test::make_admin("sqlite", dsn, "main", "dblock_");
-  admin->insert_expired("stale/", 7);
+  dblock::test::Installation installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path());
+  auto dsn = installation.dsn();
+  const auto& store = installation.store();
+  installation.admin().insert_expired("stale/", 7);
   dblock::LockManager locks(store, {.default_ttl = 60s});
   auto live = locks.try_acquire("live");
   ASSERT_TRUE(live);
@@ -113,8 +112,9 @@ TEST(ReaperSidecar, ServesMetricsAndHealthReapsAndStopsOnSigterm) {
 }
 
 TEST(ReaperSidecar, ASecondSidecarOnABusyAddressExits71NamingIt) {
-  auto dsn = "sqlite://" + dblock::test::embedded_sqlite_path();
-  dblock::migrate(*dblock::Store::open(dsn));
+  auto dsn =
+      dblock::test::Installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path(), {.keep_store = false})
+          .dsn();
   auto port = dblock::test::free_port();
   Sidecar first(dsn, port);
   ASSERT_TRUE(eventually([&] { return first.status("/healthz") == 200; }));
@@ -136,12 +136,11 @@ TEST(ReaperSidecar, ASecondSidecarOnABusyAddressExits71NamingIt) {
 TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
   std::string server_dsn;
   DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
-  auto prefix = dblock::test::unique_prefix();
-  dblock::migrate(*dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix)));
-  auto admin = dblock::test::make_admin("postgresql", server_dsn, "public", prefix);
+  dblock::test::Installation installation("postgresql", server_dsn, {.keep_store = false});
+  auto* admin = &installation.admin();
 
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn), /*start_down=*/true);
-  auto proxied = dblock::test::with_params(dblock::test::with_port(server_dsn, proxy.port()), "prefix=" + prefix);
+  auto proxied = installation.dsn_on(dblock::test::with_port(server_dsn, proxy.port()));
   auto port = dblock::test::free_port();
   Sidecar sidecar(proxied, port, {"--unhealthy-after", "2"});
 
@@ -168,8 +167,9 @@ TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
 }
 
 TEST(ReaperSidecar, OnceExitsWithTheOutcome) {
-  auto dsn = "sqlite://" + dblock::test::embedded_sqlite_path();
-  dblock::migrate(*dblock::Store::open(dsn));
+  auto dsn =
+      dblock::test::Installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path(), {.keep_store = false})
+          .dsn();
   int ok = std::system(fmt::format("'{}' --dsn '{}' reaper --once > /dev/null 2>&1", DBLOCK_CLI_PATH, dsn).c_str());
   EXPECT_EQ(WEXITSTATUS(ok), 0);
   int unreachable = std::system(

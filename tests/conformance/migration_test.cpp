@@ -147,7 +147,7 @@ TEST_P(RoleMigrations, ThePrintedGrantsAreAllARuntimeRoleNeedsAndUpNeedsNoCreate
   // The runtime role of an init container and of the application: exactly what `migrate grants` prints.
   dblock::test::TestRole role(*admin_, GetParam().dialect, server_dsn_, "r" + prefix_);
   EXPECT_GE(role.grant(dblock::Migrator::grants(dsn(prefix_), role.account())), 5);
-  auto store = dblock::Store::open(dblock::test::with_params(role.dsn(), "prefix=" + prefix_));
+  auto store = dblock::Store::open(installation_->dsn_on(role.dsn()));
   dblock::Migrator migrator(store);
   auto result = migrator.up();  // the init container's step: it failed before with "permission denied for schema"
   EXPECT_TRUE(result.applied.empty());
@@ -188,7 +188,7 @@ TEST_P(RoleMigrations, UpWithoutTheRightToCreateFailsNamingItAndLeavesNothingBeh
   role.exec(mysql_ ? "GRANT SELECT, INSERT, UPDATE, DELETE ON dblock.* TO {role}"
                    : "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}");
   auto before = catalog(prefix_);
-  auto role_dsn = dblock::test::with_params(role.dsn(), "prefix=" + prefix_);
+  auto role_dsn = installation_->dsn_on(role.dsn());
   try {
     dblock::Migrator(dblock::Store::open(role_dsn)).up();
     ADD_FAILURE() << "migrate up without CREATE rights succeeded";
@@ -237,7 +237,7 @@ TEST_P(RoleMigrations, AnUpgradeByARoleThatDoesNotOwnTheFunctionsItRedefinesIsRe
   if (!mysql_) role.exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {{role}}"));
   auto before = catalog(prefix_);
   try {
-    dblock::Migrator(dblock::Store::open(dblock::test::with_params(role.dsn(), "prefix=" + prefix_))).up();
+    dblock::Migrator(dblock::Store::open(installation_->dsn_on(role.dsn()))).up();
     ADD_FAILURE() << "an upgrade re-defining another role's functions succeeded";
   } catch (const dblock::PermissionDenied& e) {
     std::string message = e.what();
@@ -569,7 +569,7 @@ TEST_P(MySqlMigrations, AMigratingUserMissingAPrivilegeIsRefusedBeforeAnythingIs
                            user));
   auto limited = server_dsn_;
   limited.replace(limited.find("://") + 3, limited.find('@') - limited.find("://") - 3, user + ":pw");
-  auto store = dblock::Store::open(dblock::test::with_params(limited, "prefix=" + prefix_));
+  auto store = dblock::Store::open(installation_->dsn_on(limited));
   dblock::Migrator migrator(store);
   EXPECT_THROW(migrator.up(), dblock::PermissionDenied);
   EXPECT_FALSE(admin_->table_exists(prefix_ + "locks"));
@@ -579,7 +579,7 @@ TEST_P(MySqlMigrations, AMigratingUserMissingAPrivilegeIsRefusedBeforeAnythingIs
   admin_->exec(fmt::format("GRANT CREATE ROUTINE, ALTER ROUTINE, EXECUTE ON dblock.* TO '{}'@'%'", user));
   // Sessions see new database privileges only once they connect: a fresh store, as another
   // replica would be.
-  auto granted = dblock::Store::open(dblock::test::with_params(limited, "prefix=" + prefix_));
+  auto granted = dblock::Store::open(installation_->dsn_on(limited));
   dblock::Migrator again(granted);
   EXPECT_EQ(again.up().applied, all_versions());
   EXPECT_NO_THROW(again.verify());

@@ -8,6 +8,7 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
 
@@ -22,9 +23,8 @@ TEST_P(RoundTrips, UncontendedAcquireAndReleaseAreOneRoundTripEach) {
   DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
   auto proxied = dblock::test::with_port(server_dsn, proxy.port());
-  auto prefix = dblock::test::unique_prefix();
-  dblock::migrate(*dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix)));
-  auto store = dblock::Store::open(dblock::test::with_params(proxied, "prefix=" + prefix + "&pool=1"));
+  dblock::test::Installation installation(GetParam(), server_dsn, {.keep_store = false});
+  auto store = dblock::Store::open(installation.dsn_on(proxied, "pool=1"));
   dblock::LockManager locks(store, {.mode = GetParam().mode, .default_ttl = 60s});
   locks.try_acquire(fmt::format("warm-up/{}", getpid()))->release();  // connects and prepares
   proxy.reset_round_trips();
@@ -49,14 +49,13 @@ TEST_P(GroupRoundTrips, APermitAndAReadLockAreOneRoundTripEachWay) {
   DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
   auto proxied = dblock::test::with_port(server_dsn, proxy.port());
-  auto prefix = dblock::test::unique_prefix();
-  auto direct = dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix));
-  dblock::migrate(*direct);
+  dblock::test::Installation installation(GetParam(), server_dsn);
+  const auto& direct = installation.store();
   dblock::LockManager others(direct, {.default_ttl = 60s});
   auto other_permit = others.try_acquire("pool", {.permits = 3});  // members already there
   auto other_reader = others.try_acquire("table", {.shared = true});
   ASSERT_TRUE(other_permit && other_reader);
-  auto store = dblock::Store::open(dblock::test::with_params(proxied, "prefix=" + prefix + "&pool=1"));
+  auto store = dblock::Store::open(installation.dsn_on(proxied, "pool=1"));
   dblock::LockManager locks(store, {.default_ttl = 60s});
   locks.try_acquire("warm-up")->release();  // connects and prepares
   locks.try_acquire("warm-up", {.permits = 1})->release();
@@ -88,9 +87,8 @@ TEST_P(FenceRoundTrips, AnEmptyFencedTransactionIsTwoRoundTripsBeginWithTheFence
   DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
   auto proxied = dblock::test::with_port(server_dsn, proxy.port());
-  auto prefix = dblock::test::unique_prefix();
-  dblock::migrate(*dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix)));
-  auto store = dblock::Store::open(dblock::test::with_params(proxied, "prefix=" + prefix + "&pool=1"));
+  dblock::test::Installation installation(GetParam(), server_dsn, {.keep_store = false});
+  auto store = dblock::Store::open(installation.dsn_on(proxied, "pool=1"));
   dblock::LockManager locks(store, {.default_ttl = 60s});
   auto lock = locks.try_acquire(fmt::format("fence-rt/{}", getpid()));
   ASSERT_TRUE(lock);

@@ -19,6 +19,7 @@
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
+#include "support/installation.hpp"
 #include "support/own_servers.hpp"
 #include "support/servers.hpp"
 
@@ -34,16 +35,13 @@ std::vector<std::string> split(const std::string& text) {
   return words;
 }
 
+const dblock::StoreOptions kNodeStoreOptions{.connect_timeout = 3s, .statement_timeout = 3s};
+
 /// Stores on every node of the shared cluster, one installation (prefix), migrated.
 std::vector<std::shared_ptr<dblock::Store>> stores_on_nodes(const std::vector<std::string>& nodes,
                                                              const std::string& params = {}) {
-  auto prefix = dblock::test::unique_prefix();
-  std::vector<std::shared_ptr<dblock::Store>> stores;
-  for (auto& node : nodes)
-    stores.push_back(dblock::Store::open(dblock::test::with_params(node, "prefix=" + prefix + (params.empty() ? "" : "&" + params)),
-                                         {.connect_timeout = 3s, .statement_timeout = 3s}));
-  dblock::migrate(*stores.front());
-  return stores;
+  return dblock::test::Installation("mysql", nodes, {.store_params = params, .store_options = kNodeStoreOptions})
+      .stores_on_nodes();
 }
 
 class Galera : public ::testing::Test {
@@ -151,18 +149,12 @@ TEST_F(Galera, TheClusterIsDetectedAndAUriClaimingGaleraForAPlainServerIsRefused
 // only one of the two commit: either the fenced transaction commits before the writer is granted,
 // or its COMMIT fails. Either way no write of the paused holder lands after the next grant.
 void paused_fenced_write_against_a_takeover_on_another_node(const std::vector<std::string>& nodes, bool reader) {
-  auto prefix = dblock::test::unique_prefix();
-  auto node_store = [&](const std::string& node) {
-    return dblock::Store::open(dblock::test::with_params(node, "prefix=" + prefix),
-                               {.connect_timeout = 3s, .statement_timeout = 3s});
-  };
-  auto first = node_store(nodes.at(0));
-  auto second = node_store(nodes.at(1));
-  dblock::migrate(*first);
-  auto admin =
-      dblock::test::make_admin("mysql", dblock::test::with_params(nodes.at(0), "prefix=" + prefix), "dblock", prefix);
-  auto app =
-      dblock::test::make_admin("mysql", dblock::test::with_params(nodes.at(0), "prefix=" + prefix), "dblock", prefix);
+  dblock::test::Installation installation("mysql", std::vector<std::string>{nodes.at(0), nodes.at(1)},
+                                          {.store_options = kNodeStoreOptions});
+  const auto& prefix = installation.prefix();
+  auto second = installation.stores_on_nodes().at(1);
+  auto* admin = &installation.admin();
+  auto app = dblock::test::make_admin("mysql", nodes.at(0), "dblock", prefix);
   auto data = "`" + prefix + "fence_data`";
   admin->exec("CREATE TABLE " + data + " (token BIGINT NOT NULL PRIMARY KEY) ENGINE = InnoDB");
   const std::string name = reader ? "galera/fence-reader" : "galera/fence";

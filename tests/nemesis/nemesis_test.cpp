@@ -42,6 +42,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
 
@@ -386,11 +387,8 @@ void Nemesis::run(Workload workload) {
   DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
   bool networked = GetParam().dsn_env != nullptr;
   bool advisory = GetParam().mode == dblock::LockMode::advisory;
-  auto base = dblock::test::with_params(server_dsn, "prefix=" + dblock::test::unique_prefix());
-  {
-    auto store = dblock::Store::open(base);
-    dblock::migrate(*store);
-  }
+  dblock::test::Installation installation(GetParam(), server_dsn, {.keep_store = false});
+  auto base = installation.dsn();
   auto dir = std::filesystem::temp_directory_path() / fmt::format("dblock-nemesis-{}-{}", getpid(), GetParam().label);
   std::filesystem::create_directories(dir);
 

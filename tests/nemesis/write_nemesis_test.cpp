@@ -480,7 +480,7 @@ WriteNemesis::Outcome WriteNemesis::run(bool fenced) {
       make_args = [&, s](int round, std::int64_t spawned_ns) {
         return std::vector<std::string>{DBLOCK_CLI_PATH,
                                         "--dsn",
-                                        dblock::test::with_params(s->dsn(), "prefix=" + prefix),
+                                        installation.dsn_on(s->dsn()),
                                         "run",
                                         "--name",
                                         kNames[static_cast<std::size_t>(round) % kNames.size()],

@@ -1,5 +1,6 @@
 #pragma once
-// A PostgreSQL store with dblock's tables under a prefix of its own, for the observability tests.
+// A PostgreSQL store with dblock's tables under a prefix of its own, for the observability tests:
+// the shared Installation, under the names these tests use.
 
 #include <memory>
 #include <string>
@@ -7,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <dblock/dblock.hpp>
 
-#include "support/admin.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 namespace dblock::test {
@@ -16,16 +17,17 @@ class PgObservability : public ::testing::Test {
  protected:
   void SetUp() override {
     DBLOCK_REQUIRE_DSN(server_dsn_, "DBLOCK_TEST_PG_DSN");
-    prefix_ = unique_prefix();
-    dsn_ = with_params(server_dsn_, "prefix=" + prefix_);
-    store_ = Store::open(dsn_);
-    migrate(*store_);
-    admin_ = make_admin("postgresql", server_dsn_, "public", prefix_);
+    installation_ = std::make_unique<Installation>("postgresql", server_dsn_);
+    prefix_ = installation_->prefix();
+    dsn_ = installation_->dsn();
+    store_ = installation_->store();
+    admin_ = &installation_->admin();
   }
 
   std::string server_dsn_, prefix_, dsn_;
+  std::unique_ptr<Installation> installation_;
   std::shared_ptr<Store> store_;
-  std::unique_ptr<Admin> admin_;
+  Admin* admin_ = nullptr;
 };
 
 }  // namespace dblock::test

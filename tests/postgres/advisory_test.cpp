@@ -267,7 +267,7 @@ TEST_F(Advisory, AWaiterHoldsNoSnapshotThatKeepsVacuumFromRemovingRows) {
                       (query == std::string::npos ? "" : server_dsn_.substr(query));
   constexpr int kRows = 4000;
   auto run = [&] {  // ASSERTs return from here: the database is dropped below in any case
-    auto store = dblock::Store::open(dblock::test::with_params(database_dsn, "prefix=" + prefix_));
+    auto store = dblock::Store::open(installation_->dsn_on(database_dsn));
     dblock::migrate(*store);
     RawSession app(database_dsn);
     app.value(fmt::format("CREATE TABLE app_rows WITH (autovacuum_enabled = off) AS "
@@ -395,7 +395,7 @@ TEST_F(Advisory, RefusesLoudlyThroughAPoolerInTransactionMode) {
   {
     // The first lock statement runs only on the server process the login reported, which through
     // a pooler is none: refused there, and up front from then on.
-    auto through_pooler = dblock::Store::open(dblock::test::with_params(pooler_dsn, "prefix=" + prefix_ + "&pool=1"));
+    auto through_pooler = dblock::Store::open(installation_->dsn_on(pooler_dsn, "pool=1"));
     dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
     try {
       (void)locks.try_acquire(key);
@@ -408,8 +408,7 @@ TEST_F(Advisory, RefusesLoudlyThroughAPoolerInTransactionMode) {
   }
   // A URI that calls the pooler a session pool: the first statement runs unchecked, and the check
   // between statements must catch the pooler moving the session.
-  auto through_pooler =
-      dblock::Store::open(dblock::test::with_params(pooler_dsn, "prefix=" + prefix_ + "&pool=1&pool_mode=session"));
+  auto through_pooler = dblock::Store::open(installation_->dsn_on(pooler_dsn, "pool=1&pool_mode=session"));
   dblock::LockManager locks(through_pooler, {.mode = dblock::LockMode::advisory});
   decltype(locks.try_acquire(key)) held;
   try {

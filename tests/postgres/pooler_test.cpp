@@ -16,10 +16,10 @@
 #include <gtest/gtest.h>
 
 #include "backends/postgres/pg_advisory.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
-using dblock::test::with_params;
 
 namespace {
 
@@ -43,19 +43,22 @@ class Pooler : public ::testing::Test {
   void SetUp() override {
     DBLOCK_REQUIRE_DSN(pooler_dsn_, "DBLOCK_TEST_PGBOUNCER_DSN");
     DBLOCK_REQUIRE_DSN(direct_dsn_, "DBLOCK_TEST_PG_DSN");
-    prefix_ = dblock::test::unique_prefix();
+    installation_ = std::make_unique<dblock::test::Installation>(
+        "postgresql", direct_dsn_, dblock::test::InstallationSetup{.migrated = false, .keep_store = false});
+    prefix_ = installation_->prefix();
   }
 
   std::string pooler_dsn_;
   std::string direct_dsn_;
+  std::unique_ptr<dblock::test::Installation> installation_;
   std::string prefix_;
 };
 
 TEST_F(Pooler, TableModeWithoutTheParameterDetectsThePoolerAndKeepsExclusion) {
-  dblock::migrate(*dblock::Store::open(with_params(direct_dsn_, "prefix=" + prefix_)));
+  dblock::migrate(*installation_->open_store());
   // Two stores, as two processes would be, each statement free to land on any server connection.
   std::vector<std::shared_ptr<dblock::Store>> stores;
-  for (int i = 0; i < 2; ++i) stores.push_back(dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool=4")));
+  for (int i = 0; i < 2; ++i) stores.push_back(dblock::Store::open(installation_->dsn_on(pooler_dsn_, "pool=4")));
   std::int64_t counter = 0;
   std::int64_t last_token = 0;
   std::atomic<int> failures{0}, violations{0};
@@ -88,19 +91,19 @@ TEST_F(Pooler, TableModeWithoutTheParameterDetectsThePoolerAndKeepsExclusion) {
 }
 
 TEST_F(Pooler, MigrationsLeaveNoSessionLockBehind) {
-  auto pooled = dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool_mode=transaction"));
+  auto pooled = dblock::Store::open(installation_->dsn_on(pooler_dsn_, "pool_mode=transaction"));
   auto result = dblock::Migrator(pooled, 10s).up();
   EXPECT_EQ(result.current_version, dblock::latest_schema_version());
   EXPECT_EQ(static_cast<int>(result.applied.size()), dblock::latest_schema_version());
   // A session lock taken through the pooler would stay on a server connection the pooler keeps:
   // a direct migrator could then never take the lock.
-  auto direct = dblock::Store::open(with_params(direct_dsn_, "prefix=" + prefix_));
+  auto direct = installation_->open_store();
   EXPECT_NO_THROW((void)dblock::Migrator(direct, 2s).repair());
   for (auto& status : dblock::Migrator(direct, 2s).status()) EXPECT_EQ(status.state, dblock::MigrationState::applied);
 }
 
 TEST_F(Pooler, AdvisoryModeIsRefusedUpFrontWithTheParameter) {
-  auto store = dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool_mode=transaction"));
+  auto store = dblock::Store::open(installation_->dsn_on(pooler_dsn_, "pool_mode=transaction"));
   try {
     dblock::LockManager refused(store, {.mode = dblock::LockMode::advisory});
     FAIL() << "advisory mode behind a transaction pooler must be refused";
@@ -110,7 +113,7 @@ TEST_F(Pooler, AdvisoryModeIsRefusedUpFrontWithTheParameter) {
 }
 
 TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
-  dblock::migrate(*dblock::Store::open(with_params(direct_dsn_, "prefix=" + prefix_)));
+  dblock::migrate(*installation_->open_store());
   // Another client of the pooler has left our first statement prepared on every server connection
   // (as an earlier dblock process does): pin them all in open transactions, prepare it on each.
   dblock::detail::PgAdvisorySql sql("public", prefix_);
@@ -134,7 +137,7 @@ TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
       run_sql(conn.get(), "COMMIT");
     }
   }
-  auto store = dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool=1"));
+  auto store = dblock::Store::open(installation_->dsn_on(pooler_dsn_, "pool=1"));
   dblock::LockManager locks(store, {.mode = dblock::LockMode::advisory});
   try {
     auto held = locks.try_acquire("first-statement");
@@ -160,13 +163,13 @@ TEST_F(Pooler, AdvisoryModeIsRefusedEveryTimeWithoutTheParameter) {
   // lock only on that pid. Before, the check compared two statements' server processes and passed
   // when the pooler happened to run both on one: a lock was then granted through the pooler, and
   // an acquire with a timeout retried the refusal as a connection error until its deadline.
-  dblock::migrate(*dblock::Store::open(with_params(direct_dsn_, "prefix=" + prefix_)));
+  dblock::migrate(*installation_->open_store());
   auto key = dblock::AdvisoryKey::of(static_cast<std::int64_t>(getpid()) * 1000 + 50);
   constexpr int kStores = 50;
   auto started = std::chrono::steady_clock::now();
   int refused = 0;
   for (int i = 0; i < kStores && std::chrono::steady_clock::now() - started < 40s; ++i) {
-    auto store = dblock::Store::open(with_params(pooler_dsn_, "prefix=" + prefix_ + "&pool=2"));
+    auto store = dblock::Store::open(installation_->dsn_on(pooler_dsn_, "pool=2"));
     dblock::LockManager locks(store, {.mode = dblock::LockMode::advisory});
     auto attempt_started = std::chrono::steady_clock::now();
     try {

@@ -2,15 +2,16 @@
 // cause. Directly connected, libpq's target_session_attrs=read-write (dblock's default) refuses the
 // session at connect; a URI that sets target_session_attrs=any meets the refusal at the first write.
 
+#include <memory>
 #include <string>
 
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
-using dblock::test::with_params;
 
 namespace {
 
@@ -18,15 +19,15 @@ class ReadOnly : public ::testing::Test {
  protected:
   void SetUp() override {
     DBLOCK_REQUIRE_DSN(dsn_, "DBLOCK_TEST_PG_DSN");
-    prefix_ = dblock::test::unique_prefix();
-    dblock::migrate(*dblock::Store::open(with_params(dsn_, "prefix=" + prefix_)));
+    installation_ = std::make_unique<dblock::test::Installation>("postgresql", dsn_,
+                                                                 dblock::test::InstallationSetup{.keep_store = false});
   }
   [[nodiscard]] std::string read_only(const std::string& extra = "") const {
-    return with_params(dsn_, "prefix=" + prefix_ + "&options=-c%20default_transaction_read_only%3Don" + extra);
+    return installation_->dsn("options=-c%20default_transaction_read_only%3Don" + extra);
   }
 
   std::string dsn_;
-  std::string prefix_;
+  std::unique_ptr<dblock::test::Installation> installation_;
 };
 
 TEST_F(ReadOnly, AReadOnlyServerIsRefusedAtConnectNamingTheCause) {

@@ -21,6 +21,7 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/installation.hpp"
 #include "support/own_servers.hpp"
 #include "support/servers.hpp"
 
@@ -36,8 +37,7 @@ class Crashes : public ::testing::TestWithParam<dblock::test::BackendCase> {
 TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
   std::string server_dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
-  auto dsn = dblock::test::with_params(server_dsn, "prefix=" + dblock::test::unique_prefix());
-  dblock::migrate(*dblock::Store::open(dsn));
+  auto dsn = dblock::test::Installation(GetParam(), server_dsn, {.keep_store = false}).dsn();
   auto journal = fmt::format("/tmp/dblock-crash-{}.log", getpid());
   std::remove(journal.c_str());
 
@@ -154,8 +154,7 @@ TEST_P(TokenCrashes, ATokenHandedOutRightBeforeACrashIsNeverHandedOutAgain) {
   const std::vector<dblock::LockMode> modes{dblock::LockMode::table, dblock::LockMode::advisory};
   std::vector<std::string> dsns;
   for (std::size_t m = 0; m < modes.size(); ++m) {
-    dsns.push_back(dblock::test::with_params(server_dsn, "prefix=" + dblock::test::unique_prefix()));
-    dblock::migrate(*dblock::Store::open(dsns.back()));
+    dsns.push_back(dblock::test::Installation(GetParam().dialect, server_dsn, {.keep_store = false}).dsn());
   }
 
   constexpr int kRounds = 3;

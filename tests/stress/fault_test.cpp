@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "support/admin.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
 
@@ -25,10 +26,10 @@ class Faults : public ::testing::TestWithParam<dblock::test::BackendCase> {};
 TEST_P(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
   std::string server_dsn;
   DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
-  auto prefix = dblock::test::unique_prefix();
-  dblock::migrate(*dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix)));
+  dblock::test::Installation installation(GetParam(), server_dsn, {.keep_store = false});
+  const auto& prefix = installation.prefix();
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
-  auto store = dblock::Store::open(dblock::test::with_params(dblock::test::with_port(server_dsn, proxy.port()), "prefix=" + prefix + "&pool=4"),
+  auto store = dblock::Store::open(installation.dsn_on(dblock::test::with_port(server_dsn, proxy.port()), "pool=4"),
                                    {.connect_timeout = 2s});
   dblock::LockManager locks(store, {.default_ttl = 900ms});
 
@@ -115,10 +116,9 @@ TEST_P(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
 TEST_P(Faults, AStalledConnectionFailsWithinTheStatementTimeout) {
   std::string server_dsn;
   DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
-  auto prefix = dblock::test::unique_prefix();
-  dblock::migrate(*dblock::Store::open(dblock::test::with_params(server_dsn, "prefix=" + prefix)));
+  dblock::test::Installation installation(GetParam(), server_dsn, {.keep_store = false});
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
-  auto store = dblock::Store::open(dblock::test::with_params(dblock::test::with_port(server_dsn, proxy.port()), "prefix=" + prefix + "&pool=2"),
+  auto store = dblock::Store::open(installation.dsn_on(dblock::test::with_port(server_dsn, proxy.port()), "pool=2"),
                                    {.connect_timeout = 2s, .statement_timeout = 1s});
   dblock::LockManager locks(store, {.default_ttl = 3s});
   locks.try_acquire("warm-up")->release();

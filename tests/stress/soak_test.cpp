@@ -17,6 +17,7 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -98,8 +99,8 @@ class Soak : public ::testing::TestWithParam<dblock::test::BackendCase> {
 TEST_P(Soak, ProcessesAndThreadsOnHotAndColdNames) {
   std::string server_dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
-  auto dsn = dblock::test::with_params(server_dsn, "prefix=" + dblock::test::unique_prefix());
-  dblock::migrate(*dblock::Store::open(dsn));  // before fork: children must not inherit its threads
+  // Migrated before fork, its store dropped: children must not inherit its threads.
+  auto dsn = dblock::test::Installation(GetParam(), server_dsn, {.keep_store = false}).dsn();
   auto configured = dblock::test::env_or_empty("DBLOCK_SOAK_SECONDS");
   int seconds = configured.empty() ? 3 : std::max(1, std::atoi(configured.c_str()));
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);

@@ -19,6 +19,7 @@
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
+#include "support/installation.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -32,12 +33,8 @@ class Stress : public ::testing::TestWithParam<dblock::test::BackendCase> {
   /// A migrated installation of the test's own, a store on each node of a cluster (one store
   /// elsewhere): managers on different stores contend across nodes.
   std::vector<std::shared_ptr<dblock::Store>> stores_per_node(const std::string& dsn) {
-    auto prefix = dblock::test::unique_prefix();
-    std::vector<std::shared_ptr<dblock::Store>> stores;
-    for (auto& node : dblock::test::node_dsns(GetParam(), dsn))
-      stores.push_back(dblock::Store::open(dblock::test::with_params(node, "prefix=" + prefix + "&pool=16")));
-    dblock::migrate(*stores.front());
-    return stores;
+    return dblock::test::Installation(GetParam(), dblock::test::node_dsns(GetParam(), dsn), {.store_params = "pool=16"})
+        .stores_on_nodes();
   }
 };
 
@@ -238,8 +235,7 @@ class ModeStress : public Stress {};
 TEST_P(ModeStress, EightThreadsOnTwoHotNamesCountExactly) {
   std::string dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(dsn, GetParam());
-  auto store = dblock::Store::open(dblock::test::with_params(dsn, "prefix=" + dblock::test::unique_prefix() + "&pool=12"));
-  dblock::migrate(*store);
+  auto store = dblock::test::Installation(GetParam(), dsn, {.store_params = "pool=12"}).store();
   constexpr int kThreads = 8;
   constexpr int kIterations = 200;
   const std::array<std::string, 2> names{"hot/1", "hot/2"};

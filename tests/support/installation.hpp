@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
@@ -14,11 +16,15 @@
 
 namespace dblock::test {
 
-/// How an installation is set up: URI parameters of its store ("pool=12"), and whether it is
-/// migrated (false: the migration suites start from nothing).
+/// How an installation is set up: URI parameters of its store ("pool=12") and its options, whether
+/// it is migrated (false: the migration suites start from nothing), and whether the store stays
+/// open (false: migrated, then dropped, for a test that forks, restarts its server or opens its
+/// stores elsewhere; without migrating no store is opened at all).
 struct InstallationSetup {
   std::string store_params;
   bool migrated = true;
+  StoreOptions store_options{};
+  bool keep_store = true;
 };
 
 class Installation {
@@ -26,34 +32,62 @@ class Installation {
   /// `backend`'s case on `server_dsn` as DBLOCK_REQUIRE_BACKEND_DSN gives it (the case's URI
   /// parameters included); the admin connects where the case says.
   Installation(const BackendCase& backend, const std::string& server_dsn, InstallationSetup setup = {})
-      : server_dsn_(server_dsn), prefix_(unique_prefix()) {
-    open(setup);
-    admin_ = make_admin(backend.dialect, admin_dsn(backend, server_dsn), default_schema(backend), prefix_);
+      : Installation(backend, std::vector<std::string>{server_dsn}, std::move(setup)) {}
+  /// One installation on a cluster's `nodes` (node_dsns): one prefix, migrated once through the
+  /// first node, where the store and the admin are; stores_on_nodes() adds one on every other node.
+  Installation(const BackendCase& backend, std::vector<std::string> nodes, InstallationSetup setup = {})
+      : nodes_(std::move(nodes)), prefix_(unique_prefix()), setup_(std::move(setup)) {
+    open();
+    admin_ = make_admin(backend.dialect, admin_dsn(backend, nodes_.front()), default_schema(backend), prefix_);
   }
   /// A dialect-only suite's installation on `server_dsn` ("postgresql", "mysql" or "sqlite").
   Installation(const std::string& dialect, const std::string& server_dsn, InstallationSetup setup = {})
-      : server_dsn_(server_dsn), prefix_(unique_prefix()) {
-    open(setup);
-    admin_ = make_admin(dialect, server_dsn, dialect == "mysql" ? "dblock" : dialect == "sqlite" ? "main" : "public",
-                        prefix_);
+      : Installation(dialect, std::vector<std::string>{server_dsn}, std::move(setup)) {}
+  /// A dialect-only suite's installation on a cluster's `nodes`, as above.
+  Installation(const std::string& dialect, std::vector<std::string> nodes, InstallationSetup setup = {})
+      : nodes_(std::move(nodes)), prefix_(unique_prefix()), setup_(std::move(setup)) {
+    open();
+    admin_ = make_admin(dialect, nodes_.front(), schema_of(dialect), prefix_);
   }
 
   /// The server DSN with this installation's prefix and `extra` URI parameters ("pool=1&...").
-  [[nodiscard]] std::string dsn(std::string_view extra = {}) const {
-    return with_params(server_dsn_, "prefix=" + prefix_ + (extra.empty() ? "" : "&" + std::string(extra)));
+  [[nodiscard]] std::string dsn(std::string_view extra = {}) const { return dsn_on(nodes_.front(), extra); }
+  /// This installation on another endpoint of the same database: a TcpProxy's port (with_port), a
+  /// pooler, another node of the cluster.
+  [[nodiscard]] std::string dsn_on(const std::string& server_dsn, std::string_view extra = {}) const {
+    return with_params(server_dsn, "prefix=" + prefix_ + (extra.empty() ? "" : "&" + std::string(extra)));
+  }
+  /// Another store on this installation, beside store() (its own pool).
+  [[nodiscard]] std::shared_ptr<Store> open_store(std::string_view extra = {}, StoreOptions options = {}) const {
+    return Store::open(dsn(extra), std::move(options));
+  }
+  /// store() and one more store on each other node, with the set-up's parameters and options.
+  [[nodiscard]] std::vector<std::shared_ptr<Store>> stores_on_nodes() const {
+    std::vector<std::shared_ptr<Store>> stores{store_};
+    for (std::size_t i = 1; i < nodes_.size(); ++i)
+      stores.push_back(Store::open(dsn_on(nodes_[i], setup_.store_params), setup_.store_options));
+    return stores;
   }
   [[nodiscard]] const std::string& prefix() const noexcept { return prefix_; }
+  [[nodiscard]] const std::vector<std::string>& nodes() const noexcept { return nodes_; }
   [[nodiscard]] const std::shared_ptr<Store>& store() const noexcept { return store_; }
   [[nodiscard]] Admin& admin() const noexcept { return *admin_; }
 
  private:
-  void open(const InstallationSetup& setup) {
-    store_ = Store::open(dsn(setup.store_params));
-    if (setup.migrated) migrate(*store_);
+  /// Where dblock's tables live by default, as default_schema() says for a case.
+  static std::string schema_of(const std::string& dialect) {
+    return dialect == "mysql" ? "dblock" : dialect == "sqlite" ? "main" : "public";
+  }
+  void open() {
+    if (!setup_.migrated && !setup_.keep_store) return;
+    store_ = Store::open(dsn(setup_.store_params), setup_.store_options);
+    if (setup_.migrated) migrate(*store_);
+    if (!setup_.keep_store) store_.reset();
   }
 
-  std::string server_dsn_;
+  std::vector<std::string> nodes_;
   std::string prefix_;
+  InstallationSetup setup_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Admin> admin_;
 };
