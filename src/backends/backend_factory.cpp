@@ -50,7 +50,7 @@ std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings
 #if DBLOCK_WITH_MYSQL
     case Dialect::mysql: return make_mysql_backend(uri, settings);
 #endif
-    case Dialect::sqlite: return make_sqlite_backend(uri, settings.connect_timeout, settings.logger);
+    case Dialect::sqlite: return make_sqlite_backend(uri, settings);
     default: not_built(uri);
   }
 }

@@ -1,23 +1,14 @@
 #pragma once
-#include <chrono>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
-#include <spdlog/fwd.h>
-
 #include "backends/backend.hpp"
+#include "backends/backend_settings.hpp"
 #include "base/uri.hpp"
 
 namespace dblock::detail {
-
-/// What every backend is opened with.
-struct BackendSettings {
-  std::chrono::milliseconds connect_timeout;
-  std::chrono::milliseconds statement_timeout;
-  std::shared_ptr<spdlog::logger> logger;
-};
 
 /// The backend for the URI's scheme. @throws InvalidArgument for a scheme not built in,
 /// ConnectionError when the first session cannot be opened.
