@@ -1,6 +1,5 @@
 #pragma once
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -17,12 +16,8 @@ namespace dblock::detail {
 /// The backends built in, each with its scheme and driver versions, e.g. "postgresql (libpq 15.18)".
 [[nodiscard]] std::vector<std::string> compiled_backends();
 
-/// The URI's migration dialect, for `dblock migrate sql` and `grants`. Needs no connection.
+/// The URI's migration dialect, for `dblock migrate sql` and `grants` (MigrationDialect::runtime_grants).
+/// Needs no connection.
 [[nodiscard]] std::unique_ptr<MigrationDialect> make_migration_dialect(const StoreUri& uri);
-
-/// What `dblock migrate grants --role ROLE` prints: the GRANT statements a runtime role needs on
-/// every one of `objects` (those the migrations create; see runtime_grants.hpp). Needs no connection.
-[[nodiscard]] std::string render_runtime_grants(const StoreUri& uri, std::span<const CatalogObject> objects,
-                                                std::string_view role);
 
 }  // namespace dblock::detail

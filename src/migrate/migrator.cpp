@@ -208,7 +208,7 @@ std::string Migrator::grants(std::string_view uri, std::string_view role, StoreO
   auto parsed = detail::resolve_store_uri(uri, options);
   auto dialect = detail::make_migration_dialect(parsed);
   auto objects = objects_of(*dialect, migrations_for(*dialect), [](int) { return true; });
-  return detail::render_runtime_grants(parsed, objects, role);
+  return dialect->runtime_grants(objects, role);
 }
 
 MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout) {
