@@ -49,7 +49,8 @@ std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings
 #if DBLOCK_WITH_MYSQL
     case Dialect::mysql: return make_mysql_backend(uri, settings);
 #endif
-    case Dialect::sqlite: return make_sqlite_backend(uri, settings);
+    case Dialect::sqlite:
+      return make_sqlite_backend(uri, settings);
     default: not_built(uri);
   }
 }

@@ -15,10 +15,14 @@ class CatalogRules {
  public:
   virtual ~CatalogRules() = default;
   /// Whether two catalog entries of one kind name the same object (MySQL: routine names fold case).
-  [[nodiscard]] virtual bool same_name(const CatalogObject& a, const CatalogObject& b) const { return a.name == b.name; }
+  [[nodiscard]] virtual bool same_name(const CatalogObject& a, const CatalogObject& b) const {
+    return a.name == b.name;
+  }
   /// Whether a live object under `live` takes the name dblock would create as `planned` (MySQL:
   /// table names fold case where the file system does, so a name differing in case counts).
-  [[nodiscard]] virtual bool takes_name(std::string_view planned, std::string_view live) const { return planned == live; }
+  [[nodiscard]] virtual bool takes_name(std::string_view planned, std::string_view live) const {
+    return planned == live;
+  }
   /// True where index names are the table's own (MySQL): they cannot clash with anything else.
   [[nodiscard]] virtual bool index_names_are_per_table() const noexcept { return false; }
   /// False where a primary key's columns may be NULL (SQLite's rowid tables).

@@ -53,7 +53,8 @@ class MigrationDialect : public virtual DialectBound {
   /// What `dblock migrate grants --role ROLE` prints: the statements that give a runtime role what it
   /// needs on every one of `objects` (those the migrations create). @throws InvalidArgument for a role
   /// the dialect cannot name.
-  [[nodiscard]] virtual std::string runtime_grants(std::span<const CatalogObject> objects, std::string_view role) const = 0;
+  [[nodiscard]] virtual std::string runtime_grants(std::span<const CatalogObject> objects,
+                                                   std::string_view role) const = 0;
 };
 
 /// A whole migration file as one statement, without its final terminator: for dialects whose

@@ -72,8 +72,9 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
   for (auto& object : planned) {
     if (object.kind == "index" && rules.index_names_are_per_table()) continue;
     bool is_history = object.kind == history.kind && object.name == history.name;
-    if (is_history ? history_recorded
-                   : std::any_of(ours.begin(), ours.end(), [&](auto& o) { return o.kind == object.kind && rules.same_name(o, object); }))
+    if (is_history ? history_recorded : std::any_of(ours.begin(), ours.end(), [&](auto& o) {
+          return o.kind == object.kind && rules.same_name(o, object);
+        }))
       continue;
     candidates.push_back(object);
   }
@@ -83,7 +84,8 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
   std::vector<std::string> foreign;
   for (auto& live : repeat_if_reply_lost([&] { return backend.catalog(names); })) {
     if (live.kind == "index" && rules.index_names_are_per_table()) continue;
-    auto planned_as = std::find_if(candidates.begin(), candidates.end(), [&](auto& o) { return rules.takes_name(o.name, live.name); });
+    auto planned_as = std::find_if(candidates.begin(), candidates.end(),
+                                   [&](auto& o) { return rules.takes_name(o.name, live.name); });
     if (planned_as == candidates.end()) continue;
     // The history table of an earlier, interrupted first run has exactly dblock's shape: ours.
     if (planned_as->name == history.name && live.kind == "table" && live.columns == history.columns) continue;
@@ -110,7 +112,8 @@ void refuse_missing_rights(MigrationBackend& backend, const std::vector<Migratio
   std::vector<CatalogObject> to_create;
   std::vector<CatalogObject> to_redefine;
   for (auto& object : runs) {
-    bool exists = std::any_of(live.begin(), live.end(), [&](auto& have) { return have.kind == object.kind && rules.same_name(have, object); });
+    bool exists = std::any_of(live.begin(), live.end(),
+                              [&](auto& have) { return have.kind == object.kind && rules.same_name(have, object); });
     (exists ? to_redefine : to_create).push_back(object);
   }
   auto missing = repeat_if_reply_lost([&] { return backend.missing_migration_rights(to_create, to_redefine); });
@@ -135,7 +138,9 @@ std::vector<std::string> catalog_differences(MigrationBackend& backend, const st
       if (have.kind == want.kind && rules.same_name(have, want) && (want.kind != "index" || have.table == want.table))
         found.push_back(&have);
     if (found.empty()) {
-      auto other = std::find_if(live.begin(), live.end(), [&](auto& have) { return rules.same_name(have, want) && have.kind != want.kind && have.kind != "index"; });
+      auto other = std::find_if(live.begin(), live.end(), [&](auto& have) {
+        return rules.same_name(have, want) && have.kind != want.kind && have.kind != "index";
+      });
       differences.push_back(other == live.end() ? fmt::format("{} is missing", describe(want))
                                                 : fmt::format("{} is a {}", describe(want), other->kind));
       continue;

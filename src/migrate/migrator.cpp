@@ -11,10 +11,10 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend_factory.hpp"
-#include "core/retry.hpp"
-#include "core/store_parts.hpp"
 #include "base/embedded_migrations.hpp"
 #include "base/uri.hpp"
+#include "core/retry.hpp"
+#include "core/store_parts.hpp"
 #include "migrate/catalog_checks.hpp"
 #include "migrate/history.hpp"
 #include "migrate/migration_engine.hpp"

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "base/embedded_migrations.hpp"
@@ -56,7 +56,8 @@ TEST(GaleraReusedMigrations, DatabaseMigratedWithTheRepeatedFilesVerifiesWithThe
     auto session = backend.open_migration();
     ASSERT_TRUE(session->try_lock());
     ASSERT_TRUE(session->history().empty());
-    for (auto& file : old_files) dblock::detail::apply_migration(*session, backend.migration_dialect(), file, "released build");
+    for (auto& file : old_files)
+      dblock::detail::apply_migration(*session, backend.migration_dialect(), file, "released build");
     session->finish();
   }
 

@@ -33,7 +33,8 @@ const CatalogObject* find(const std::vector<CatalogObject>& objects, std::string
 TEST(CatalogRules, SqlitePrimaryKeyDoesNotImplyNotNull) {
   auto dialect = dialect_of("sqlite:///tmp/catalog_rules_test.db?prefix=p_");
   auto& rules = dialect->catalog_rules();
-  auto objects = objects_created_by("CREATE TABLE \"p_t\" (\n  id INTEGER PRIMARY KEY,\n  n TEXT NOT NULL\n);\n", rules);
+  auto objects =
+      objects_created_by("CREATE TABLE \"p_t\" (\n  id INTEGER PRIMARY KEY,\n  n TEXT NOT NULL\n);\n", rules);
   auto* table = find(objects, "table", "p_t");
   ASSERT_NE(table, nullptr);
   EXPECT_EQ(table->column_types, (std::vector<std::string>{"integer", "text not null"}));

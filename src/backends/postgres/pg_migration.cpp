@@ -24,10 +24,16 @@ class PgCatalogRules final : public CatalogRules {
     return std::string(from_create.substr(open + 4, close - open - 4));
   }
   std::string type_name(std::string base, std::string size) const override {
-    static const std::array<std::pair<std::string_view, std::string_view>, 9> aliases{{
-        {"timestamptz", "timestamp with time zone"}, {"timestamp", "timestamp without time zone"},
-        {"int", "integer"}, {"int4", "integer"}, {"int8", "bigint"}, {"int2", "smallint"},
-        {"bool", "boolean"}, {"varchar", "character varying"}, {"char", "character"}}};
+    static const std::array<std::pair<std::string_view, std::string_view>, 9> aliases{
+        {{"timestamptz", "timestamp with time zone"},
+         {"timestamp", "timestamp without time zone"},
+         {"int", "integer"},
+         {"int4", "integer"},
+         {"int8", "bigint"},
+         {"int2", "smallint"},
+         {"bool", "boolean"},
+         {"varchar", "character varying"},
+         {"char", "character"}}};
     for (auto& [alias, name] : aliases)
       if (base == alias) base = name;
     return base + size;

@@ -142,7 +142,8 @@ const CatalogRules& SqliteMigrationDialect::catalog_rules() const noexcept {
   return rules;
 }
 
-std::string SqliteMigrationDialect::runtime_grants(std::span<const CatalogObject> /*objects*/, std::string_view /*role*/) const {
+std::string SqliteMigrationDialect::runtime_grants(std::span<const CatalogObject> /*objects*/,
+                                                   std::string_view /*role*/) const {
   return "-- SQLite has no roles: whoever may write the database file (and its directory) can use dblock.\n";
 }
 

@@ -26,7 +26,8 @@ class SqliteMigrationDialect final : public MigrationDialect {
   [[nodiscard]] ScriptFrame script_frame() const override;
   [[nodiscard]] const CatalogRules& catalog_rules() const noexcept override;
   /// SQLite has no roles: the text says so.
-  [[nodiscard]] std::string runtime_grants(std::span<const CatalogObject> objects, std::string_view role) const override;
+  [[nodiscard]] std::string runtime_grants(std::span<const CatalogObject> objects,
+                                           std::string_view role) const override;
 
  private:
   std::string prefix_;
