@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "backends/runtime_grants.hpp"
 #include "backends/sqlite/sqlite_backend.hpp"
 #include "backends/sqlite/sqlite_migration.hpp"
 #if DBLOCK_WITH_MYSQL
@@ -50,7 +49,8 @@ std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings
 #if DBLOCK_WITH_MYSQL
     case Dialect::mysql: return make_mysql_backend(uri, settings);
 #endif
-    case Dialect::sqlite: return make_sqlite_backend(uri, settings.connect_timeout, settings.logger);
+    case Dialect::sqlite:
+      return make_sqlite_backend(uri, settings);
     default: not_built(uri);
   }
 }
@@ -66,20 +66,6 @@ std::unique_ptr<MigrationDialect> make_migration_dialect(const StoreUri& uri) {
     case Dialect::sqlite: return std::make_unique<SqliteMigrationDialect>(uri.prefix);
     default: not_built(uri);
   }
-}
-
-std::string render_runtime_grants(const StoreUri& uri, std::span<const CatalogObject> objects, std::string_view role) {
-  if (uri.dialect == Dialect::sqlite)
-    return "-- SQLite has no roles: whoever may write the database file (and its directory) can use dblock.\n";
-#if DBLOCK_WITH_POSTGRES
-  if (uri.dialect == Dialect::postgresql) return postgres_runtime_grants(uri.schema, uri.prefix, objects, role);
-#endif
-#if DBLOCK_WITH_MYSQL
-  if (uri.dialect == Dialect::mysql) return mysql_runtime_grants(mysql_database_of(uri), uri.prefix, objects, role);
-#endif
-  (void)objects;
-  (void)role;
-  not_built(uri);
 }
 
 }  // namespace dblock::detail

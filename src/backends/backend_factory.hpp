@@ -1,23 +1,13 @@
 #pragma once
-#include <chrono>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
-#include <spdlog/fwd.h>
-
 #include "backends/backend.hpp"
+#include "backends/backend_settings.hpp"
 #include "base/uri.hpp"
 
 namespace dblock::detail {
-
-/// What every backend is opened with.
-struct BackendSettings {
-  std::chrono::milliseconds connect_timeout;
-  std::chrono::milliseconds statement_timeout;
-  std::shared_ptr<spdlog::logger> logger;
-};
 
 /// The backend for the URI's scheme. @throws InvalidArgument for a scheme not built in,
 /// ConnectionError when the first session cannot be opened.
@@ -26,12 +16,8 @@ struct BackendSettings {
 /// The backends built in, each with its scheme and driver versions, e.g. "postgresql (libpq 15.18)".
 [[nodiscard]] std::vector<std::string> compiled_backends();
 
-/// The URI's migration dialect, for `dblock migrate sql` and `grants`. Needs no connection.
+/// The URI's migration dialect, for `dblock migrate sql` and `grants` (MigrationDialect::runtime_grants).
+/// Needs no connection.
 [[nodiscard]] std::unique_ptr<MigrationDialect> make_migration_dialect(const StoreUri& uri);
-
-/// What `dblock migrate grants --role ROLE` prints: the GRANT statements a runtime role needs on
-/// every one of `objects` (those the migrations create; see runtime_grants.hpp). Needs no connection.
-[[nodiscard]] std::string render_runtime_grants(const StoreUri& uri, std::span<const CatalogObject> objects,
-                                                std::string_view role);
 
 }  // namespace dblock::detail

@@ -15,18 +15,11 @@
 #include "backends/dialect_bound.hpp"
 #include "backends/migration_dialect.hpp"
 #include "backends/schema_objects.hpp"
+#include "base/migration_file.hpp"
 
 namespace dblock::detail {
 
 using std::chrono::milliseconds;
-
-/// One embedded migration, placeholders not yet filled.
-struct MigrationFile {
-  int version = 0;
-  std::string_view name;
-  std::string_view checksum;  // SHA-256 of the file as shipped, hex
-  std::string_view sql;
-};
 
 struct AppliedMigration {
   int version = 0;

@@ -1,13 +1,17 @@
 #pragma once
 // What the migration engine (src/migrate) needs to know of a dialect's SQL text: how migrations are
 // filled in and split into statements, the history table, whether DDL is transactional, and how a
-// `dblock migrate sql` script is framed. Text only: no connection, so `migrate sql` and
-// `migrate grants` work offline.
+// `dblock migrate sql` script is framed; and the dialect's rules for reading its catalog and the
+// grants a runtime role needs. Text only: no connection, so `migrate sql` and `migrate grants` work
+// offline.
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "backends/catalog_object.hpp"
+#include "backends/catalog_rules.hpp"
 #include "backends/dialect_bound.hpp"
 
 namespace dblock::detail {
@@ -44,6 +48,13 @@ class MigrationDialect : public virtual DialectBound {
   /// and hex, safe as literals).
   [[nodiscard]] virtual std::string script_record(const MigrationFile& migration) const = 0;
   [[nodiscard]] virtual ScriptFrame script_frame() const = 0;
+  /// How this dialect's catalog names and spells what the migrations create.
+  [[nodiscard]] virtual const CatalogRules& catalog_rules() const noexcept = 0;
+  /// What `dblock migrate grants --role ROLE` prints: the statements that give a runtime role what it
+  /// needs on every one of `objects` (those the migrations create). @throws InvalidArgument for a role
+  /// the dialect cannot name.
+  [[nodiscard]] virtual std::string runtime_grants(std::span<const CatalogObject> objects,
+                                                   std::string_view role) const = 0;
 };
 
 /// A whole migration file as one statement, without its final terminator: for dialects whose

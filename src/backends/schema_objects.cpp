@@ -100,7 +100,7 @@ std::vector<std::string> key_columns(std::string_view text) {
 }
 
 /// A column line: its type (the words before the first constraint word), nullability and collation.
-std::string declared_column_type(std::string_view item, Dialect dialect, bool in_primary_key) {
+std::string declared_column_type(std::string_view item, const CatalogRules& rules, bool in_primary_key) {
   static const std::vector<std::string> constraint_words{"NOT", "NULL", "PRIMARY", "CHECK", "COLLATE", "CHARACTER",
                                                          "DEFAULT", "UNIQUE", "REFERENCES", "GENERATED", "CONSTRAINT",
                                                          "AUTO_INCREMENT"};
@@ -118,13 +118,13 @@ std::string declared_column_type(std::string_view item, Dialect dialect, bool in
     auto word = upper(words[i]);
     if (word == "NOT" && i + 1 < words.size() && upper(words[i + 1]) == "NULL") not_null = true;
     // A primary key's columns are NOT NULL, except in SQLite's rowid tables; dblock's SQLite files say NOT NULL.
-    if (word == "PRIMARY" && dialect != Dialect::sqlite) not_null = true;
+    if (word == "PRIMARY" && rules.primary_key_implies_not_null()) not_null = true;
     if (word == "COLLATE" && i + 1 < words.size()) collation = first_word(words[i + 1]);
   }
-  return column_type(dialect, type, not_null || (in_primary_key && dialect != Dialect::sqlite), collation);
+  return column_type(rules, type, not_null || (in_primary_key && rules.primary_key_implies_not_null()), collation);
 }
 
-void read_table(std::string_view statement, Dialect dialect, CatalogObject table,
+void read_table(std::string_view statement, const CatalogRules& rules, CatalogObject table,
                 std::vector<CatalogObject>& out) {
   auto body = parenthesised(statement, statement.find('('));
   std::vector<CatalogObject> indexes;
@@ -146,12 +146,10 @@ void read_table(std::string_view statement, Dialect dialect, CatalogObject table
     auto name = first_word(item);
     table.columns.push_back(name);
     bool keyed = std::find(primary_key.begin(), primary_key.end(), name) != primary_key.end();
-    table.column_types.push_back(declared_column_type(item, dialect, keyed));
+    table.column_types.push_back(declared_column_type(item, rules, keyed));
   }
-  if (!primary_key.empty() && dialect == Dialect::postgresql)
-    indexes.insert(indexes.begin(), {"index", table.name + "_pkey", table.name, primary_key, {}});
-  if (!primary_key.empty() && dialect == Dialect::mysql)
-    indexes.insert(indexes.begin(), {"index", "PRIMARY", table.name, primary_key, {}});
+  if (auto index = rules.primary_key_index(table.name); index && !primary_key.empty())
+    indexes.insert(indexes.begin(), {"index", *index, table.name, primary_key, {}});
   out.push_back(std::move(table));
   out.insert(out.end(), indexes.begin(), indexes.end());
 }
@@ -165,7 +163,7 @@ std::string_view stored_program(std::string_view script, std::size_t start) {
 
 }  // namespace
 
-std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect dialect) {
+std::vector<CatalogObject> objects_created_by(std::string_view script, const CatalogRules& rules) {
   static const std::regex create(
       R"(^CREATE\s+(?:OR\s+REPLACE\s+)?(?:UNIQUE\s+)?(TABLE|SEQUENCE|INDEX|FUNCTION|PROCEDURE|TRIGGER|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?((?:"[^"]*"|`[^`]*`)(?:\.(?:"[^"]*"|`[^`]*`))?))",
       std::regex::icase);
@@ -183,7 +181,7 @@ std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect d
       table.adds_columns = true;
       auto item = match[2].str();
       table.columns.push_back(first_word(item));
-      table.column_types.push_back(declared_column_type(item, dialect, false));
+      table.column_types.push_back(declared_column_type(item, rules, false));
       objects.push_back(std::move(table));
     }
     if (std::regex_search(from, script.end(), match, create, std::regex_constants::match_continuous)) {
@@ -192,7 +190,7 @@ std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect d
       CatalogObject object{kind, unqualified(match[2].str()), {}, {}, {}};
       auto statement = script.substr(line);
       if (kind == "table") {
-        read_table(statement.substr(0, statement.find(";\n")), dialect, std::move(object), objects);
+        read_table(statement.substr(0, statement.find(";\n")), rules, std::move(object), objects);
       } else {
         if (kind == "index" || kind == "trigger") {
           static const std::regex on(R"(\sON\s+((?:"[^"]*"|`[^`]*`)(?:\.(?:"[^"]*"|`[^`]*`))?))", std::regex::icase);
@@ -204,14 +202,8 @@ std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect d
                   static_cast<std::size_t>(table.position(0) + table.length(0))));
           }
         }
-        if ((kind == "function" || kind == "procedure") && dialect == Dialect::postgresql) {
-          auto open = statement.find("$fn$");
-          auto close = open == std::string_view::npos ? open : statement.find("$fn$", open + 4);
-          if (close != std::string_view::npos) object.definition = std::string(statement.substr(open + 4, close - open - 4));
-        } else if (kind == "function" || kind == "procedure") {
-          auto program = stored_program(script, line);
-          auto begin = program.find("\nBEGIN");
-          if (begin != std::string_view::npos) object.definition = std::string(program.substr(begin + 1));
+        if (kind == "function" || kind == "procedure") {
+          object.definition = rules.routine_body(statement);
         } else if (kind == "trigger") {
           object.definition = std::string(stored_program(script, line));
         }
@@ -243,32 +235,18 @@ void merge_objects(std::vector<CatalogObject>& into, const std::vector<CatalogOb
   }
 }
 
-std::string column_type(Dialect dialect, std::string_view type, bool not_null, std::string_view collation) {
+std::string column_type(const CatalogRules& rules, std::string_view type, bool not_null, std::string_view collation) {
   auto spelled = lower(trim(type));
   auto open = spelled.find('(');
   auto base = spelled.substr(0, open);
   auto size = open == std::string::npos ? std::string() : spelled.substr(open);
-  if (dialect == Dialect::postgresql) {
-    static const std::vector<std::pair<std::string_view, std::string_view>> aliases{
-        {"timestamptz", "timestamp with time zone"}, {"timestamp", "timestamp without time zone"},
-        {"int", "integer"}, {"int4", "integer"}, {"int8", "bigint"}, {"int2", "smallint"},
-        {"bool", "boolean"}, {"varchar", "character varying"}, {"char", "character"}};
-    for (auto& [alias, name] : aliases)
-      if (base == alias) base = name;
-  } else if (dialect == Dialect::mysql) {
-    if (base == "boolean" || base == "bool") base = "tinyint";
-    if (base == "integer") base = "int";
-    static const std::vector<std::string_view> integers{"tinyint", "smallint", "mediumint", "int", "bigint"};
-    if (std::find(integers.begin(), integers.end(), base) != integers.end()) size.clear();  // a display width
-  }
-  std::string out = base + size;
+  std::string out = rules.type_name(std::move(base), std::move(size));
   if (not_null) out += " not null";
-  if (!collation.empty() && !(dialect == Dialect::postgresql && collation == "default"))
-    out += " collate " + std::string(collation);
+  if (!collation.empty() && !rules.default_collation(collation)) out += " collate " + std::string(collation);
   return out;
 }
 
-std::string canonical_column_type(Dialect dialect, std::string_view described) {
+std::string canonical_column_type(const CatalogRules& rules, std::string_view described) {
   constexpr std::string_view collate = " collate ";
   constexpr std::string_view not_null = " not null";
   std::string_view collation;
@@ -278,7 +256,7 @@ std::string canonical_column_type(Dialect dialect, std::string_view described) {
   }
   bool required = described.ends_with(not_null);
   if (required) described.remove_suffix(not_null.size());
-  return column_type(dialect, described, required, collation);
+  return column_type(rules, described, required, collation);
 }
 
 bool same_column_type(std::string_view declared, std::string_view live) {

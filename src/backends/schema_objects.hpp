@@ -9,35 +9,26 @@
 #include <string_view>
 #include <vector>
 
-#include "base/dialect.hpp"
+#include "backends/catalog_object.hpp"
+#include "backends/catalog_rules.hpp"
 
 namespace dblock::detail {
 
-struct CatalogObject {
-  std::string kind;                  // table, sequence, index, function, procedure, trigger, view, other
-  std::string name;
-  std::string table;                 // index, trigger: the table it belongs to
-  std::vector<std::string> columns;  // table: its columns, in order; index: the columns it keys on
-  std::string definition;            // function, procedure: its body; trigger: its statement
-  bool definition_hidden = false;    // the catalog does not show this role the body (MySQL: not its definer)
-  std::vector<std::string> column_types;  // table: per column, as column_type() spells it
-  bool adds_columns = false;  // table: `ALTER TABLE ... ADD COLUMN` adds (some of) its columns
-};
-
-/// The objects `script` creates, in order, in `dialect` (a line `ALTER TABLE name ADD COLUMN
+/// The objects `script` creates, in order, read by a dialect's `rules` (a line `ALTER TABLE name ADD COLUMN
 /// [IF NOT EXISTS] column type ...;` as a table whose adds_columns is set). Implicit ones
 /// are included where their names are the database's (PostgreSQL's `<table>_pkey`, MySQL's
 /// `PRIMARY`).
-[[nodiscard]] std::vector<CatalogObject> objects_created_by(std::string_view script, Dialect dialect);
+[[nodiscard]] std::vector<CatalogObject> objects_created_by(std::string_view script, const CatalogRules& rules);
 
-/// A column's type as `dialect`'s catalog spells it, lower case ("timestamptz" is PostgreSQL's
+/// A column's type as the catalog of the dialect of `rules` spells it, lower case ("timestamptz" is PostgreSQL's
 /// "timestamp with time zone"; MySQL's integer display widths dropped), then " not null" when it
 /// may not be NULL, then " collate NAME" when a collation is declared (MySQL) or not the default
 /// (PostgreSQL). Both sides of a comparison pass through here.
-[[nodiscard]] std::string column_type(Dialect dialect, std::string_view type, bool not_null, std::string_view collation);
+[[nodiscard]] std::string column_type(const CatalogRules& rules, std::string_view type, bool not_null,
+                                      std::string_view collation);
 
 /// A catalog's "<type>[ not null][ collate NAME]" in column_type()'s spelling.
-[[nodiscard]] std::string canonical_column_type(Dialect dialect, std::string_view described);
+[[nodiscard]] std::string canonical_column_type(const CatalogRules& rules, std::string_view described);
 
 /// Whether a live column (canonical) matches the declared one: a collation counts only where
 /// dblock declares one.

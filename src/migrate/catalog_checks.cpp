@@ -13,18 +13,6 @@ namespace dblock::detail {
 
 namespace {
 
-std::string lowered(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-/// Whether two catalog names are the same object's: MySQL resolves routine names without case.
-bool same_name(Dialect dialect, const CatalogObject& a, const CatalogObject& b) {
-  if (dialect == Dialect::mysql && (a.kind == "function" || a.kind == "procedure")) return lowered(a.name) == lowered(b.name);
-  return a.name == b.name;
-}
-
 std::string describe(const CatalogObject& object) {
   if (object.kind == "index" && !object.table.empty()) return fmt::format("index '{}' on '{}'", object.name, object.table);
   return fmt::format("{} '{}'", object.kind, object.name);
@@ -55,22 +43,23 @@ std::vector<std::string> names_of(const std::vector<CatalogObject>& objects) {
 
 /// The history table as the migration session creates it.
 CatalogObject history_object(const MigrationDialect& dialect) {
-  return objects_created_by(dialect.history_ddl(), dialect.dialect()).front();
+  return objects_created_by(dialect.history_ddl(), dialect.catalog_rules()).front();
 }
 
 }  // namespace
 
 std::vector<CatalogObject> objects_of(const MigrationDialect& dialect, const std::vector<MigrationFile>& files,
                                      const std::function<bool(int version)>& counts) {
-  auto objects = objects_created_by(dialect.history_ddl(), dialect.dialect());
+  auto& rules = dialect.catalog_rules();
+  auto objects = objects_created_by(dialect.history_ddl(), rules);
   for (auto& file : files)
-    if (counts(file.version)) merge_objects(objects, objects_created_by(dialect.filled(file.sql), dialect.dialect()));
+    if (counts(file.version)) merge_objects(objects, objects_created_by(dialect.filled(file.sql), rules));
   return objects;
 }
 
 void refuse_foreign_objects(MigrationBackend& backend, const std::vector<MigrationFile>& files,
                             const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
-  auto dialect = backend.dialect();
+  auto& rules = backend.migration_dialect().catalog_rules();
   auto history = history_object(backend.migration_dialect());
   auto ours = objects_of(backend.migration_dialect(), files, [&](int version) {
     auto& status = status_of(statuses, version);
@@ -81,10 +70,11 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
   std::vector<CatalogObject> candidates;
   bool history_recorded = std::any_of(statuses.begin(), statuses.end(), [](auto& s) { return s.state != MigrationState::pending; });
   for (auto& object : planned) {
-    if (object.kind == "index" && dialect == Dialect::mysql) continue;  // index names are the table's own there
+    if (object.kind == "index" && rules.index_names_are_per_table()) continue;
     bool is_history = object.kind == history.kind && object.name == history.name;
-    if (is_history ? history_recorded
-                   : std::any_of(ours.begin(), ours.end(), [&](auto& o) { return o.kind == object.kind && same_name(dialect, o, object); }))
+    if (is_history ? history_recorded : std::any_of(ours.begin(), ours.end(), [&](auto& o) {
+          return o.kind == object.kind && rules.same_name(o, object);
+        }))
       continue;
     candidates.push_back(object);
   }
@@ -93,8 +83,9 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
   for (auto& object : candidates) names.push_back(object.name);
   std::vector<std::string> foreign;
   for (auto& live : repeat_if_reply_lost([&] { return backend.catalog(names); })) {
-    if (live.kind == "index" && dialect == Dialect::mysql) continue;
-    auto planned_as = std::find_if(candidates.begin(), candidates.end(), [&](auto& o) { return lowered(o.name) == lowered(live.name) && (dialect == Dialect::mysql || o.name == live.name); });
+    if (live.kind == "index" && rules.index_names_are_per_table()) continue;
+    auto planned_as = std::find_if(candidates.begin(), candidates.end(),
+                                   [&](auto& o) { return rules.takes_name(o.name, live.name); });
     if (planned_as == candidates.end()) continue;
     // The history table of an earlier, interrupted first run has exactly dblock's shape: ours.
     if (planned_as->name == history.name && live.kind == "table" && live.columns == history.columns) continue;
@@ -112,7 +103,7 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
 
 void refuse_missing_rights(MigrationBackend& backend, const std::vector<MigrationFile>& files,
                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
-  auto dialect = backend.dialect();
+  auto& rules = backend.migration_dialect().catalog_rules();
   auto runs = objects_of(backend.migration_dialect(), files, [&](int version) {
     auto& status = status_of(statuses, version);
     return status.state == MigrationState::pending || resumable(status, dialect_resumes);
@@ -121,7 +112,8 @@ void refuse_missing_rights(MigrationBackend& backend, const std::vector<Migratio
   std::vector<CatalogObject> to_create;
   std::vector<CatalogObject> to_redefine;
   for (auto& object : runs) {
-    bool exists = std::any_of(live.begin(), live.end(), [&](auto& have) { return have.kind == object.kind && same_name(dialect, have, object); });
+    bool exists = std::any_of(live.begin(), live.end(),
+                              [&](auto& have) { return have.kind == object.kind && rules.same_name(have, object); });
     (exists ? to_redefine : to_create).push_back(object);
   }
   auto missing = repeat_if_reply_lost([&] { return backend.missing_migration_rights(to_create, to_redefine); });
@@ -137,16 +129,18 @@ void refuse_missing_rights(MigrationBackend& backend, const std::vector<Migratio
 
 std::vector<std::string> catalog_differences(MigrationBackend& backend, const std::vector<CatalogObject>& expected,
                                              bool& bodies_hidden) {
-  auto dialect = backend.dialect();
+  auto& rules = backend.migration_dialect().catalog_rules();
   auto live = repeat_if_reply_lost([&] { return backend.catalog(names_of(expected)); });
   std::vector<std::string> differences;
   for (auto& want : expected) {
     std::vector<const CatalogObject*> found;
     for (auto& have : live)
-      if (have.kind == want.kind && same_name(dialect, have, want) && (want.kind != "index" || have.table == want.table))
+      if (have.kind == want.kind && rules.same_name(have, want) && (want.kind != "index" || have.table == want.table))
         found.push_back(&have);
     if (found.empty()) {
-      auto other = std::find_if(live.begin(), live.end(), [&](auto& have) { return same_name(dialect, have, want) && have.kind != want.kind && have.kind != "index"; });
+      auto other = std::find_if(live.begin(), live.end(), [&](auto& have) {
+        return rules.same_name(have, want) && have.kind != want.kind && have.kind != "index";
+      });
       differences.push_back(other == live.end() ? fmt::format("{} is missing", describe(want))
                                                 : fmt::format("{} is a {}", describe(want), other->kind));
       continue;
@@ -161,7 +155,7 @@ std::vector<std::string> catalog_differences(MigrationBackend& backend, const st
                                         joined(have.columns), joined(want.columns)));
     if (want.kind == "table" && have.columns == want.columns && have.column_types.size() == want.column_types.size()) {
       for (std::size_t i = 0; i < want.columns.size(); ++i) {
-        auto live = canonical_column_type(dialect, have.column_types[i]);
+        auto live = canonical_column_type(rules, have.column_types[i]);
         if (!same_column_type(want.column_types[i], live))
           differences.push_back(fmt::format("column '{}' of {} is {}, dblock's migrations create {}", want.columns[i],
                                             describe(want), live, want.column_types[i]));

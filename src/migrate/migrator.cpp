@@ -11,11 +11,11 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend_factory.hpp"
+#include "base/embedded_migrations.hpp"
+#include "base/uri.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
-#include "base/uri.hpp"
 #include "migrate/catalog_checks.hpp"
-#include "migrate/embedded_migrations.hpp"
 #include "migrate/history.hpp"
 #include "migrate/migration_engine.hpp"
 #include "migrate/migration_lock.hpp"
@@ -35,11 +35,7 @@ using detail::status_of;
 namespace {
 
 std::vector<detail::MigrationFile> migrations_for(const detail::MigrationDialect& dialect) {
-  std::vector<detail::MigrationFile> files;
-  for (auto& embedded : detail::embedded_migrations())
-    if (embedded.dialect == dialect.migration_set()) files.push_back(embedded.file);
-  std::sort(files.begin(), files.end(), [](auto& a, auto& b) { return a.version < b.version; });
-  return files;
+  return detail::migrations_of(dialect.migration_set());
 }
 
 std::string applied_by() {
@@ -61,12 +57,6 @@ std::string_view to_string(MigrationState state) noexcept {
     case MigrationState::unknown_newer: return "unknown-newer";
   }
   return "?";
-}
-
-int latest_schema_version() noexcept {
-  int latest = 0;
-  for (auto& embedded : detail::embedded_migrations()) latest = std::max(latest, embedded.file.version);
-  return latest;
 }
 
 Migrator::Migrator(std::shared_ptr<Store> store, std::chrono::milliseconds lock_timeout)
@@ -218,7 +208,7 @@ std::string Migrator::grants(std::string_view uri, std::string_view role, StoreO
   auto parsed = detail::resolve_store_uri(uri, options);
   auto dialect = detail::make_migration_dialect(parsed);
   auto objects = objects_of(*dialect, migrations_for(*dialect), [](int) { return true; });
-  return detail::render_runtime_grants(parsed, objects, role);
+  return dialect->runtime_grants(objects, role);
 }
 
 MigrationResult migrate(Store& store, std::chrono::milliseconds lock_timeout) {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "migrate/embedded_migrations.hpp"
+#include "base/embedded_migrations.hpp"
 
 namespace {
 

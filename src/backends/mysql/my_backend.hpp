@@ -3,7 +3,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
-#include "backends/backend_factory.hpp"
+#include "backends/backend_settings.hpp"
 #include "base/uri.hpp"
 
 namespace dblock::detail {

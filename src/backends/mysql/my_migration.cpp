@@ -1,13 +1,47 @@
 #include "backends/mysql/my_migration.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 
 #include <fmt/format.h>
 
 #include "backends/mysql/my_script.hpp"
+#include "backends/runtime_grants.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
+
+namespace {
+
+std::string lowered(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+class MyCatalogRules final : public CatalogRules {
+ public:
+  /// MySQL resolves routine names without case.
+  bool same_name(const CatalogObject& a, const CatalogObject& b) const override {
+    if (a.kind == "function" || a.kind == "procedure") return lowered(a.name) == lowered(b.name);
+    return a.name == b.name;
+  }
+  bool takes_name(std::string_view planned, std::string_view live) const override {
+    return lowered(planned) == lowered(live);
+  }
+  bool index_names_are_per_table() const noexcept override { return true; }
+  std::optional<std::string> primary_key_index(std::string_view /*table*/) const override { return "PRIMARY"; }
+  std::string type_name(std::string base, std::string size) const override {
+    if (base == "boolean" || base == "bool") base = "tinyint";
+    if (base == "integer") base = "int";
+    static const std::array<std::string_view, 5> integers{"tinyint", "smallint", "mediumint", "int", "bigint"};
+    if (std::find(integers.begin(), integers.end(), base) != integers.end()) size.clear();  // a display width
+    return base + size;
+  }
+};
+
+}  // namespace
 
 std::string migration_lock_name(const StoreUri& uri, std::string_view database) {
   return fmt::format("{}.{}#migrate", database, uri.prefix);
@@ -101,6 +135,15 @@ class MyMigrationSession final : public MigrationSession {
 std::unique_ptr<MigrationSession> make_my_migration_session(std::unique_ptr<MyConnection> connection, const MySql& sql,
                                                             const MyNamedLockSql& named_locks, std::string lock_name) {
   return std::make_unique<MyMigrationSession>(std::move(connection), sql, named_locks, std::move(lock_name));
+}
+
+const CatalogRules& MyMigrationDialect::catalog_rules() const noexcept {
+  static const MyCatalogRules rules;
+  return rules;
+}
+
+std::string MyMigrationDialect::runtime_grants(std::span<const CatalogObject> objects, std::string_view role) const {
+  return mysql_runtime_grants(database_, prefix_, objects, role);
 }
 
 }  // namespace dblock::detail

@@ -31,6 +31,9 @@ class MyMigrationDialect final : public MigrationDialect {
   [[nodiscard]] bool ddl_commits_itself() const noexcept override { return true; }
   [[nodiscard]] std::string script_record(const MigrationFile& migration) const override;
   [[nodiscard]] ScriptFrame script_frame() const override;
+  [[nodiscard]] const CatalogRules& catalog_rules() const noexcept override;
+  [[nodiscard]] std::string runtime_grants(std::span<const CatalogObject> objects,
+                                           std::string_view role) const override;
 
  private:
   std::string database_;

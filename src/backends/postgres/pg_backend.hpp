@@ -6,7 +6,7 @@
 #include <spdlog/fwd.h>
 
 #include "backends/backend.hpp"
-#include "backends/backend_factory.hpp"
+#include "backends/backend_settings.hpp"
 #include "base/uri.hpp"
 
 namespace dblock::detail {

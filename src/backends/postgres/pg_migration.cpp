@@ -4,9 +4,44 @@
 
 #include <fmt/format.h>
 
+#include "backends/runtime_grants.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
+
+namespace {
+
+class PgCatalogRules final : public CatalogRules {
+ public:
+  std::optional<std::string> primary_key_index(std::string_view table) const override {
+    return std::string(table) + "_pkey";
+  }
+  /// A body sits between $fn$ markers (migrations/postgres keep to that quoting).
+  std::string routine_body(std::string_view from_create) const override {
+    auto open = from_create.find("$fn$");
+    auto close = open == std::string_view::npos ? open : from_create.find("$fn$", open + 4);
+    if (close == std::string_view::npos) return {};
+    return std::string(from_create.substr(open + 4, close - open - 4));
+  }
+  std::string type_name(std::string base, std::string size) const override {
+    static const std::array<std::pair<std::string_view, std::string_view>, 9> aliases{
+        {{"timestamptz", "timestamp with time zone"},
+         {"timestamp", "timestamp without time zone"},
+         {"int", "integer"},
+         {"int4", "integer"},
+         {"int8", "bigint"},
+         {"int2", "smallint"},
+         {"bool", "boolean"},
+         {"varchar", "character varying"},
+         {"char", "character"}}};
+    for (auto& [alias, name] : aliases)
+      if (base == alias) base = name;
+    return base + size;
+  }
+  bool default_collation(std::string_view collation) const noexcept override { return collation == "default"; }
+};
+
+}  // namespace
 
 PgMigrationDialect::PgMigrationDialect(const StoreUri& uri)
     : schema_(uri.schema), prefix_(uri.prefix), sql_(uri.schema, uri.prefix, installation_key(uri.schema, uri.prefix), "") {}
@@ -102,6 +137,15 @@ class PgMigrationSession final : public MigrationSession {
 std::unique_ptr<MigrationSession> make_pg_migration_session(std::unique_ptr<PgConnection> connection, const PgSql& sql,
                                                             std::string schema, bool one_transaction) {
   return std::make_unique<PgMigrationSession>(std::move(connection), sql, std::move(schema), one_transaction);
+}
+
+const CatalogRules& PgMigrationDialect::catalog_rules() const noexcept {
+  static const PgCatalogRules rules;
+  return rules;
+}
+
+std::string PgMigrationDialect::runtime_grants(std::span<const CatalogObject> objects, std::string_view role) const {
+  return postgres_runtime_grants(schema_, prefix_, objects, role);
 }
 
 }  // namespace dblock::detail

@@ -22,6 +22,9 @@ class PgMigrationDialect final : public MigrationDialect {
   [[nodiscard]] std::string history_ddl() const override { return sql_.history_table; }
   [[nodiscard]] std::string script_record(const MigrationFile& migration) const override;
   [[nodiscard]] ScriptFrame script_frame() const override;
+  [[nodiscard]] const CatalogRules& catalog_rules() const noexcept override;
+  [[nodiscard]] std::string runtime_grants(std::span<const CatalogObject> objects,
+                                           std::string_view role) const override;
 
  private:
   std::string schema_;

@@ -232,9 +232,8 @@ std::string sqlite_driver_version() {
                      sqlite_api::sqlite3_libversion());
 }
 
-std::unique_ptr<Backend> make_sqlite_backend(const StoreUri& uri, std::chrono::milliseconds busy_timeout,
-                                             std::shared_ptr<spdlog::logger> logger) {
-  return std::make_unique<SqliteBackend>(uri, busy_timeout, std::move(logger));
+std::unique_ptr<Backend> make_sqlite_backend(const StoreUri& uri, const BackendSettings& settings) {
+  return std::make_unique<SqliteBackend>(uri, settings.connect_timeout, settings.logger);
 }
 
 }  // namespace dblock::detail

@@ -6,6 +6,16 @@
 
 namespace dblock::detail {
 
+namespace {
+
+class SqliteCatalogRules final : public CatalogRules {
+ public:
+  /// A rowid table's primary key may hold NULL; dblock's SQLite files say NOT NULL where they mean it.
+  bool primary_key_implies_not_null() const noexcept override { return false; }
+};
+
+}  // namespace
+
 std::vector<AppliedMigration> read_history_rows(soci::session& session, const SqliteSql& sql) {
   std::vector<AppliedMigration> applied;
   soci::rowset<soci::row> rows = session.prepare << sql.history;
@@ -125,6 +135,16 @@ class SqliteMigrationSession final : public MigrationSession {
 std::unique_ptr<MigrationSession> make_sqlite_migration_session(std::unique_ptr<SqliteSession> session,
                                                                 const SqliteSql& sql) {
   return std::make_unique<SqliteMigrationSession>(std::move(session), sql);
+}
+
+const CatalogRules& SqliteMigrationDialect::catalog_rules() const noexcept {
+  static const SqliteCatalogRules rules;
+  return rules;
+}
+
+std::string SqliteMigrationDialect::runtime_grants(std::span<const CatalogObject> /*objects*/,
+                                                   std::string_view /*role*/) const {
+  return "-- SQLite has no roles: whoever may write the database file (and its directory) can use dblock.\n";
 }
 
 }  // namespace dblock::detail

@@ -24,6 +24,10 @@ class SqliteMigrationDialect final : public MigrationDialect {
   [[nodiscard]] std::string history_ddl() const override { return sql_.history_table; }
   [[nodiscard]] std::string script_record(const MigrationFile& migration) const override;
   [[nodiscard]] ScriptFrame script_frame() const override;
+  [[nodiscard]] const CatalogRules& catalog_rules() const noexcept override;
+  /// SQLite has no roles: the text says so.
+  [[nodiscard]] std::string runtime_grants(std::span<const CatalogObject> objects,
+                                           std::string_view role) const override;
 
  private:
   std::string prefix_;

@@ -1,0 +1,18 @@
+#pragma once
+// Its own header so that the drivers, which the factory includes, need not include the factory.
+
+#include <chrono>
+#include <memory>
+
+#include <spdlog/fwd.h>
+
+namespace dblock::detail {
+
+/// What every backend is opened with.
+struct BackendSettings {
+  std::chrono::milliseconds connect_timeout;
+  std::chrono::milliseconds statement_timeout;
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+}  // namespace dblock::detail
