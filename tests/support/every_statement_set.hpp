@@ -76,7 +76,8 @@ inline void run_every_statement_set(const std::shared_ptr<Store>& store, int rou
     auto grants = locks.try_acquire_many(requests);
     ASSERT_EQ(grants.size(), 2u);
     ASSERT_TRUE(grants[0] && grants[1]);
-    EXPECT_NE(grants[0]->token, grants[1]->token);
+    EXPECT_EQ(grants[0]->count, 1);
+    EXPECT_GT(grants[1]->token, 0);  // Galera draws tokens per name: two names may share one
     std::array releases{d::ReleaseRequest{first, owner, grants[0]->token},
                         d::ReleaseRequest{second, owner, grants[1]->token + 1}};
     EXPECT_EQ(locks.release_last_many(releases), (std::vector<bool>{true, false})) << "the second's token is wrong";
