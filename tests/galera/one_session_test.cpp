@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/every_statement_set.hpp"
 #include "support/installation.hpp"

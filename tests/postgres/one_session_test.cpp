@@ -10,10 +10,10 @@
 #include <memory>
 #include <string>
 
-#include <dblock/dblock.hpp>
-#include <dblock/postgres.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
+#include <dblock/postgres.hpp>
 
 #include "support/every_statement_set.hpp"
 #include "support/installation.hpp"

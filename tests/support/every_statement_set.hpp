@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/group_backend.hpp"
 #include "backends/lock_backend.hpp"

@@ -61,9 +61,10 @@ MyNamedLockSql::MyNamedLockSql(StatementIds& ids, std::string_view database, std
       // A NEXTVAL in a statement that writes: its commit makes a refill of the sequence's cache
       // durable, which a bare SELECT NEXTVAL's is not (migrations/mysql/0006).
       draw{ids, "draw token",
-           fmt::format("REPLACE INTO `{0}token_draws` (slot, token) VALUES (CONNECTION_ID() % 64, NEXTVAL(`{0}token_seq`)) "
-                       "RETURNING token",
-                       prefix)},
+           fmt::format(
+               "REPLACE INTO `{0}token_draws` (slot, token) VALUES (CONNECTION_ID() % 64, NEXTVAL(`{0}token_seq`)) "
+               "RETURNING token",
+               prefix)},
       lock_{ids, "GET_LOCK", "SELECT IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
       lock_hashed_{ids, "GET_LOCK", "SELECT IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
       unlock_{ids, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"},

@@ -60,8 +60,7 @@ class MyRawWriteClient final : public RawWriteClient {
         fence_{ids_, "fence_begin", fill("CALL `{prefix}fence_begin`(?, ?)", {{"{prefix}", prefix}})},
         insert_{ids_, "bench insert",
                 fill("INSERT INTO `{prefix}bench_writes` (run, n) VALUES (?, ?)", {{"{prefix}", prefix}})},
-        clear_{ids_, "bench clear",
-               fill("DELETE FROM `{prefix}bench_writes` WHERE run = ?", {{"{prefix}", prefix}})} {
+        clear_{ids_, "bench clear", fill("DELETE FROM `{prefix}bench_writes` WHERE run = ?", {{"{prefix}", prefix}})} {
     connection_->execute(fill("CREATE TABLE IF NOT EXISTS `{prefix}bench_writes` (run VARCHAR(255) NOT NULL, n BIGINT NOT "
                               "NULL) ENGINE=InnoDB",
                               {{"{prefix}", prefix}}));

@@ -65,8 +65,7 @@ class MyFences final : public FenceBackend {
         ids_(ids),
         fence_{ids, "fence", fill("SELECT `{prefix}fence`(?, ?)", {{"{prefix}", prefix}})},
         begin_{ids, "fence_begin", fill("CALL `{prefix}fence_begin`(?, ?)", {{"{prefix}", prefix}})},
-        member_{ids, "fence_member",
-                fill("SELECT `{prefix}fence_member`(?, ?, ?, ?)", {{"{prefix}", prefix}})},
+        member_{ids, "fence_member", fill("SELECT `{prefix}fence_member`(?, ?, ?, ?)", {{"{prefix}", prefix}})},
         redacted_(redacted) {}
 
   std::unique_ptr<FencedSession> begin_fenced(std::span<const FenceRef> targets) override {
@@ -105,11 +104,13 @@ class MyFences final : public FenceBackend {
     auto known = callers_.find(sql);
     if (known == callers_.end()) {
       if (callers_.size() >= kCallerStatements)
-      throw InvalidArgument(fmt::format("fenced transactions of one MySQL store ran {} distinct statement texts already: "
-                                        "pass values as parameters rather than in the text",
-                                        kCallerStatements));
-      known = callers_.emplace(std::string(sql), MyStatement(ids_, "statement in a fenced transaction", std::string(sql)))
-                  .first;
+        throw InvalidArgument(
+            fmt::format("fenced transactions of one MySQL store ran {} distinct statement texts already: "
+                        "pass values as parameters rather than in the text",
+                        kCallerStatements));
+      known =
+          callers_.emplace(std::string(sql), MyStatement(ids_, "statement in a fenced transaction", std::string(sql)))
+              .first;
     }
     return known->second;
   }

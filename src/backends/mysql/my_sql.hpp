@@ -30,8 +30,8 @@ struct MySql {
       // A seeded (expired) row's token is never handed out: a grant draws a new one. Galera has no
       // sequence to draw it from.
       std::string_view seed_token = galera ? "0" : "NEXTVAL(`{prefix}token_seq`)";
-      return MyStatement(ids, name,
-                         fill(fill(sql, {{"{seed_token}", seed_token}}), {{"{prefix}", prefix}, {"{held}", kHeldTable}}));
+      return MyStatement(
+          ids, name, fill(fill(sql, {{"{seed_token}", seed_token}}), {{"{prefix}", prefix}, {"{held}", kHeldTable}}));
     };
     // Migration 0008's acquire_held with the lock's lock-delay (doc/semantics.md, "Lock-delay").
     acquire = make("acquire", "SELECT `{prefix}acquire_delayed`(?, ?, ?, ?, ?)");

@@ -140,10 +140,11 @@ PgAdvisorySql::PgAdvisorySql(StatementIds& ids, std::string_view schema, std::st
       auto pid = two_part ? "$3::integer" : "$2::integer";
       try_session_.push_back(
           {ids, fmt::format("SELECT CASE WHEN ({0} = 0 OR {0} = pg_backend_pid()) AND pg_try_advisory_lock{1}({2}) "
-                             "THEN 0 END, pg_backend_pid()",
-                             pid, suffix, args)});
-      try_xact_.push_back({ids, fmt::format("SELECT CASE WHEN pg_try_advisory_xact_lock{}({}) THEN {} END, pg_backend_pid()",
-                                             suffix, args, token)});
+                            "THEN 0 END, pg_backend_pid()",
+                            pid, suffix, args)});
+      try_xact_.push_back(
+          {ids, fmt::format("SELECT CASE WHEN pg_try_advisory_xact_lock{}({}) THEN {} END, pg_backend_pid()", suffix,
+                            args, token)});
       unlock_.push_back({ids, fmt::format("SELECT pg_advisory_unlock{}({}), pg_backend_pid()", suffix, args)});
     }
   }

@@ -34,11 +34,12 @@ class PgBackend final : public Backend {
         migration_dialect_(uri),
         mode_(std::make_shared<PgStatementMode>(uri.transaction_pooler)),
         session_pooler_(uri.session_pooler),
-        pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, settings, mode = mode_] {
-                return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
-                                                      settings.statement_timeout, settings.logger, mode);
-              },
-              uri.redacted, uri.pool_size, settings.connect_timeout) {
+        pool_(
+            [driver_uri = uri.driver_uri, redacted = uri.redacted, settings, mode = mode_] {
+              return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
+                                                    settings.statement_timeout, settings.logger, mode);
+            },
+            uri.redacted, uri.pool_size, settings.connect_timeout) {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
     engine_ = pg_engine_of(first->reported("server_version"), first->reported("crdb_version"));
     occurrences_ = make_pg_occurrences(pool_, ids_, uri.schema, uri.prefix);

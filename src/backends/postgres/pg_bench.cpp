@@ -21,9 +21,15 @@ class PgRawClient final : public RawLockClient {
       throw ConnectionError(fmt::format("raw client: {}", PQerrorMessage(conn_.get())));
     acquire_ = prepare(hand_written_ ? sql.hand_written_acquire : sql.acquire.sql);
     switch (statements) {
-      case RawStatements::dblock: release_ = prepare(sql.release_last.sql); break;  // an uncontended release is a last level
-      case RawStatements::hand_written: release_ = prepare(sql.hand_written_release); break;
-      case RawStatements::hand_written_async_delete: release_ = prepare(sql.hand_written_release_async); break;
+      case RawStatements::dblock:
+        release_ = prepare(sql.release_last.sql);
+        break;  // an uncontended release is a last level
+      case RawStatements::hand_written:
+        release_ = prepare(sql.hand_written_release);
+        break;
+      case RawStatements::hand_written_async_delete:
+        release_ = prepare(sql.hand_written_release_async);
+        break;
     }
     lock_ = prepare("SELECT pg_advisory_lock($1::bigint)");
     unlock_ = prepare("SELECT pg_advisory_unlock($1::bigint)");

@@ -78,9 +78,9 @@ class PgFences final : public FenceBackend {
            std::string_view redacted)
       : pool_(pool),
         fence_(ids, fill(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))",
-                                       {{"{schema}", schema}, {"{prefix}", prefix}})),
+                         {{"{schema}", schema}, {"{prefix}", prefix}})),
         member_(ids, fill(R"(SELECT "{schema}"."{prefix}fence_member"($1, $2, $3, $4::bigint))",
-                                            {{"{schema}", schema}, {"{prefix}", prefix}})),
+                          {{"{schema}", schema}, {"{prefix}", prefix}})),
         redacted_(redacted) {}
 
   std::unique_ptr<FencedSession> begin_fenced(std::span<const FenceRef> targets) override {

@@ -25,7 +25,8 @@ namespace dblock::detail {
 /// Every SQL statement of table mode, built once per store for its schema and prefix; the
 /// prepared ones take their ids from the store's `ids`.
 struct PgSql {
-  PgSql(StatementIds& ids, std::string_view schema, std::string_view prefix, std::int32_t key, std::string_view channel) {
+  PgSql(StatementIds& ids, std::string_view schema, std::string_view prefix, std::int32_t key,
+        std::string_view channel) {
     auto key_text = std::to_string(key);
     auto timeout_text = std::to_string(kBatchLockTimeoutMs);
     auto fill = [&](std::string_view sql) {
@@ -71,7 +72,7 @@ SELECT $1, $2, 1, nextval('"{schema}"."{prefix}token_seq"'), c.now,
        c.now + ($3::bigint + $5::bigint) * interval '1 millisecond', $5::bigint FROM c
 {conflict}
 RETURNING l.count, l.token)",
-                           "$4::bigint")};
+                             "$4::bigint")};
     // `acquire` for many names in one statement and transaction (the core combines concurrent
     // callers). The arrays are in the caller's order of distinct names sorted by bytes; the grants
     // of each name stay in token order because every advisory key of the batch is taken, in
@@ -102,7 +103,7 @@ WHERE NOT EXISTS (SELECT FROM "{schema}"."{prefix}locks" o
 ORDER BY r.name
 {conflict}
 RETURNING l.name, l.count, l.token)",
-                                 "(SELECT r.held_token FROM r WHERE r.name = EXCLUDED.name)")};
+                                  "(SELECT r.held_token FROM r WHERE r.name = EXCLUDED.name)")};
     // At zero the row is deleted; NOTIFY only when a waiter holds the shared advisory key
     // (then our exclusive try fails), so uncontended releases pay no notify cost.
     // Committed without waiting for the disk (doc/semantics.md, "Releases that do not wait for the
@@ -158,7 +159,8 @@ DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token 
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
 DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint
   AND EXISTS (SELECT FROM async) RETURNING 1)");
-    renew = {ids, fill(R"(SELECT "{schema}"."{prefix}renew_held"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
+    renew = {ids,
+             fill(R"(SELECT "{schema}"."{prefix}renew_held"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
     lease_left = {ids, fill(R"(
 SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
