@@ -14,6 +14,7 @@
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
+#include "support/every_statement_set.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
@@ -186,28 +187,26 @@ TEST_F(MySql, TwoInstallationsOnOneServerDoNotCollide) {
 }
 
 TEST_F(MySql, EveryStatementSetSharesOneSessionWithoutTheirPreparedStatementsColliding) {
-  // Table mode, migrations and GET_LOCK mode each prepare their statements on whichever pooled
-  // session they get, cached by id: with one session in the pool, all of them meet on it.
+  // Every statement set (the engine check at connect, table mode, groups, combined statements,
+  // migrations, occurrences, a fenced transaction with callers' statements, the reaper, the bench
+  // floor and GET_LOCK mode) prepares its statements on whichever pooled session it gets, cached
+  // by id: with one session in the pool, all of them meet on it.
   auto one_session = dblock::Store::open(installation_->dsn("pool=1"));
-  dblock::Migrator migrator(one_session);
   for (int round = 0; round < 2; ++round) {
-    EXPECT_FALSE(migrator.status().empty());
-    EXPECT_NO_THROW(migrator.verify());
-    {
-      dblock::LockManager table(one_session, {});
-      auto lock = table.try_acquire("one-session");
-      ASSERT_TRUE(lock);
-      EXPECT_EQ(one_session->locks().size(), 1u);
-      lock->release();
-    }
+    dblock::test::run_every_statement_set(one_session, round);
+    if (HasFatalFailure()) return;
     dblock::LockManager named(one_session, {.mode = dblock::LockMode::advisory});
     auto lock = named.try_acquire("one-session");
     ASSERT_TRUE(lock);
-    EXPECT_GT(lock->token(), 0);
+    auto first_token = lock->token();
+    EXPECT_GT(first_token, 0);
     lock->release();
     auto long_name = named.try_acquire(std::string(100, 'n'));  // hashed by the server
     ASSERT_TRUE(long_name);
     long_name->release();
+    auto waited = named.acquire("one-session", 2s);
+    EXPECT_GT(waited.token(), first_token);
+    waited.release();
   }
 }
 

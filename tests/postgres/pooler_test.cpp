@@ -116,7 +116,8 @@ TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
   dblock::migrate(*installation_->open_store());
   // Another client of the pooler has left our first statement prepared on every server connection
   // (as an earlier dblock process does): pin them all in open transactions, prepare it on each.
-  dblock::detail::PgAdvisorySql sql("public", prefix_);
+  dblock::detail::StatementIds ids;
+  dblock::detail::PgAdvisorySql sql(ids, "public", prefix_);
   auto key = dblock::AdvisoryKey::from_name("first-statement");
   const auto& first = sql.try_lock(dblock::detail::AdvisoryTarget{key, "first-statement"}, false);
   {

@@ -9,7 +9,6 @@ namespace dblock::detail {
 
 namespace {
 
-constexpr std::size_t kFirstStatementId = kNamedLockStatementIds;
 // A GET_LOCK wait must end before the client's read timeout (the statement timeout) gives up on
 // the session.
 constexpr std::chrono::milliseconds kReadTimeoutMargin{1000};
@@ -57,18 +56,19 @@ class MyNamedLockSession final : public AdvisorySession {
 
 }  // namespace
 
-MyNamedLockSql::MyNamedLockSql(std::string_view database, std::string_view prefix)
-    : ping{kFirstStatementId, "ping", "SELECT 1"},
+MyNamedLockSql::MyNamedLockSql(StatementIds& ids, std::string_view database, std::string_view prefix)
+    : ping{ids, "ping", "SELECT 1"},
       // A NEXTVAL in a statement that writes: its commit makes a refill of the sequence's cache
       // durable, which a bare SELECT NEXTVAL's is not (migrations/mysql/0006).
-      draw{kFirstStatementId + 1, "draw token",
-           fmt::format("REPLACE INTO `{0}token_draws` (slot, token) VALUES (CONNECTION_ID() % 64, NEXTVAL(`{0}token_seq`)) "
-                       "RETURNING token",
-                       prefix)},
-      lock_{kFirstStatementId + 2, "GET_LOCK", "SELECT IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
-      lock_hashed_{kFirstStatementId + 3, "GET_LOCK", "SELECT IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
-      unlock_{kFirstStatementId + 4, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"},
-      unlock_hashed_{kFirstStatementId + 5, "RELEASE_LOCK", "SELECT RELEASE_LOCK(SHA2(?, 256))"},
+      draw{ids, "draw token",
+           fmt::format(
+               "REPLACE INTO `{0}token_draws` (slot, token) VALUES (CONNECTION_ID() % 64, NEXTVAL(`{0}token_seq`)) "
+               "RETURNING token",
+               prefix)},
+      lock_{ids, "GET_LOCK", "SELECT IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
+      lock_hashed_{ids, "GET_LOCK", "SELECT IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
+      unlock_{ids, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"},
+      unlock_hashed_{ids, "RELEASE_LOCK", "SELECT RELEASE_LOCK(SHA2(?, 256))"},
       namespace_(fmt::format("{}.{}:", database, prefix)) {}
 
 bool MyNamedLockSql::hashed(std::string_view full_name) noexcept {

@@ -18,7 +18,8 @@ namespace dblock::detail {
 /// both servers.
 class MyNamedLockSql {
  public:
-  MyNamedLockSql(std::string_view database, std::string_view prefix);
+  /// The statements' ids come from the store's `ids`.
+  MyNamedLockSql(StatementIds& ids, std::string_view database, std::string_view prefix);
   /// The text a name is locked under before the length rule (what the SHA2 is taken of).
   [[nodiscard]] std::string full_name(std::string_view name) const { return namespace_ + std::string(name); }
   /// GET_LOCK(?, seconds) of a full name (GET_LOCK mode's, or the migration lock's): 0 when

@@ -25,8 +25,8 @@ namespace {
 
 /// Whether the server is a node of a Galera cluster (wsrep_on; MySQL 8 has no such variable).
 /// @throws InvalidArgument when the URI says engine=galera and it is not.
-bool is_galera_node(MyConnection& connection, const StoreUri& uri) {
-  MyStatement engine{kEngineStatementId, "engine check", "SHOW VARIABLES LIKE 'wsrep_on'"};
+bool is_galera_node(MyConnection& connection, const StoreUri& uri, StatementIds& ids) {
+  MyStatement engine{ids, "engine check", "SHOW VARIABLES LIKE 'wsrep_on'"};
   auto rows = connection.query(engine, {});
   bool galera = !rows.empty() && rows.front().str(1) == "ON";
   if (uri.galera && !galera)
@@ -269,7 +269,7 @@ class MyBackend final : public Backend {
     pool_.add_reclaimer(std::move(give_back));
   }
 
-  std::unique_ptr<RawLockClient> raw_client() override { return make_my_raw_client(connect(), sql_); }
+  std::unique_ptr<RawLockClient> raw_client() override { return make_my_raw_client(connect(), sql_, ids_); }
   std::unique_ptr<RawWriteClient> raw_write_client() override { return make_my_raw_write_client(connect(), prefix_); }
 
   void seed_expired(std::string_view stem, std::size_t count) override {
@@ -346,17 +346,17 @@ class MyBackend final : public Backend {
       : endpoint_(endpoint),
         redacted_(uri.redacted),
         settings_(settings),
-        galera_(is_galera_node(*first, uri)),
+        galera_(is_galera_node(*first, uri, ids_)),
         migration_lock_name_(migration_lock_name(uri, endpoint_.database)),
         prefix_(uri.prefix),
-        sql_(uri.prefix, galera_),
-        named_lock_sql_(endpoint_.database, uri.prefix),
+        sql_(ids_, uri.prefix, galera_),
+        named_lock_sql_(ids_, endpoint_.database, uri.prefix),
         migration_dialect_(endpoint_.database, uri.prefix, galera_),
         pool_([this] { return connect(); }, uri.redacted, uri.pool_size, settings.connect_timeout) {
     if (galera_) read_causally(*first);
     pool_.adopt(std::move(first));
-    occurrences_ = make_my_occurrences(pool_, prefix_);
-    fences_ = make_my_fences(pool_, prefix_, redacted_);
+    occurrences_ = make_my_occurrences(pool_, ids_, prefix_);
+    fences_ = make_my_fences(pool_, ids_, prefix_, redacted_);
   }
 
   OccurrenceBackend* occurrences() override { return occurrences_.get(); }
@@ -391,6 +391,7 @@ class MyBackend final : public Backend {
   MyEndpoint endpoint_;
   std::string redacted_;
   BackendSettings settings_;
+  StatementIds ids_;  // before every statement set (the engine check's first): all of them share its ids
   bool galera_;
   std::string migration_lock_name_;
   std::string prefix_;

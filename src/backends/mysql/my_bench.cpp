@@ -13,8 +13,11 @@ namespace {
 /// Bare Connector/C++: the same prepared statements on one connection, no pool, no bookkeeping.
 class MyRawClient final : public RawLockClient {
  public:
-  MyRawClient(std::unique_ptr<MyConnection> connection, const MySql& sql)
-      : connection_(std::move(connection)), sql_(sql) {}
+  MyRawClient(std::unique_ptr<MyConnection> connection, const MySql& sql, StatementIds& ids)
+      : connection_(std::move(connection)),
+        sql_(sql),
+        blocking_lock_{ids, "GET_LOCK", "SELECT GET_LOCK(?, ?)"},
+        blocking_unlock_{ids, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"} {}
 
   std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
                                       std::int64_t ttl_ms) override {
@@ -45,8 +48,7 @@ class MyRawClient final : public RawLockClient {
  private:
   std::unique_ptr<MyConnection> connection_;
   const MySql& sql_;
-  MyStatement blocking_lock_{kBenchStatementIds, "GET_LOCK", "SELECT GET_LOCK(?, ?)"};
-  MyStatement blocking_unlock_{kBenchStatementIds + 1, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"};
+  MyStatement blocking_lock_, blocking_unlock_;
 };
 
 /// Bare Connector/C++ on one connection: START TRANSACTION (fenced: CALL fence_begin, which starts
@@ -55,11 +57,10 @@ class MyRawWriteClient final : public RawWriteClient {
  public:
   MyRawWriteClient(std::unique_ptr<MyConnection> connection, std::string_view prefix)
       : connection_(std::move(connection)),
-        fence_{kBenchStatementIds + 2, "fence_begin", fill("CALL `{prefix}fence_begin`(?, ?)", {{"{prefix}", prefix}})},
-        insert_{kBenchStatementIds + 3, "bench insert",
+        fence_{ids_, "fence_begin", fill("CALL `{prefix}fence_begin`(?, ?)", {{"{prefix}", prefix}})},
+        insert_{ids_, "bench insert",
                 fill("INSERT INTO `{prefix}bench_writes` (run, n) VALUES (?, ?)", {{"{prefix}", prefix}})},
-        clear_{kBenchStatementIds + 4, "bench clear",
-               fill("DELETE FROM `{prefix}bench_writes` WHERE run = ?", {{"{prefix}", prefix}})} {
+        clear_{ids_, "bench clear", fill("DELETE FROM `{prefix}bench_writes` WHERE run = ?", {{"{prefix}", prefix}})} {
     connection_->execute(fill("CREATE TABLE IF NOT EXISTS `{prefix}bench_writes` (run VARCHAR(255) NOT NULL, n BIGINT NOT "
                               "NULL) ENGINE=InnoDB",
                               {{"{prefix}", prefix}}));
@@ -99,6 +100,7 @@ class MyRawWriteClient final : public RawWriteClient {
 
  private:
   std::unique_ptr<MyConnection> connection_;
+  StatementIds ids_;  // its own connection runs only these three
   MyStatement fence_, insert_, clear_;
 };
 
@@ -109,8 +111,9 @@ std::unique_ptr<RawWriteClient> make_my_raw_write_client(std::unique_ptr<MyConne
   return std::make_unique<MyRawWriteClient>(std::move(connection), prefix);
 }
 
-std::unique_ptr<RawLockClient> make_my_raw_client(std::unique_ptr<MyConnection> connection, const MySql& sql) {
-  return std::make_unique<MyRawClient>(std::move(connection), sql);
+std::unique_ptr<RawLockClient> make_my_raw_client(std::unique_ptr<MyConnection> connection, const MySql& sql,
+                                                  StatementIds& ids) {
+  return std::make_unique<MyRawClient>(std::move(connection), sql, ids);
 }
 
 }  // namespace dblock::detail

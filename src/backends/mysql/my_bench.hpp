@@ -10,7 +10,10 @@
 
 namespace dblock::detail {
 
-[[nodiscard]] std::unique_ptr<RawLockClient> make_my_raw_client(std::unique_ptr<MyConnection> connection, const MySql& sql);
+/// `ids`: the registry `sql` was numbered by (the client's own statements join it, as they run on
+/// the same connection).
+[[nodiscard]] std::unique_ptr<RawLockClient> make_my_raw_client(std::unique_ptr<MyConnection> connection,
+                                                                const MySql& sql, StatementIds& ids);
 
 /// The fence scenario's floor: a write transaction in the bench's own table, fenced or not.
 [[nodiscard]] std::unique_ptr<RawWriteClient> make_my_raw_write_client(std::unique_ptr<MyConnection> connection,

@@ -217,6 +217,8 @@ sql::PreparedStatement& MyConnection::prepared(const MyStatement& statement, std
     slot.reset(conn_->prepareStatement(statement.sql));
     prepared_sql_[statement.id] = statement.sql;
   } else if (prepared_sql_[statement.id] != statement.sql) {
+    // Cannot happen while every id comes from the backend's StatementIds: the assertion that two
+    // registries never number statements on one session (it would run the wrong one).
     throw std::logic_error(fmt::format("prepared-statement id {} ({}) is taken by other SQL on this session",
                                        statement.id, statement.name));
   }

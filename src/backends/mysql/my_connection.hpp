@@ -15,6 +15,8 @@
 
 #include <spdlog/fwd.h>
 
+#include "backends/statement_ids.hpp"
+
 namespace sql {
 class Connection;
 class PreparedStatement;
@@ -34,19 +36,14 @@ struct MyEndpoint {
 /// @throws InvalidArgument naming the (redacted) URI and the problem.
 [[nodiscard]] MyEndpoint parse_mysql_uri(std::string_view driver_uri, std::string_view redacted);
 
-/// Prepared-statement ids, one range per statement set: a session caches the statements of every
-/// set it runs side by side, by id (MyConnection refuses an id already taken by other SQL).
-inline constexpr std::size_t kTableStatementIds = 0;       // MySql: table mode and migrations, below 64
-inline constexpr std::size_t kNamedLockStatementIds = 64;  // MyNamedLockSql: GET_LOCK mode, below 80
-inline constexpr std::size_t kEngineStatementId = 80;      // the Galera check at connect
-inline constexpr std::size_t kBenchStatementIds = 96;      // the bench floor's own
-inline constexpr std::size_t kOccurrenceStatementIds = 112; // MyOccurrences: occurrence records, below 128
-inline constexpr std::size_t kFenceStatementIds = 128;     // MyFences: the fence and callers' statements, below 192
-
-/// A statement the backend prepares lazily, once per session.
+/// A statement the backend prepares lazily, once per session. A session caches the statements of
+/// every set it runs side by side, by id: the id comes from the backend's registry, one per text.
 struct MyStatement {
-  std::size_t id;
-  const char* name;  // for error messages
+  MyStatement() = default;
+  MyStatement(StatementIds& ids, const char* name_, std::string sql_)
+      : id(ids.of(sql_)), name(name_), sql(std::move(sql_)) {}
+  std::size_t id = 0;
+  const char* name = "";  // for error messages
   std::string sql;
 };
 

@@ -16,11 +16,9 @@ namespace {
 
 // The fence function's documented error: SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 32001.
 constexpr std::string_view kFenceRefused = "(MySQL error 32001)";
-// Callers' statements are prepared once per session like dblock's own, each under an id of its
-// own text (the range ends below 192).
+// Callers' statements are prepared once per session like dblock's own, each under the id of its
+// text; so many distinct texts per store at most, or every session's cache would keep growing.
 constexpr std::size_t kCallerStatements = 60;
-// Below them: the fence, fence_begin and (spare) ids of the fence's own statements.
-constexpr std::size_t kFenceOwnStatements = 4;
 
 class MyFences;
 
@@ -62,12 +60,12 @@ class MyFencedSession final : public FencedSession {
 
 class MyFences final : public FenceBackend {
  public:
-  MyFences(SessionPool<MyConnection>& pool, std::string_view prefix, std::string_view redacted)
+  MyFences(SessionPool<MyConnection>& pool, StatementIds& ids, std::string_view prefix, std::string_view redacted)
       : pool_(pool),
-        fence_{kFenceStatementIds, "fence", fill("SELECT `{prefix}fence`(?, ?)", {{"{prefix}", prefix}})},
-        begin_{kFenceStatementIds + 1, "fence_begin", fill("CALL `{prefix}fence_begin`(?, ?)", {{"{prefix}", prefix}})},
-        member_{kFenceStatementIds + 2, "fence_member",
-                fill("SELECT `{prefix}fence_member`(?, ?, ?, ?)", {{"{prefix}", prefix}})},
+        ids_(ids),
+        fence_{ids, "fence", fill("SELECT `{prefix}fence`(?, ?)", {{"{prefix}", prefix}})},
+        begin_{ids, "fence_begin", fill("CALL `{prefix}fence_begin`(?, ?)", {{"{prefix}", prefix}})},
+        member_{ids, "fence_member", fill("SELECT `{prefix}fence_member`(?, ?, ?, ?)", {{"{prefix}", prefix}})},
         redacted_(redacted) {}
 
   std::unique_ptr<FencedSession> begin_fenced(std::span<const FenceRef> targets) override {
@@ -100,18 +98,21 @@ class MyFences final : public FenceBackend {
     }
   }
 
-  /// The statement for `sql`, under an id of its own text.
+  /// The statement for `sql`, under the id of its text.
   MyStatement statement(std::string_view sql) {
     std::lock_guard lock(mutex_);
-    auto known = ids_.find(sql);
-    if (known != ids_.end()) return {known->second, "statement in a fenced transaction", std::string(sql)};
-    if (ids_.size() >= kCallerStatements)
-      throw InvalidArgument(fmt::format("fenced transactions of one MySQL store ran {} distinct statement texts already: "
-                                        "pass values as parameters rather than in the text",
-                                        kCallerStatements));
-    auto id = kFenceStatementIds + kFenceOwnStatements + ids_.size();
-    ids_.emplace(std::string(sql), id);
-    return {id, "statement in a fenced transaction", std::string(sql)};
+    auto known = callers_.find(sql);
+    if (known == callers_.end()) {
+      if (callers_.size() >= kCallerStatements)
+        throw InvalidArgument(
+            fmt::format("fenced transactions of one MySQL store ran {} distinct statement texts already: "
+                        "pass values as parameters rather than in the text",
+                        kCallerStatements));
+      known =
+          callers_.emplace(std::string(sql), MyStatement(ids_, "statement in a fenced transaction", std::string(sql)))
+              .first;
+    }
+    return known->second;
   }
 
  private:
@@ -126,10 +127,11 @@ class MyFences final : public FenceBackend {
   }
 
   SessionPool<MyConnection>& pool_;
+  StatementIds& ids_;
   MyStatement fence_, begin_, member_;
   std::string redacted_;
   std::mutex mutex_;
-  std::map<std::string, std::size_t, std::less<>> ids_;
+  std::map<std::string, MyStatement, std::less<>> callers_;  // the texts run in fenced transactions
 };
 
 std::vector<MyParam> params_of(std::span<const std::string> params) {
@@ -156,9 +158,9 @@ std::int64_t MyFencedSession::execute(std::string_view sql, std::span<const std:
 
 }  // namespace
 
-std::unique_ptr<FenceBackend> make_my_fences(SessionPool<MyConnection>& pool, std::string_view prefix,
-                                             std::string_view redacted_uri) {
-  return std::make_unique<MyFences>(pool, prefix, redacted_uri);
+std::unique_ptr<FenceBackend> make_my_fences(SessionPool<MyConnection>& pool, StatementIds& ids,
+                                             std::string_view prefix, std::string_view redacted_uri) {
+  return std::make_unique<MyFences>(pool, ids, prefix, redacted_uri);
 }
 
 }  // namespace dblock::detail

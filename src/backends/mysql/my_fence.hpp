@@ -8,8 +8,9 @@
 
 namespace dblock::detail {
 
-/// MySQL/MariaDB's (and Galera's) fenced transactions (migration 0009) on the backend's sessions.
-[[nodiscard]] std::unique_ptr<FenceBackend> make_my_fences(SessionPool<MyConnection>& pool, std::string_view prefix,
-                                                           std::string_view redacted_uri);
+/// MySQL/MariaDB's (and Galera's) fenced transactions (migration 0009) on the backend's sessions;
+/// the fence's statements and the callers' take their ids from the backend's `ids`.
+[[nodiscard]] std::unique_ptr<FenceBackend> make_my_fences(SessionPool<MyConnection>& pool, StatementIds& ids,
+                                                           std::string_view prefix, std::string_view redacted_uri);
 
 }  // namespace dblock::detail

@@ -48,7 +48,7 @@ std::string migration_lock_name(const StoreUri& uri, std::string_view database) 
 }
 
 MyMigrationDialect::MyMigrationDialect(std::string database, std::string prefix, bool galera)
-    : database_(std::move(database)), prefix_(std::move(prefix)), galera_(galera), sql_(prefix_, galera) {}
+    : database_(std::move(database)), prefix_(std::move(prefix)), galera_(galera), sql_(ids_, prefix_, galera) {}
 
 std::string MyMigrationDialect::filled(std::string_view migration_sql) const {
   return fill_placeholders(migration_sql, "", prefix_);

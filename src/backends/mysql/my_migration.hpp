@@ -39,6 +39,7 @@ class MyMigrationDialect final : public MigrationDialect {
   std::string database_;
   std::string prefix_;
   bool galera_;
+  StatementIds ids_;  // its own: of sql_ only texts are used here, none is prepared
   MySql sql_;
 };
 

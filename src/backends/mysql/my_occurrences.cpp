@@ -39,25 +39,24 @@ constexpr std::string_view kOurs = "(token = VALUES(token) AND (status = 'runnin
 
 class MyOccurrences final : public OccurrenceBackend {
  public:
-  MyOccurrences(SessionPool<MyConnection>& pool, std::string_view prefix) : pool_(pool) {
+  MyOccurrences(SessionPool<MyConnection>& pool, StatementIds& ids, std::string_view prefix) : pool_(pool) {
     auto fill = [&](std::string_view sql, std::string_view retry = "FALSE") {
       auto shaped = detail::fill(sql, {{"{take}", kTake}, {"{ours}", kOurs}, {"{live}", kLive}});
       return detail::fill(shaped, {{"{prefix}", prefix}, {"{retry}", retry}});
     };
-    std::size_t id = kOccurrenceStatementIds;
-    clock_ = {id++, "database clock", "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000"};
-    claim_ = {id++, "claim occurrence", fill(kClaim)};
-    claim_retry_ = {id++, "claim occurrence", fill(kClaim, "TRUE")};
-    finish_ = {id++, "finish occurrence", fill(R"(
+    clock_ = {ids, "database clock", "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000"};
+    claim_ = {ids, "claim occurrence", fill(kClaim)};
+    claim_retry_ = {ids, "claim occurrence", fill(kClaim, "TRUE")};
+    finish_ = {ids, "finish occurrence", fill(R"(
 UPDATE `{prefix}occurrences` SET status = IF(? = 0, 'succeeded', 'failed'), exit_code = ?, finished_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND occurrence = ? AND token = ? AND status = 'running')")};
-    list_ = {id++, "list occurrences", fill(R"(
+    list_ = {ids, "list occurrences", fill(R"(
 SELECT o.name, o.occurrence, o.owner, o.token, IF(o.status = 'running' AND NOT {live}, 'abandoned', o.status),
        o.attempts, o.exit_code, TIMESTAMPDIFF(MICROSECOND, o.claimed_at, UTC_TIMESTAMP(6)) DIV 1000
 FROM `{prefix}occurrences` o WHERE ? = '' OR o.name = ?
 ORDER BY o.name, o.occurrence)")};
     // A single-table DELETE (ORDER BY and LIMIT need one), which takes no alias before MariaDB 11.
-    reap_ = {id++, "reap occurrences", fill(R"(
+    reap_ = {ids, "reap occurrences", fill(R"(
 DELETE FROM `{prefix}occurrences`
 WHERE keep_until <= UTC_TIMESTAMP(6) AND NOT (status = 'running' AND EXISTS (SELECT 1 FROM `{prefix}locks` l
   WHERE l.name = `{prefix}occurrences`.name AND l.token = `{prefix}occurrences`.token AND l.expires_at > UTC_TIMESTAMP(6)))
@@ -101,8 +100,9 @@ ORDER BY keep_until LIMIT ?)")};
 
 }  // namespace
 
-std::unique_ptr<OccurrenceBackend> make_my_occurrences(SessionPool<MyConnection>& pool, std::string_view prefix) {
-  return std::make_unique<MyOccurrences>(pool, prefix);
+std::unique_ptr<OccurrenceBackend> make_my_occurrences(SessionPool<MyConnection>& pool, StatementIds& ids,
+                                                       std::string_view prefix) {
+  return std::make_unique<MyOccurrences>(pool, ids, prefix);
 }
 
 }  // namespace dblock::detail

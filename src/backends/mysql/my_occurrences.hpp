@@ -8,8 +8,9 @@
 
 namespace dblock::detail {
 
-/// MySQL/MariaDB's (and Galera's) occurrence records (migration 0007) on the backend's sessions.
-[[nodiscard]] std::unique_ptr<OccurrenceBackend> make_my_occurrences(SessionPool<MyConnection>& pool,
+/// MySQL/MariaDB's (and Galera's) occurrence records (migration 0007) on the backend's sessions,
+/// their statement ids from the backend's `ids`.
+[[nodiscard]] std::unique_ptr<OccurrenceBackend> make_my_occurrences(SessionPool<MyConnection>& pool, StatementIds& ids,
                                                                      std::string_view prefix);
 
 }  // namespace dblock::detail

@@ -21,19 +21,17 @@ namespace dblock::detail {
 
 inline std::int64_t micros(std::chrono::milliseconds duration) { return duration.count() * 1000; }
 
-/// Every SQL statement of table mode, built once per store for its prefix. Tables are not
-/// qualified: they live in the database the URI names, which every session uses. `galera`: the
-/// schema of migrations/galera (no token sequence).
+/// Every SQL statement of table mode, built once per store for its prefix, their ids from the
+/// store's `ids`. Tables are not qualified: they live in the database the URI names, which every
+/// session uses. `galera`: the schema of migrations/galera (no token sequence).
 struct MySql {
-  explicit MySql(std::string_view prefix, bool galera = false) {
-    std::size_t id = kTableStatementIds;
+  MySql(StatementIds& ids, std::string_view prefix, bool galera = false) {
     auto make = [&](const char* name, std::string_view sql) {
-      if (id >= kNamedLockStatementIds) throw std::logic_error("MySql: more statements than its range of ids");
       // A seeded (expired) row's token is never handed out: a grant draws a new one. Galera has no
       // sequence to draw it from.
       std::string_view seed_token = galera ? "0" : "NEXTVAL(`{prefix}token_seq`)";
-      return MyStatement{id++, name,
-                         fill(fill(sql, {{"{seed_token}", seed_token}}), {{"{prefix}", prefix}, {"{held}", kHeldTable}})};
+      return MyStatement(
+          ids, name, fill(fill(sql, {{"{seed_token}", seed_token}}), {{"{prefix}", prefix}, {"{held}", kHeldTable}}));
     };
     // Migration 0008's acquire_held with the lock's lock-delay (doc/semantics.md, "Lock-delay").
     acquire = make("acquire", "SELECT `{prefix}acquire_delayed`(?, ?, ?, ?, ?)");

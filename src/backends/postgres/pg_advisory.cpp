@@ -11,9 +11,6 @@ namespace dblock::detail {
 
 namespace {
 
-// Prepared-statement ids of advisory mode; table mode uses the ones below 20.
-constexpr std::size_t kFirstStatementId = 20;
-
 std::int64_t int64_at(const PGresult* result, int column) {
   const char* text = PQgetvalue(result, 0, column);
   std::int64_t value = 0;
@@ -130,10 +127,9 @@ class PgAdvisorySession final : public AdvisorySession {
 
 }  // namespace
 
-PgAdvisorySql::PgAdvisorySql(std::string_view schema, std::string_view prefix) {
+PgAdvisorySql::PgAdvisorySql(StatementIds& ids, std::string_view schema, std::string_view prefix) {
   auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}}); };
   auto token = fill(R"(nextval('"{schema}"."{prefix}token_seq"'))");
-  std::size_t id = kFirstStatementId;
   // Variants in the order of variant(): bigint exclusive, bigint shared, pair exclusive, pair shared.
   for (bool two_part : {false, true}) {
     for (bool shared : {false, true}) {
@@ -143,19 +139,20 @@ PgAdvisorySql::PgAdvisorySql(std::string_view schema, std::string_view prefix) {
       // with the lock (CASE evaluates in order: only once the lock is ours).
       auto pid = two_part ? "$3::integer" : "$2::integer";
       try_session_.push_back(
-          {id++, fmt::format("SELECT CASE WHEN ({0} = 0 OR {0} = pg_backend_pid()) AND pg_try_advisory_lock{1}({2}) "
-                             "THEN 0 END, pg_backend_pid()",
-                             pid, suffix, args)});
-      try_xact_.push_back({id++, fmt::format("SELECT CASE WHEN pg_try_advisory_xact_lock{}({}) THEN {} END, pg_backend_pid()",
-                                             suffix, args, token)});
-      unlock_.push_back({id++, fmt::format("SELECT pg_advisory_unlock{}({}), pg_backend_pid()", suffix, args)});
+          {ids, fmt::format("SELECT CASE WHEN ({0} = 0 OR {0} = pg_backend_pid()) AND pg_try_advisory_lock{1}({2}) "
+                            "THEN 0 END, pg_backend_pid()",
+                            pid, suffix, args)});
+      try_xact_.push_back(
+          {ids, fmt::format("SELECT CASE WHEN pg_try_advisory_xact_lock{}({}) THEN {} END, pg_backend_pid()", suffix,
+                            args, token)});
+      unlock_.push_back({ids, fmt::format("SELECT pg_advisory_unlock{}({}), pg_backend_pid()", suffix, args)});
     }
   }
-  wait_ = {id++, fill(R"(SELECT "{schema}"."{prefix}advisory_lock"($1::bigint, $2::integer, $3::integer, $4::boolean,
+  wait_ = {ids, fill(R"(SELECT "{schema}"."{prefix}advisory_lock"($1::bigint, $2::integer, $3::integer, $4::boolean,
   $5::boolean, $6::boolean, $7::bigint), pg_backend_pid())")};
-  pid_ = {id++, "SELECT pg_backend_pid()"};
-  draw_ = {id++, fmt::format("SELECT {}, pg_backend_pid()", token)};
-  wait_session_ = {id++, fill(R"(SELECT CASE WHEN $8::integer = 0 OR $8::integer = pg_backend_pid() THEN
+  pid_ = {ids, "SELECT pg_backend_pid()"};
+  draw_ = {ids, fmt::format("SELECT {}, pg_backend_pid()", token)};
+  wait_session_ = {ids, fill(R"(SELECT CASE WHEN $8::integer = 0 OR $8::integer = pg_backend_pid() THEN
   "{schema}"."{prefix}advisory_lock"($1::bigint, $2::integer, $3::integer, $4::boolean, $5::boolean, $6::boolean,
   $7::bigint) END, pg_backend_pid())")};
 }

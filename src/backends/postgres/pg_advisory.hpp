@@ -25,10 +25,11 @@ namespace dblock::detail {
 /// enough that the round trip between slices is noise (doc/advisory.md).
 inline constexpr std::chrono::milliseconds kPgAdvisoryWaitSlice{500};
 
-/// The advisory statements of one installation: its token sequence and wait function.
+/// The advisory statements of one installation: its token sequence and wait function; their ids
+/// from the store's `ids`.
 class PgAdvisorySql {
  public:
-  PgAdvisorySql(std::string_view schema, std::string_view prefix);
+  PgAdvisorySql(StatementIds& ids, std::string_view schema, std::string_view prefix);
 
   /// One round trip, no wait, then the server pid. Session locks: 0 when granted (the token is
   /// drawn when asked for: draw()), NULL when not; transaction locks: the token or NULL.

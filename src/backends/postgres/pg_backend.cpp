@@ -29,20 +29,21 @@ class PgBackend final : public Backend {
         driver_uri_(uri.driver_uri),
         key_(installation_key(uri.schema, uri.prefix)),
         channel_(fmt::format("dblock_release_{:08x}", static_cast<std::uint32_t>(key_))),
-        sql_(uri.schema, uri.prefix, key_, channel_),
-        advisory_sql_(uri.schema, uri.prefix),
+        sql_(ids_, uri.schema, uri.prefix, key_, channel_),
+        advisory_sql_(ids_, uri.schema, uri.prefix),
         migration_dialect_(uri),
         mode_(std::make_shared<PgStatementMode>(uri.transaction_pooler)),
         session_pooler_(uri.session_pooler),
-        pool_([driver_uri = uri.driver_uri, redacted = uri.redacted, settings, mode = mode_] {
-                return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
-                                                      settings.statement_timeout, settings.logger, mode);
-              },
-              uri.redacted, uri.pool_size, settings.connect_timeout) {
+        pool_(
+            [driver_uri = uri.driver_uri, redacted = uri.redacted, settings, mode = mode_] {
+              return std::make_unique<PgConnection>(driver_uri, redacted, settings.connect_timeout,
+                                                    settings.statement_timeout, settings.logger, mode);
+            },
+            uri.redacted, uri.pool_size, settings.connect_timeout) {
     auto first = pool_.lease();  // proves the server and the credentials now, not at first use
     engine_ = pg_engine_of(first->reported("server_version"), first->reported("crdb_version"));
-    occurrences_ = make_pg_occurrences(pool_, uri.schema, uri.prefix);
-    fences_ = make_pg_fences(pool_, uri.schema, uri.prefix, uri.redacted);
+    occurrences_ = make_pg_occurrences(pool_, ids_, uri.schema, uri.prefix);
+    fences_ = make_pg_fences(pool_, ids_, uri.schema, uri.prefix, uri.redacted);
   }
 
   OccurrenceBackend* occurrences() override { return occurrences_.get(); }
@@ -388,6 +389,7 @@ class PgBackend final : public Backend {
   std::string driver_uri_;
   std::int32_t key_;
   std::string channel_;
+  StatementIds ids_;  // before every statement set: all of them share its ids
   PgSql sql_;
   PgAdvisorySql advisory_sql_;
   PgMigrationDialect migration_dialect_;

@@ -19,14 +19,20 @@ class PgRawClient final : public RawLockClient {
       : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed), hand_written_(statements != RawStatements::dblock) {
     if (PQstatus(conn_.get()) != CONNECTION_OK)
       throw ConnectionError(fmt::format("raw client: {}", PQerrorMessage(conn_.get())));
-    prepare(0, hand_written_ ? sql.hand_written_acquire : sql.acquire.sql);
+    acquire_ = prepare(hand_written_ ? sql.hand_written_acquire : sql.acquire.sql);
     switch (statements) {
-      case RawStatements::dblock: prepare(1, sql.release_last.sql); break;  // an uncontended release is a last level
-      case RawStatements::hand_written: prepare(1, sql.hand_written_release); break;
-      case RawStatements::hand_written_async_delete: prepare(1, sql.hand_written_release_async); break;
+      case RawStatements::dblock:
+        release_ = prepare(sql.release_last.sql);
+        break;  // an uncontended release is a last level
+      case RawStatements::hand_written:
+        release_ = prepare(sql.hand_written_release);
+        break;
+      case RawStatements::hand_written_async_delete:
+        release_ = prepare(sql.hand_written_release_async);
+        break;
     }
-    prepare(2, "SELECT pg_advisory_lock($1::bigint)");
-    prepare(3, "SELECT pg_advisory_unlock($1::bigint)");
+    lock_ = prepare("SELECT pg_advisory_lock($1::bigint)");
+    unlock_ = prepare("SELECT pg_advisory_unlock($1::bigint)");
   }
 
   std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
@@ -34,7 +40,7 @@ class PgRawClient final : public RawLockClient {
     char ttl[24];
     *std::to_chars(ttl, ttl + sizeof ttl - 1, ttl_ms).ptr = '\0';
     const char* values[] = {name.c_str(), owner.c_str(), ttl, "0", "0"};  // no grant held, no lock-delay
-    auto result = hand_written_ ? run(0, {name.c_str(), owner.c_str(), ttl}) : run(0, values);
+    auto result = hand_written_ ? run(acquire_, {name.c_str(), owner.c_str(), ttl}) : run(acquire_, values);
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return to_int64(result.get(), 0, 1);
   }
@@ -43,11 +49,11 @@ class PgRawClient final : public RawLockClient {
     char token_text[24];
     *std::to_chars(token_text, token_text + sizeof token_text - 1, token).ptr = '\0';
     const char* values[] = {name.c_str(), owner.c_str(), token_text};
-    return PQntuples(run(1, values).get()) > 0;
+    return PQntuples(run(release_, values).get()) > 0;
   }
 
-  bool blocking_lock(std::int64_t key) override { return run_with_key(2, key); }
-  void blocking_unlock(std::int64_t key) override { run_with_key(3, key); }
+  bool blocking_lock(std::int64_t key) override { return run_with_key(lock_, key); }
+  void blocking_unlock(std::int64_t key) override { run_with_key(unlock_, key); }
   std::string_view blocking_lock_functions() const noexcept override { return "pg_advisory_lock + pg_advisory_unlock"; }
 
  private:
@@ -55,34 +61,37 @@ class PgRawClient final : public RawLockClient {
     void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
   };
 
-  void prepare(std::size_t id, const std::string& sql) {
-    statements_[id] = PgStatement(id, sql);
-    if (unnamed_) return;
-    PgResult result(PQprepare(conn_.get(), statements_[id].name.c_str(), sql.c_str(), 0, nullptr));
+  PgStatement prepare(const std::string& sql) {
+    PgStatement statement(ids_, sql);
+    if (unnamed_) return statement;
+    PgResult result(PQprepare(conn_.get(), statement.name.c_str(), sql.c_str(), 0, nullptr));
     if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
+    return statement;
   }
 
   template <std::size_t N>
-  PgResult run(std::size_t id, const char* const (&values)[N]) {
-    auto& statement = statements_[id];
+  PgResult run(const PgStatement& statement, const char* const (&values)[N]) {
     PgResult result(unnamed_ ? PQexecParams(conn_.get(), statement.sql.c_str(), N, nullptr, values, nullptr, nullptr, 0)
                              : PQexecPrepared(conn_.get(), statement.name.c_str(), N, values, nullptr, nullptr, 0));
     if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw DatabaseError(PQerrorMessage(conn_.get()));
     return result;
   }
 
-  bool run_with_key(std::size_t id, std::int64_t key) {
+  bool run_with_key(const PgStatement& statement, std::int64_t key) {
     char key_text[24];
     *std::to_chars(key_text, key_text + sizeof key_text - 1, key).ptr = '\0';
     const char* values[] = {key_text};
-    run(id, values);
+    run(statement, values);
     return true;
   }
 
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   bool unnamed_;
   bool hand_written_;
-  std::array<PgStatement, 4> statements_;
+  // Its own connection, so ids of its own: libpq prepares these by name, and no session cache
+  // indexed by id holds them.
+  StatementIds ids_;
+  PgStatement acquire_, release_, lock_, unlock_;
 };
 
 /// Bare libpq on one connection: BEGIN [pipelined with the fence], one insert into the bench's own
@@ -97,9 +106,9 @@ class PgRawWriteClient final : public RawWriteClient {
     auto fill_in = [&](std::string_view sql) { return fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}}); };
     command(fill_in(R"(CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}bench_writes" (run text NOT NULL, n bigint NOT NULL))"));
     insert_sql_ = fill_in(R"(INSERT INTO "{schema}"."{prefix}bench_writes" (run, n) VALUES ($1, $2::bigint))");
-    prepare(0, fill_in(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))"));
-    prepare(1, insert_sql_);
-    prepare(2, fill_in(R"(DELETE FROM "{schema}"."{prefix}bench_writes" WHERE run = $1)"));
+    fence_ = prepare(fill_in(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))"));
+    insert_ = prepare(insert_sql_);
+    clear_ = prepare(fill_in(R"(DELETE FROM "{schema}"."{prefix}bench_writes" WHERE run = $1)"));
   }
 
   void write(const std::string& run, std::int64_t n,
@@ -108,7 +117,7 @@ class PgRawWriteClient final : public RawWriteClient {
       begin_fenced(fence->first, fence->second);
     else
       command("BEGIN");
-    run_prepared(1, run, n, PGRES_COMMAND_OK);
+    run_prepared(insert_, run, n, PGRES_COMMAND_OK);
     command("COMMIT");
   }
 
@@ -116,7 +125,7 @@ class PgRawWriteClient final : public RawWriteClient {
 
   void clear(const std::string& run) override {
     const char* values[] = {run.c_str()};
-    check(run_statement(2, 1, values), PGRES_COMMAND_OK);
+    check(run_statement(clear_, 1, values), PGRES_COMMAND_OK);
   }
 
  private:
@@ -132,13 +141,13 @@ class PgRawWriteClient final : public RawWriteClient {
     }
   }
   void command(const std::string& sql) { check(PgResult(PQexec(conn_.get(), sql.c_str())), PGRES_COMMAND_OK); }
-  void prepare(std::size_t id, const std::string& sql) {
-    statements_[id] = PgStatement(id, sql);
-    if (unnamed_) return;
-    check(PgResult(PQprepare(conn_.get(), statements_[id].name.c_str(), sql.c_str(), 0, nullptr)), PGRES_COMMAND_OK);
+  PgStatement prepare(const std::string& sql) {
+    PgStatement statement(ids_, sql);
+    if (!unnamed_)
+      check(PgResult(PQprepare(conn_.get(), statement.name.c_str(), sql.c_str(), 0, nullptr)), PGRES_COMMAND_OK);
+    return statement;
   }
-  PgResult run_statement(std::size_t id, int count, const char* const* values) {
-    auto& statement = statements_[id];
+  PgResult run_statement(const PgStatement& statement, int count, const char* const* values) {
     return PgResult(unnamed_ ? PQexecParams(conn_.get(), statement.sql.c_str(), count, nullptr, values, nullptr, nullptr, 0)
                              : PQexecPrepared(conn_.get(), statement.name.c_str(), count, values, nullptr, nullptr, 0));
   }
@@ -147,7 +156,7 @@ class PgRawWriteClient final : public RawWriteClient {
     char token_text[24];
     *std::to_chars(token_text, token_text + sizeof token_text - 1, token).ptr = '\0';
     const char* values[] = {name.c_str(), token_text};
-    auto& fence = statements_[0];
+    auto& fence = fence_;
     auto* conn = conn_.get();
     bool sent = PQenterPipelineMode(conn) != 0 &&
                 PQsendQueryParams(conn, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) != 0 &&
@@ -172,17 +181,19 @@ class PgRawWriteClient final : public RawWriteClient {
       throw DatabaseError("raw write client: " + message);
     }
   }
-  void run_prepared(std::size_t id, const std::string& text, std::int64_t number, ExecStatusType expected) {
+  void run_prepared(const PgStatement& statement, const std::string& text, std::int64_t number,
+                    ExecStatusType expected) {
     char number_text[24];
     *std::to_chars(number_text, number_text + sizeof number_text - 1, number).ptr = '\0';
     const char* values[] = {text.c_str(), number_text};
-    check(run_statement(id, 2, values), expected);
+    check(run_statement(statement, 2, values), expected);
   }
 
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   bool unnamed_;
   std::string insert_sql_;
-  std::array<PgStatement, 3> statements_;
+  StatementIds ids_;  // its own connection: as PgRawClient's
+  PgStatement fence_, insert_, clear_;
 };
 
 }  // namespace

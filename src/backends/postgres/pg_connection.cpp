@@ -44,8 +44,8 @@ std::uint64_t text_hash(std::string_view text) {
 
 }  // namespace
 
-PgStatement::PgStatement(std::size_t id_, std::string sql_)
-    : id(id_), sql(std::move(sql_)), name(fmt::format("dblock_{:016x}", text_hash(sql))) {}
+PgStatement::PgStatement(StatementIds& ids, std::string sql_)
+    : id(ids.of(sql_)), sql(std::move(sql_)), name(fmt::format("dblock_{:016x}", text_hash(sql))) {}
 
 PgConnection::PgConnection(const std::string& uri, const std::string& redacted_uri,
                            std::chrono::milliseconds connect_timeout, std::chrono::milliseconds statement_timeout,

@@ -17,6 +17,7 @@
 #include <spdlog/fwd.h>
 
 #include "backends/backend.hpp"
+#include "backends/statement_ids.hpp"
 
 namespace dblock::detail {
 
@@ -33,10 +34,11 @@ using PgResult = std::unique_ptr<PGresult, PgResultDeleter>;
 
 /// A statement the backend prepares lazily, once per session, under a name drawn from its text:
 /// behind a transaction pooler a server connection may hold another client's statements, and one
-/// of the same name is then the same statement, never another installation's.
+/// of the same name is then the same statement, never another installation's. Its id (the slot of
+/// a session's cache) comes from the backend's registry: one per text.
 struct PgStatement {
   PgStatement() = default;
-  PgStatement(std::size_t id, std::string sql);
+  PgStatement(StatementIds& ids, std::string sql);
   std::size_t id = 0;
   std::string sql;
   std::string name;
@@ -160,7 +162,7 @@ class PgConnection {
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   std::string redacted_uri_;
   std::chrono::milliseconds statement_timeout_;
-  std::vector<bool> prepared_;
+  std::vector<bool> prepared_;  // by PgStatement::id
   bool abandoned_ = false;
   std::chrono::steady_clock::time_point reply_by_ = std::chrono::steady_clock::time_point::max();
   std::int64_t server_pid_ = 0;

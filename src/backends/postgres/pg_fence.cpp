@@ -16,8 +16,6 @@ namespace dblock::detail {
 
 namespace {
 
-// Above table mode's (0-19), advisory mode's (20-47) and the occurrence records' (48-63) ids.
-constexpr std::size_t kFenceStatementId = 64;  // the fence; 65: a member's fence
 // The fence function's documented SQLSTATE (doc/sql-contract.md).
 constexpr std::string_view kFenceRefused = "DBF01";
 
@@ -76,12 +74,13 @@ class PgFencedSession final : public FencedSession {
 
 class PgFences final : public FenceBackend {
  public:
-  PgFences(SessionPool<PgConnection>& pool, std::string_view schema, std::string_view prefix, std::string_view redacted)
+  PgFences(SessionPool<PgConnection>& pool, StatementIds& ids, std::string_view schema, std::string_view prefix,
+           std::string_view redacted)
       : pool_(pool),
-        fence_(kFenceStatementId, fill(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))",
-                                       {{"{schema}", schema}, {"{prefix}", prefix}})),
-        member_(kFenceStatementId + 1, fill(R"(SELECT "{schema}"."{prefix}fence_member"($1, $2, $3, $4::bigint))",
-                                            {{"{schema}", schema}, {"{prefix}", prefix}})),
+        fence_(ids, fill(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))",
+                         {{"{schema}", schema}, {"{prefix}", prefix}})),
+        member_(ids, fill(R"(SELECT "{schema}"."{prefix}fence_member"($1, $2, $3, $4::bigint))",
+                          {{"{schema}", schema}, {"{prefix}", prefix}})),
         redacted_(redacted) {}
 
   std::unique_ptr<FencedSession> begin_fenced(std::span<const FenceRef> targets) override {
@@ -162,9 +161,10 @@ class PgFences final : public FenceBackend {
 
 }  // namespace
 
-std::unique_ptr<FenceBackend> make_pg_fences(SessionPool<PgConnection>& pool, std::string_view schema,
-                                             std::string_view prefix, std::string_view redacted_uri) {
-  return std::make_unique<PgFences>(pool, schema, prefix, redacted_uri);
+std::unique_ptr<FenceBackend> make_pg_fences(SessionPool<PgConnection>& pool, StatementIds& ids,
+                                             std::string_view schema, std::string_view prefix,
+                                             std::string_view redacted_uri) {
+  return std::make_unique<PgFences>(pool, ids, schema, prefix, redacted_uri);
 }
 
 }  // namespace dblock::detail

@@ -44,7 +44,9 @@ class PgCatalogRules final : public CatalogRules {
 }  // namespace
 
 PgMigrationDialect::PgMigrationDialect(const StoreUri& uri)
-    : schema_(uri.schema), prefix_(uri.prefix), sql_(uri.schema, uri.prefix, installation_key(uri.schema, uri.prefix), "") {}
+    : schema_(uri.schema),
+      prefix_(uri.prefix),
+      sql_(ids_, uri.schema, uri.prefix, installation_key(uri.schema, uri.prefix), "") {}
 
 std::string PgMigrationDialect::filled(std::string_view migration_sql) const {
   return fill_placeholders(migration_sql, schema_, prefix_);

@@ -29,6 +29,7 @@ class PgMigrationDialect final : public MigrationDialect {
  private:
   std::string schema_;
   std::string prefix_;
+  StatementIds ids_;  // its own: of sql_ only texts are used here, none is prepared
   PgSql sql_;
 };
 

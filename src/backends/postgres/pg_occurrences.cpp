@@ -9,9 +9,6 @@ namespace dblock::detail {
 
 namespace {
 
-// Above table mode's (0-19) and advisory mode's (20-47) statement ids.
-constexpr std::size_t kFirstStatementId = 48;
-
 /// The status as listed: a run still 'running' whose grant holds no live lease was abandoned.
 constexpr std::string_view kListedStatus = R"(CASE WHEN o.status = 'running' AND NOT EXISTS (
     SELECT FROM "{schema}"."{prefix}locks" l WHERE l.name = o.name AND l.token = o.token AND l.expires_at > clock_timestamp())
@@ -19,17 +16,17 @@ constexpr std::string_view kListedStatus = R"(CASE WHEN o.status = 'running' AND
 
 class PgOccurrences final : public OccurrenceBackend {
  public:
-  PgOccurrences(SessionPool<PgConnection>& pool, std::string_view schema, std::string_view prefix) : pool_(pool) {
+  PgOccurrences(SessionPool<PgConnection>& pool, StatementIds& ids, std::string_view schema, std::string_view prefix)
+      : pool_(pool) {
     auto fill = [&](std::string_view sql) {
       return detail::fill(detail::fill(sql, {{"{listed_status}", kListedStatus}}), {{"{schema}", schema}, {"{prefix}", prefix}});
     };
-    std::size_t id = kFirstStatementId;
-    clock_ = {id++, "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"};
+    clock_ = {ids, "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"};
     // One statement: the row is inserted only while the caller's grant is live, and the primary key
     // lets one claimer of (name, occurrence) win; ON CONFLICT locks the existing row, so two
     // retries of a failed occurrence cannot both take it over. A 'running' row with another token
     // is abandoned here: the caller's live exclusive grant on the name proves that lease ended.
-    claim_ = {id++, fill(R"(
+    claim_ = {ids, fill(R"(
 WITH c AS (SELECT clock_timestamp() AS now)
 INSERT INTO "{schema}"."{prefix}occurrences" AS o
   (name, occurrence, owner, token, status, attempts, exit_code, claimed_at, finished_at, keep_until)
@@ -43,19 +40,19 @@ ON CONFLICT (name, occurrence) DO UPDATE SET
 WHERE (o.token = EXCLUDED.token AND o.status = 'running')
    OR ($6::boolean AND (o.status = 'failed' OR (o.status = 'running' AND o.token <> EXCLUDED.token)))
 RETURNING o.attempts)")};
-    finish_ = {id++, fill(R"(
+    finish_ = {ids, fill(R"(
 UPDATE "{schema}"."{prefix}occurrences"
 SET status = CASE WHEN $4::integer = 0 THEN 'succeeded' ELSE 'failed' END, exit_code = $4::integer,
     finished_at = clock_timestamp()
 WHERE name = $1 AND occurrence = $2 AND token = $3::bigint AND status = 'running'
 RETURNING 1)")};
-    list_ = {id++, fill(R"(
+    list_ = {ids, fill(R"(
 SELECT o.name, o.occurrence, o.owner, o.token, {listed_status}, o.attempts, coalesce(o.exit_code, -1000),
        o.exit_code IS NOT NULL, floor(extract(epoch FROM clock_timestamp() - o.claimed_at) * 1000)::bigint
 FROM "{schema}"."{prefix}occurrences" o WHERE $1 = '' OR o.name = $1
 ORDER BY o.name, o.occurrence)")};
     // SKIP LOCKED: concurrent reapers and claimers never wait for each other.
-    reap_ = {id++, fill(R"(
+    reap_ = {ids, fill(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      victim AS (SELECT o.name, o.occurrence FROM "{schema}"."{prefix}occurrences" o
                 WHERE o.keep_until <= clock_timestamp() AND {listed_status} <> 'running'
@@ -120,9 +117,9 @@ SELECT count(*) FROM gone, async)")};
 
 }  // namespace
 
-std::unique_ptr<OccurrenceBackend> make_pg_occurrences(SessionPool<PgConnection>& pool, std::string_view schema,
-                                                       std::string_view prefix) {
-  return std::make_unique<PgOccurrences>(pool, schema, prefix);
+std::unique_ptr<OccurrenceBackend> make_pg_occurrences(SessionPool<PgConnection>& pool, StatementIds& ids,
+                                                       std::string_view schema, std::string_view prefix) {
+  return std::make_unique<PgOccurrences>(pool, ids, schema, prefix);
 }
 
 }  // namespace dblock::detail

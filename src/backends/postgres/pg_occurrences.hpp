@@ -8,8 +8,9 @@
 
 namespace dblock::detail {
 
-/// PostgreSQL's occurrence records (migration 0007) on the backend's sessions.
-[[nodiscard]] std::unique_ptr<OccurrenceBackend> make_pg_occurrences(SessionPool<PgConnection>& pool,
+/// PostgreSQL's occurrence records (migration 0007) on the backend's sessions, their statement ids
+/// from the backend's `ids`.
+[[nodiscard]] std::unique_ptr<OccurrenceBackend> make_pg_occurrences(SessionPool<PgConnection>& pool, StatementIds& ids,
                                                                      std::string_view schema, std::string_view prefix);
 
 }  // namespace dblock::detail

@@ -22,9 +22,11 @@ namespace dblock::detail {
 /// The rows of PgSql::history.
 [[nodiscard]] std::vector<AppliedMigration> parse_history(const PGresult* result);
 
-/// Every SQL statement of table mode, built once per store for its schema and prefix.
+/// Every SQL statement of table mode, built once per store for its schema and prefix; the
+/// prepared ones take their ids from the store's `ids`.
 struct PgSql {
-  PgSql(std::string_view schema, std::string_view prefix, std::int32_t key, std::string_view channel) {
+  PgSql(StatementIds& ids, std::string_view schema, std::string_view prefix, std::int32_t key,
+        std::string_view channel) {
     auto key_text = std::to_string(key);
     auto timeout_text = std::to_string(kBatchLockTimeoutMs);
     auto fill = [&](std::string_view sql) {
@@ -62,7 +64,7 @@ WHERE (l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at) OR l.exp
     // Lock-delay (migration 0008): expires_at is when the name is free, the lease's end plus
     // $5 ms; the lease ({lease_end}) is what a re-entry, and a takeover of the caller's own row,
     // need live. Everyone else waits for expires_at, delay included.
-    acquire = {0, granting(R"(
+    acquire = {ids, granting(R"(
 WITH serial AS (SELECT pg_advisory_xact_lock(hashtextextended($1, 7310958615390432069))),
      c AS (SELECT clock_timestamp() AS now FROM serial)
 INSERT INTO "{schema}"."{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at, lock_delay_ms)
@@ -70,7 +72,7 @@ SELECT $1, $2, 1, nextval('"{schema}"."{prefix}token_seq"'), c.now,
        c.now + ($3::bigint + $5::bigint) * interval '1 millisecond', $5::bigint FROM c
 {conflict}
 RETURNING l.count, l.token)",
-                           "$4::bigint")};
+                             "$4::bigint")};
     // `acquire` for many names in one statement and transaction (the core combines concurrent
     // callers). The arrays are in the caller's order of distinct names sorted by bytes; the grants
     // of each name stay in token order because every advisory key of the batch is taken, in
@@ -84,7 +86,7 @@ RETURNING l.count, l.token)",
     // ON CONFLICT re-reads the newest row). The lock_timeout, local to this transaction (nothing
     // stays on the session, as a transaction pooler needs), bounds how long one stuck name holds
     // up the others: 55P03 is transient and the core sends each request alone then.
-    acquire_many = {18, granting(R"(
+    acquire_many = {ids, granting(R"(
 WITH r AS (SELECT r.name COLLATE "C" AS name, r.owner, r.ttl_ms, r.held_token, r.delay_ms
            FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
                 AS r(name, owner, ttl_ms, held_token, delay_ms)),
@@ -101,7 +103,7 @@ WHERE NOT EXISTS (SELECT FROM "{schema}"."{prefix}locks" o
 ORDER BY r.name
 {conflict}
 RETURNING l.name, l.count, l.token)",
-                                 "(SELECT r.held_token FROM r WHERE r.name = EXCLUDED.name)")};
+                                  "(SELECT r.held_token FROM r WHERE r.name = EXCLUDED.name)")};
     // At zero the row is deleted; NOTIFY only when a waiter holds the shared advisory key
     // (then our exclusive try fails), so uncontended releases pay no notify cost.
     // Committed without waiting for the disk (doc/semantics.md, "Releases that do not wait for the
@@ -111,7 +113,7 @@ RETURNING l.name, l.count, l.token)",
       return fill(detail::fill(sql, {{"{notify_if_waited}", R"(CASE WHEN pg_try_advisory_xact_lock({key}, hashtext(d.name)) THEN 0
                         ELSE (SELECT 1 FROM pg_notify('{channel}', d.name)) END)"}}));
     };
-    release = {1, deleted_and_notified(R"(
+    release = {ids, deleted_and_notified(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint AND count <= 1
            RETURNING name),
@@ -123,7 +125,7 @@ UNION ALL SELECT count::bigint, 0 FROM u, async)")};
     // decrement branch is planned or run. A count above the caller's is a re-entry whose reply was
     // lost and which nobody holds; it would only keep the name blocked until the lease ends.
     // Asynchronous and notifying as `release`.
-    release_last = {14, deleted_and_notified(R"(
+    release_last = {ids, deleted_and_notified(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint RETURNING name)
 SELECT {notify_if_waited} FROM d, async)")};
@@ -131,7 +133,7 @@ SELECT {notify_if_waited} FROM d, async)")};
     // rows in name order (the locking clause sits above the sort), so releases keep the lock order
     // of acquire_many; both `v` and `d` re-check owner and token on the newest row version, so a
     // row taken over meanwhile is left alone. Returns the names deleted.
-    release_last_many = {19, deleted_and_notified(R"(
+    release_last_many = {ids, deleted_and_notified(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      r AS (SELECT r.name COLLATE "C" AS name, r.owner, r.token
            FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(name, owner, token)),
@@ -157,14 +159,15 @@ DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token 
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
 DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint
   AND EXISTS (SELECT FROM async) RETURNING 1)");
-    renew = {2, fill(R"(SELECT "{schema}"."{prefix}renew_held"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
-    lease_left = {3, fill(R"(
+    renew = {ids,
+             fill(R"(SELECT "{schema}"."{prefix}renew_held"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
+    lease_left = {ids, fill(R"(
 SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
     // One row per holder: a group's lock row stands for its members, listed instead. Each branch
     // is limited in its primary key's order, so the first rows of a big table are read by index
     // (8 ms instead of 700 ms for 1000 of 1,000,000 rows).
-    list = {4, fill(R"(
+    list = {ids, fill(R"(
 SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for FROM (
   (SELECT name, owner, count, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS remaining,
           'exclusive' AS kind, lock_delay_ms,
@@ -178,24 +181,24 @@ SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for FROM 
      ON l.name = m.name AND l.token = m.epoch AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
    WHERE ($1 = '' OR m.name = $1) AND m.kind <> 'writer' ORDER BY m.name, m.owner LIMIT $2::bigint)) AS holders
 ORDER BY name, owner LIMIT $2::bigint)")};
-    force_release = {5, fill(R"(
+    force_release = {ids, fill(R"(
 WITH d AS (DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 RETURNING name)
 SELECT (SELECT 1 FROM pg_notify('{channel}', d.name)) FROM d)")};
     // Revocation (doc/semantics.md, "Revocation"): the owner becomes one no holder has, lease and
     // token stay, so the name is free only at the lease's end or at the holder's acknowledgement.
-    revoke = {15, fill(R"(
+    revoke = {ids, fill(R"(
 UPDATE "{schema}"."{prefix}locks" SET owner = '(revoked)' || left(owner, 240)
 WHERE name = $1 AND expires_at > clock_timestamp() AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%'
 RETURNING 1)")};
     // Asynchronous and notifying as a release: it is one, by the holder that lost the row.
-    acknowledge_revoked = {16, deleted_and_notified(R"(
+    acknowledge_revoked = {ids, deleted_and_notified(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      d AS (DELETE FROM "{schema}"."{prefix}locks"
            WHERE name = $1 AND owner = '(revoked)' || left($2, 240) AND token = $3::bigint RETURNING name)
 SELECT {notify_if_waited} FROM d, async)")};
     // Durable, unlike a release: a crash that forgot it would give the name back before its minimum
     // hold (the row would return with the holder's lease, which nobody renews).
-    release_keeping = {17, fill(R"(
+    release_keeping = {ids, fill(R"(
 UPDATE "{schema}"."{prefix}locks"
 SET owner = '(min-hold)' || left(owner, 240), expires_at = acquired_at + $4::bigint * interval '1 millisecond',
     lock_delay_ms = 0
@@ -207,7 +210,7 @@ RETURNING 1)")};
     // just taken over or renewed is left alone.
     // Committed without waiting for the disk, like a release: a reap a crash forgets leaves rows
     // whose leases have ended, which the next reap deletes.
-    reap = {6, fill(R"(
+    reap = {ids, fill(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
      victim AS (SELECT name FROM "{schema}"."{prefix}locks" WHERE expires_at <= clock_timestamp()
                 ORDER BY expires_at LIMIT $1::bigint FOR UPDATE SKIP LOCKED),
@@ -219,23 +222,23 @@ WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
                  WHERE m.name = v.name AND m.owner = v.owner AND m.kind = v.kind AND m.expires_at <= clock_timestamp()
                  RETURNING 1)
 SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM members) FROM async)")};
-    census = {7, fill(R"(
+    census = {ids, fill(R"(
 SELECT count(*) FILTER (WHERE expires_at > clock_timestamp()),
        count(*) FILTER (WHERE expires_at <= clock_timestamp()),
        coalesce(floor(extract(epoch FROM clock_timestamp() - min(acquired_at) FILTER (WHERE expires_at > clock_timestamp())) * 1000), 0)::bigint
 FROM "{schema}"."{prefix}locks")")};
-    acquire_member = {8, fill(R"(
+    acquire_member = {ids, fill(R"(
 SELECT lock_count, lock_token FROM "{schema}"."{prefix}acquire_member"($1, $2, $3, $4::bigint, $5::bigint, $6::bigint))")};
     // As release: NOTIFY when a member left and someone waits.
-    release_member = {9, fill(R"(
+    release_member = {ids, fill(R"(
 SELECT r.lock_count::bigint,
        CASE WHEN r.freed AND NOT pg_try_advisory_xact_lock({key}, hashtext($1)) THEN (SELECT 1 FROM pg_notify('{channel}', $1))
             ELSE 0 END
 FROM "{schema}"."{prefix}release_member"($1, $2, $3, $4::bigint) AS r)")};
-    renew_members = {10, fill(R"(
+    renew_members = {ids, fill(R"(
 SELECT "{schema}"."{prefix}renew_members"($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]))")};
     // The mark is written only while readers hold the name: other waits stay read-only.
-    lease_left_marking_writer = {11, fill(R"(
+    lease_left_marking_writer = {ids, fill(R"(
 WITH l AS (SELECT owner, expires_at FROM "{schema}"."{prefix}locks" WHERE name = $1),
      mark AS (INSERT INTO "{schema}"."{prefix}holders" (name, owner, kind, count, token, epoch, acquired_at, expires_at)
               SELECT $1, $2, 'writer', 0, 0, 0, clock_timestamp(), clock_timestamp() + $3::bigint * interval '1 millisecond'
@@ -243,14 +246,14 @@ WITH l AS (SELECT owner, expires_at FROM "{schema}"."{prefix}locks" WHERE name =
               ON CONFLICT (name, owner, kind) DO UPDATE SET expires_at = EXCLUDED.expires_at
               RETURNING 1)
 SELECT floor(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000)::bigint, (SELECT count(*) FROM mark) FROM l)")};
-    first_lease_end = {13, fill(R"(
+    first_lease_end = {ids, fill(R"(
 SELECT floor(extract(epoch FROM coalesce(
          (SELECT min(m.expires_at) FROM "{schema}"."{prefix}holders" m
           WHERE l.owner = '(permits)' AND m.name = l.name AND m.kind = 'permit' AND m.epoch = l.token
             AND m.expires_at > clock_timestamp()),
          l.expires_at) - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" l WHERE l.name = $1)")};
-    unmark_writer = {12, fill(R"(
+    unmark_writer = {ids, fill(R"(
 DELETE FROM "{schema}"."{prefix}holders" WHERE name = $1 AND owner = $2 AND kind = 'writer')")};
     seed_expired = fill(R"(
 INSERT INTO "{schema}"."{prefix}locks" (name, owner, count, token, acquired_at, expires_at)
