@@ -29,13 +29,12 @@ class GroupBackend {
   /// other kind holds it, while `capacity` permits are held by others (permit), or while a writer
   /// waits (shared). The token: a permit's own, rising per name in grant order; a reader's is its
   /// group's, drawn when the group began.
-  virtual std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner,
-                                                  HolderKind kind, std::int64_t capacity,
-                                                  milliseconds ttl, std::int64_t held_token) = 0;
+  virtual std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                                  std::int64_t capacity, milliseconds ttl, std::int64_t held_token) = 0;
   /// One level of a membership: the levels left, or empty when the membership is no longer the
   /// caller's (nothing is changed then). The group's lock row goes with its last live member.
-  virtual std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner,
-                                                     HolderKind kind, std::int64_t token) = 0;
+  virtual std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                                     std::int64_t token) = 0;
   /// As LockBackend::renew, for memberships (`held[i].kind` permit or shared): renews those still
   /// live in a live group, and their groups' lock rows with them.
   virtual std::vector<std::size_t> renew_members(std::span<const HeldRef> held,

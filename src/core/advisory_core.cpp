@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/validate.hpp"
 #include "core/backoff.hpp"
 #include "core/owner_id.hpp"
 #include "core/store_parts.hpp"
-#include "base/validate.hpp"
 
 namespace dblock::detail {
 

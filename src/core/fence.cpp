@@ -8,10 +8,10 @@
 #include <dblock/errors.hpp>
 #include <dblock/lock_set.hpp>
 
+#include "backends/fence_backend.hpp"
 #include "base/holder_kind.hpp"
 #include "base/terminal_text.hpp"
 #include "base/validate.hpp"
-#include "backends/fence_backend.hpp"
 #include "core/manager_base.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"

@@ -21,8 +21,8 @@
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
-#include "core/retry.hpp"
 #include "backends/lock_backend.hpp"
+#include "core/retry.hpp"
 
 namespace dblock::detail {
 

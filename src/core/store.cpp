@@ -9,12 +9,12 @@
 
 #include "backends/backend_factory.hpp"
 #include "backends/lock_backend.hpp"
+#include "base/uri.hpp"
+#include "base/validate.hpp"
 #include "core/backoff.hpp"
 #include "core/release_hub.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
-#include "base/uri.hpp"
-#include "base/validate.hpp"
 
 namespace dblock {
 

@@ -252,8 +252,10 @@ std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::recor
     // The reply came so late that the lease it granted may already have run out (and been
     // granted again): never hand it to the caller. Give the row back if it is still ours.
     try {
-      if (request.kind == HolderKind::exclusive) locks_.release(name, owner, grant.token);
-      else groups_->release_member(name, owner, request.kind, grant.token);
+      if (request.kind == HolderKind::exclusive)
+        locks_.release(name, owner, grant.token);
+      else
+        groups_->release_member(name, owner, request.kind, grant.token);
     } catch (const std::exception& e) {
       logger_->warn("giving back the late grant of '{}' failed (its lease lapses): {}", name, e.what());
     }
@@ -289,7 +291,8 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
   try {
     int tries = 0;
     return with_release_retries([&] {
-      if (held.kind != HolderKind::exclusive) return groups_->release_member(held.name, held.owner, held.kind, held.token);
+      if (held.kind != HolderKind::exclusive)
+        return groups_->release_member(held.name, held.owner, held.kind, held.token);
       // Within its minimum hold the row stays, held by nobody, until grant + min_hold; one extra
       // statement only for locks that ask for a minimum hold and outlive it.
       if (depth_before <= 1 && min_hold.count() > 0 &&

@@ -12,9 +12,9 @@
 
 #include "backends/backend_factory.hpp"
 #include "backends/migration_backend.hpp"
+#include "base/uri.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
-#include "base/uri.hpp"
 #include "migrate/catalog_checks.hpp"
 #include "migrate/embedded_migrations.hpp"
 #include "migrate/history.hpp"

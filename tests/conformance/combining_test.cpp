@@ -185,7 +185,8 @@ TEST_P(Combining, ReleaseLastManyDeletesOnlyTheRowsOfThatOwnerAndToken) {
   ASSERT_TRUE(thief);
 
   auto notifications = dblock::detail::StoreParts::backend(*store_).notifications();
-  auto listener = notifications ? notifications->listen() : nullptr;  // where the database notifies waiters (PostgreSQL)
+  auto listener =
+      notifications ? notifications->listen() : nullptr;  // where the database notifies waiters (PostgreSQL)
   if (listener) listener->watch("a-mine");
 
   std::vector<ReleaseRequest> requests{

@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "backends/postgres/pg_xact_lock.hpp"
@@ -87,10 +87,9 @@ TEST_P(Roles, EachBackendHasItsRolesAndSaysWhyItLacksTheOthers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Roles,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
-                                                                  dblock::test::kPgBouncerTable,
-                                                                  dblock::test::kMysqlTable, dblock::test::kGaleraTable,
-                                                                  dblock::test::kSqlite})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kPgBouncerTable, dblock::test::kMysqlTable,
+                              dblock::test::kGaleraTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -399,7 +399,9 @@ class ScriptedBackend final : public dblock::detail::Backend {
 
   dblock::detail::LockBackend& locks() override { return locks_; }
   Role<dblock::detail::GroupBackend> groups() override { return absent<dblock::detail::GroupBackend>(); }
-  Role<dblock::detail::AdvisoryBackend> advisory() override { return Role<dblock::detail::AdvisoryBackend>::of(advisory_); }
+  Role<dblock::detail::AdvisoryBackend> advisory() override {
+    return Role<dblock::detail::AdvisoryBackend>::of(advisory_);
+  }
   Role<dblock::detail::NotificationBackend> notifications() override {
     return absent<dblock::detail::NotificationBackend>();
   }

@@ -7,8 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "backends/group_backend.hpp"
-#include "backends/lock_backend.hpp"
 #include "backends/mysql/my_bench.hpp"
 #include "backends/mysql/my_connection.hpp"
 #include "backends/mysql/my_migration.hpp"
@@ -170,7 +168,6 @@ class MyBackend final : public Backend, LockBackend, GroupBackend, AdvisoryBacke
     auto rows = session->update(sql_.reap, params);
     return static_cast<std::size_t>(rows + session->update(sql_.reap_members, params));
   }
-
 
   /// One call of a group function. On Galera it runs in a transaction of the client's own: a
   /// replicated write that aborts it (brute force) then reaches us as error 1213, a TransientError

@@ -7,8 +7,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "backends/group_backend.hpp"
-#include "backends/lock_backend.hpp"
 #include "backends/postgres/pg_advisory.hpp"
 #include "backends/postgres/pg_bench.hpp"
 #include "backends/postgres/pg_connection.hpp"
@@ -17,7 +15,6 @@
 #include "backends/postgres/pg_fence.hpp"
 #include "backends/postgres/pg_occurrences.hpp"
 #include "backends/postgres/pg_sql.hpp"
-#include "backends/postgres/pg_xact_lock.hpp"
 #include "backends/session_pool.hpp"
 
 namespace dblock::detail {
@@ -357,7 +354,6 @@ class PgBackend final : public Backend,
       renewed.push_back(static_cast<std::size_t>(to_int64(result.get(), row, 0)));
     return renewed;
   }
-
 
   std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
                                           std::int64_t capacity, milliseconds ttl, std::int64_t held_token) override {

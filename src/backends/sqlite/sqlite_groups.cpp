@@ -40,9 +40,9 @@ std::int64_t read_now(soci::session& session, const SqliteGroupSql& sql) {
 
 }  // namespace
 
-std::optional<Grant> SqliteGroupStatements::acquire_member(std::string_view name_in, std::string_view owner_in, HolderKind kind,
-                                                   std::int64_t capacity, std::chrono::milliseconds ttl,
-                                                   std::int64_t held_token) {
+std::optional<Grant> SqliteGroupStatements::acquire_member(std::string_view name_in, std::string_view owner_in,
+                                                           HolderKind kind, std::int64_t capacity,
+                                                           std::chrono::milliseconds ttl, std::int64_t held_token) {
   const auto& sql = sql_.groups;
   std::string name(name_in), owner(owner_in), kind_name(kind_text(kind)), group = group_owner(kind);
   ImmediateTransaction transaction(session_);
@@ -101,7 +101,7 @@ std::optional<Grant> SqliteGroupStatements::acquire_member(std::string_view name
 }
 
 std::optional<std::int64_t> SqliteGroupStatements::release_member(std::string_view name_in, std::string_view owner_in,
-                                                          HolderKind kind, std::int64_t token) {
+                                                                  HolderKind kind, std::int64_t token) {
   const auto& sql = sql_.groups;
   std::string name(name_in), owner(owner_in), kind_name(kind_text(kind));
   ImmediateTransaction transaction(session_);
@@ -157,10 +157,8 @@ std::vector<std::size_t> SqliteGroupStatements::renew_members(std::span<const He
   return renewed;
 }
 
-std::optional<std::chrono::milliseconds> SqliteGroupStatements::lease_left_marking_writer(std::string_view name_in,
-                                                                                  std::string_view owner_in,
-                                                                                  std::chrono::milliseconds mark_for,
-                                                                                  bool& marked) {
+std::optional<std::chrono::milliseconds> SqliteGroupStatements::lease_left_marking_writer(
+    std::string_view name_in, std::string_view owner_in, std::chrono::milliseconds mark_for, bool& marked) {
   // No transaction: waiting stays read-only unless readers hold the name.
   const auto& sql = sql_.groups;
   std::string name(name_in), owner(owner_in);
@@ -213,7 +211,8 @@ class SqliteGroups final : public GroupBackend {
     return session->guarded("release", [&] { return of(*session).release_member(name, owner, kind, token); });
   }
 
-  std::vector<std::size_t> renew_members(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
+  std::vector<std::size_t> renew_members(std::span<const HeldRef> held,
+                                         std::chrono::steady_clock::time_point) override {
     auto session = pool_.lease();
     return session->guarded("renew", [&] { return of(*session).renew_members(held); });
   }

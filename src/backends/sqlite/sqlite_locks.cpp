@@ -12,8 +12,8 @@
 namespace dblock::detail {
 
 std::optional<Grant> SqliteLockStatements::try_acquire(std::string_view name, std::string_view owner,
-                                                std::chrono::milliseconds ttl, std::int64_t held_token,
-                                                std::chrono::milliseconds lock_delay) {
+                                                       std::chrono::milliseconds ttl, std::int64_t held_token,
+                                                       std::chrono::milliseconds lock_delay) {
   name_ = name;
   owner_ = owner;
   number_ = ttl.count();
@@ -23,7 +23,8 @@ std::optional<Grant> SqliteLockStatements::try_acquire(std::string_view name, st
   return Grant{result_a_, result_b_};
 }
 
-std::optional<std::int64_t> SqliteLockStatements::release(std::string_view name, std::string_view owner, std::int64_t token) {
+std::optional<std::int64_t> SqliteLockStatements::release(std::string_view name, std::string_view owner,
+                                                          std::int64_t token) {
   name_ = name;
   owner_ = owner;
   number_ = token;
@@ -37,7 +38,7 @@ std::optional<std::int64_t> SqliteLockStatements::release(std::string_view name,
 }
 
 std::optional<std::int64_t> SqliteLockStatements::release_last(std::string_view name, std::string_view owner,
-                                                       std::int64_t token) {
+                                                               std::int64_t token) {
   name_ = name;
   owner_ = owner;
   number_ = token;
@@ -91,7 +92,7 @@ bool SqliteLockStatements::acknowledge_revoked(std::string_view name, std::strin
 }
 
 bool SqliteLockStatements::release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
-                                    std::chrono::milliseconds min_hold) {
+                                           std::chrono::milliseconds min_hold) {
   name_ = name;
   owner_ = owner;
   number_ = token;
@@ -147,7 +148,8 @@ class SqliteLocks final : public LockBackend {
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
                                    std::int64_t held_token, milliseconds lock_delay) override {
     auto session = pool_.lease();
-    return session->guarded("acquire", [&] { return of(*session).try_acquire(name, owner, ttl, held_token, lock_delay); });
+    return session->guarded("acquire",
+                            [&] { return of(*session).try_acquire(name, owner, ttl, held_token, lock_delay); });
   }
 
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {

@@ -36,7 +36,8 @@ class SqliteLockStatements final : public SqliteSessionPart {
   // prepared per call.
   bool revoke(std::string_view name);
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token);
-  bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token, std::chrono::milliseconds min_hold);
+  bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
+                       std::chrono::milliseconds min_hold);
   std::size_t reap(std::size_t batch);
   LockCensus census();
   /// Every row, or only `only_name`'s when it is not empty, ordered by name.
@@ -50,7 +51,6 @@ class SqliteLockStatements final : public SqliteSessionPart {
     if (!slot) slot.emplace(make());
     return *slot;
   }
-
 
   soci::session& session_;
   const SqliteSql& sql_;
@@ -85,7 +85,7 @@ class SqliteLockStatements final : public SqliteSessionPart {
   soci::statement& renew_statement() {
     return prepared(renew_, [&] {
       return soci::statement((session_.prepare << sql_.renew, soci::use(text_, "held"), soci::into(out_name_),
-                             soci::into(out_owner_), soci::into(result_a_)));
+                              soci::into(out_owner_), soci::into(result_a_)));
     });
   }
   soci::statement& lease_left_statement() {
@@ -115,8 +115,8 @@ class SqliteLockStatements final : public SqliteSessionPart {
   }
   soci::statement& reap_members_statement() {
     return prepared(reap_members_, [&] {
-      return soci::statement((session_.prepare << sql_.reap_members, soci::use(number_, "batch"),
-                              soci::into(out_name_)));
+      return soci::statement(
+          (session_.prepare << sql_.reap_members, soci::use(number_, "batch"), soci::into(out_name_)));
     });
   }
   soci::statement& census_statement() {
@@ -127,8 +127,7 @@ class SqliteLockStatements final : public SqliteSessionPart {
   }
   soci::statement& force_release_statement() {
     return prepared(force_release_, [&] {
-      return soci::statement((session_.prepare << sql_.force_release, soci::use(name_, "name"),
-                              soci::into(out_name_)));
+      return soci::statement((session_.prepare << sql_.force_release, soci::use(name_, "name"), soci::into(out_name_)));
     });
   }
 
@@ -138,8 +137,8 @@ class SqliteLockStatements final : public SqliteSessionPart {
   std::int64_t held_for_ = 0;  // list: the row's age
   std::int64_t limit_ = 0;     // list: most rows
 
-  std::optional<soci::statement> acquire_, release_last_, release_at_one_, release_inner_, renew_, lease_left_, list_, force_release_,
-      reap_, reap_members_, census_, begin_immediate_, commit_;
+  std::optional<soci::statement> acquire_, release_last_, release_at_one_, release_inner_, renew_, lease_left_, list_,
+      force_release_, reap_, reap_members_, census_, begin_immediate_, commit_;
 };
 
 /// The lock role over `pool`'s sessions.

@@ -162,8 +162,12 @@ SELECT m.name, m.type, m.tbl_name, coalesce(m.sql, ''),
 FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0 ORDER BY m.type, m.name)",
                                       soci::use(joined, "names"));
       for (auto& row : rows) {
-        CatalogObject object{row.get<std::string>(1), row.get<std::string>(0), row.get<std::string>(2),
-                             split_list(row.get<std::string>(4, "")), row.get<std::string>(3), false,
+        CatalogObject object{row.get<std::string>(1),
+                             row.get<std::string>(0),
+                             row.get<std::string>(2),
+                             split_list(row.get<std::string>(4, "")),
+                             row.get<std::string>(3),
+                             false,
                              split_list(row.get<std::string>(5, ""))};
         if (object.kind != "trigger") object.definition.clear();  // tables and indexes are compared by shape
         if (object.kind != "index" && object.kind != "trigger") object.table.clear();

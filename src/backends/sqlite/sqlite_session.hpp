@@ -6,13 +6,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <cstdint>
-#include <span>
-#include <vector>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
@@ -130,7 +130,7 @@ class SqliteSession {
   bool broken_ = false;
 
   std::vector<std::unique_ptr<SqliteSessionPart>> parts_;  // after session_: their statements go first
-  SqliteStatementCache statement_cache_;  // after session_: finalized before the connection closes
+  SqliteStatementCache statement_cache_;                   // after session_: finalized before the connection closes
 };
 
 }  // namespace dblock::detail
