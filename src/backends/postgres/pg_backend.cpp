@@ -187,7 +187,7 @@ class PgBackend final : public Backend,
   }
 
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
-    if (auto why = advisory_refusal()) throw InvalidArgument(std::move(*why));
+    if (auto why = advisory_refusal()) throw InvalidArgument(*why);
     return make_pg_advisory_session(pool_.lease(), advisory_sql_, *mode_, session_pooler_);
   }
   milliseconds longest_server_wait() const override { return kPgAdvisoryWaitSlice; }
