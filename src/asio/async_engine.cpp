@@ -53,10 +53,10 @@ AsyncEngine::AsyncEngine(std::shared_ptr<Store> store, ManagerOptions options, A
       pool_(std::max<std::size_t>(async.threads, 1)) {
   if (!store) throw InvalidArgument("AsyncLockManager needs a Store (got a null pointer)");
   if (async.notified_poll.count() <= 0) throw InvalidArgument("AsyncOptions.notified_poll must be positive");
-  auto& backend = StoreParts::backend(*store);
   // Advisory locks send no release notifications: their waiters poll (and hear local releases).
-  signals_->board =
-      std::make_unique<WakeBoard>(options.mode == LockMode::advisory ? nullptr : &backend, StoreParts::logger(*store));
+  auto* notifications =
+      options.mode == LockMode::advisory ? nullptr : StoreParts::backend(*store).notifications().get_if();
+  signals_->board = std::make_unique<WakeBoard>(notifications, StoreParts::logger(*store));
   std::weak_ptr<Signals> weak = signals_;
   auto user_event = options.on_event;
   options.on_event = [weak, user_event](const LockEvent& event) {

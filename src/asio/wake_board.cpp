@@ -11,9 +11,9 @@ constexpr std::chrono::milliseconds kListenSlice{1000};
 constexpr std::chrono::milliseconds kReconnectDelay{200};
 }  // namespace
 
-WakeBoard::WakeBoard(LockBackend* backend, std::shared_ptr<spdlog::logger> logger)
-    : backend_(backend), logger_(std::move(logger)) {
-  if (backend_ != nullptr) thread_ = std::jthread([this](std::stop_token stop) { listen(std::move(stop)); });
+WakeBoard::WakeBoard(NotificationBackend* notifications, std::shared_ptr<spdlog::logger> logger)
+    : notifications_(notifications), logger_(std::move(logger)) {
+  if (notifications_ != nullptr) thread_ = std::jthread([this](std::stop_token stop) { listen(std::move(stop)); });
 }
 
 WakeBoard::~WakeBoard() { stop_listening(); }
@@ -115,7 +115,7 @@ void WakeBoard::listen(std::stop_token stop) {
     std::vector<std::shared_ptr<Waiter>> to_wake;
     try {
       if (!listener) {
-        listener = backend_->listen();
+        listener = notifications_->listen();
         if (!listener) return;  // no notifications here: pollers and local releases do it all
         std::lock_guard lock(mutex_);
         listener_ = listener.get();

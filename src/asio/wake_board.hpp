@@ -19,7 +19,7 @@
 
 #include <spdlog/fwd.h>
 
-#include "backends/lock_backend.hpp"
+#include "backends/notification_backend.hpp"
 
 namespace dblock::detail {
 
@@ -35,8 +35,9 @@ class WakeBoard {
     virtual void promote() = 0;
   };
 
-  /// `backend`: listens for notifications when it offers a listener; null: never (advisory mode).
-  WakeBoard(LockBackend* backend, std::shared_ptr<spdlog::logger> logger);
+  /// `notifications`: the store's notification role, listened to when it offers a listener; null:
+  /// never (no such role, or advisory mode).
+  WakeBoard(NotificationBackend* notifications, std::shared_ptr<spdlog::logger> logger);
   ~WakeBoard();
   /// Stops listening for the database's notifications and waits for the listener to end; the
   /// backend is not touched afterwards. Local wake-ups go on working. Idempotent.
@@ -72,7 +73,7 @@ class WakeBoard {
   static std::shared_ptr<Waiter> pick(Queue& queue, const Waiter* except);
   void listen(std::stop_token stop);
 
-  LockBackend* backend_;
+  NotificationBackend* notifications_;
   std::shared_ptr<spdlog::logger> logger_;
   std::mutex mutex_;
   std::condition_variable_any changed_;

@@ -1,6 +1,7 @@
 #pragma once
 // The advisory role of a backend: server-side locks tied to a pinned session (PostgreSQL's advisory
-// locks, MySQL's GET_LOCK), and PostgreSQL's transaction-scoped locks on the application's connection.
+// locks, MySQL's GET_LOCK). PostgreSQL's transaction-scoped locks are a role of their own
+// (postgres/pg_xact_lock.hpp).
 
 #include <chrono>
 #include <cstdint>
@@ -13,9 +14,7 @@
 #include <dblock/advisory_key.hpp>
 #include <dblock/errors.hpp>
 
-#include "backends/dialect_bound.hpp"
-
-struct pg_conn;  // libpq's PGconn, declared as <dblock/postgres.hpp> does
+#include "base/dialect.hpp"
 
 namespace dblock::detail {
 
@@ -50,15 +49,15 @@ class AdvisorySession {
   virtual void check_alive() = 0;
 };
 
-class AdvisoryBackend : public virtual DialectBound {
+/// The reason a database has no advisory locks at all (Backend::advisory() absent).
+[[nodiscard]] inline std::string no_advisory_locks_message(Dialect dialect) {
+  return std::string(to_string(dialect)) +
+         " has no advisory locks: use LockMode::table (advisory mode needs PostgreSQL, or MySQL/MariaDB's GET_LOCK)";
+}
+
+class AdvisoryBackend {
  public:
-  /// Whether pin_advisory_session() works here (advisory mode).
-  [[nodiscard]] virtual bool has_advisory_locks() const noexcept { return false; }
-  /// The message for advisory calls on a database that has none.
-  [[nodiscard]] virtual std::string no_advisory_message() const {
-    return std::string(to_string(dialect())) +
-           " has no advisory locks: use LockMode::table (advisory mode needs PostgreSQL, or MySQL/MariaDB's GET_LOCK)";
-  }
+  virtual ~AdvisoryBackend() = default;
   /// @throws InvalidArgument when this database's advisory locks cannot take `target` (e.g. a
   /// shared lock or an integer key on MySQL), before anything is sent.
   virtual void check_advisory_target(const AdvisoryTarget& target) const { (void)target; }
@@ -66,20 +65,9 @@ class AdvisoryBackend : public virtual DialectBound {
   /// longer wait in turns. PostgreSQL's lock_timeout takes at most 2^31-1 ms; MySQL's wait must end
   /// before the client's read timeout gives up on the session.
   [[nodiscard]] virtual milliseconds longest_server_wait() const { return std::chrono::hours(24); }
-  /// Pins a pooled session for advisory locks. @throws InvalidArgument when the database has none.
-  virtual std::unique_ptr<AdvisorySession> pin_advisory_session() {
-    throw InvalidArgument(no_advisory_message());
-  }
-  /// PostgreSQL only (postgres::try_xact_lock): pg_advisory_xact_lock on the application's own
-  /// connection inside its open transaction, with the token. @throws InvalidArgument elsewhere,
-  /// or when `conn` has no open, healthy transaction.
-  virtual std::optional<std::int64_t> xact_lock(pg_conn* conn, const AdvisoryTarget& target, milliseconds wait) {
-    (void)conn;
-    (void)target;
-    (void)wait;
-    throw InvalidArgument(std::string("a transaction-scoped lock needs a PostgreSQL store, not ") +
-                          std::string(to_string(dialect())));
-  }
+  /// Pins a pooled session for advisory locks. @throws InvalidArgument when the database turned
+  /// out to have none after the role was handed out (PostgreSQL behind a transaction pooler).
+  virtual std::unique_ptr<AdvisorySession> pin_advisory_session() = 0;
   /// Registers `give_back`, which the pool calls when it runs dry, before a caller waits: it hands
   /// back the sessions its owner keeps out of the pool while idle. Held weakly: it is forgotten
   /// when the caller lets go of it.

@@ -1,6 +1,7 @@
 #pragma once
 // The lock role of a backend: table-mode locks as rows, one domain operation per call (no SQL
-// above it, no retries or waiting inside it), plus the release notifications waiters listen to.
+// above it, no retries or waiting inside it). The release notifications waiters listen to are a
+// role of their own (notification_backend.hpp).
 
 #include <chrono>
 #include <cstdint>
@@ -58,20 +59,6 @@ struct ReleaseRequest {
   std::string_view name;
   std::string_view owner;
   std::int64_t token = 0;
-};
-
-/// Wakes waiters when a name is released. Used by one thread at a time, except interrupt().
-class ReleaseListener {
- public:
-  virtual ~ReleaseListener() = default;
-  /// From now on releases of `name` are reported (and releasers know someone waits).
-  virtual void watch(std::string_view name) = 0;
-  virtual void unwatch(std::string_view name) = 0;
-  /// Blocks up to `timeout` (or until interrupt()) and returns the names released meanwhile.
-  /// @throws ConnectionError when the listening session broke: notifications may have been missed.
-  virtual std::vector<std::string> wait(milliseconds timeout) = 0;
-  /// Thread-safe: makes a concurrent or the next wait() return at once.
-  virtual void interrupt() noexcept = 0;
 };
 
 class LockBackend {
@@ -161,9 +148,6 @@ class LockBackend {
   /// another reaper or an acquirer is working on. Returns how many it deleted.
   virtual std::size_t reap(std::size_t batch) = 0;
   virtual LockCensus census() = 0;
-
-  /// A listener for release notifications, or nullptr when the database has none (waiters poll).
-  virtual std::unique_ptr<ReleaseListener> listen() { return nullptr; }
 
   /// The applied schema version. @throws SchemaError(missing) when dblock's tables do not exist.
   virtual int schema_version() = 0;

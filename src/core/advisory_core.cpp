@@ -5,15 +5,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/validate.hpp"
 #include "core/backoff.hpp"
 #include "core/owner_id.hpp"
-#include "base/validate.hpp"
+#include "core/store_parts.hpp"
 
 namespace dblock::detail {
 
 AdvisoryCore::AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options)
-    : ManagerBase(std::move(store), std::move(options)) {
-  if (!backend_.has_advisory_locks()) throw InvalidArgument(backend_.no_advisory_message());
+    : ManagerBase(std::move(store), std::move(options)), advisory_(StoreParts::backend(*store_).advisory().get()) {
   store_->check_schema();  // the token sequence and the wait function live in dblock's schema
 }
 
@@ -30,7 +30,7 @@ void AdvisoryCore::start() {
     }
     core.give_back_idle_sessions(owners);
   });
-  backend_.on_pool_dry(on_pool_dry_);
+  advisory_.on_pool_dry(on_pool_dry_);
 }
 
 std::optional<Lock> AdvisoryCore::try_acquire(std::string_view name, const LockOptions& options) {
@@ -61,7 +61,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   if (options.lock_delay.count() != 0)  // a server-side lock ends with its session: nothing can keep it
     throw InvalidArgument("a lock-delay (LockOptions::lock_delay) needs ManagerOptions.mode = LockMode::table");
   AdvisoryTarget target{key, lock_name, options.shared};
-  backend_.check_advisory_target(target);
+  advisory_.check_advisory_target(target);
   std::string key_text;  // the name an explicit key is shown under
   std::string_view name = lock_name.empty() ? std::string_view(key_text = key.to_string()) : lock_name;
   if (options.ttl.count() != 0)
@@ -155,7 +155,7 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
     // interval: each return proves the session (so those locks) alive, as the watchdog's check,
     // which skips a busy session, would.
     if (holds_others) wait = std::min(wait, check_interval_);
-    wait = std::min(wait, backend_.longest_server_wait());  // longer waits are served in turns
+    wait = std::min(wait, advisory_.longest_server_wait());  // longer waits are served in turns
     auto sent = SteadyClock::now();
     if (!reentered) token = lock_on_session(use, pinned, target, wait);
     // A grant after a server-side wait came at the end of it: the reply, not the request, is the
@@ -206,7 +206,7 @@ std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::
                                                           const std::shared_ptr<Pinned>& pinned,
                                                           const AdvisoryTarget& target, std::chrono::milliseconds wait) {
   drop_if_overdue(pinned);
-  if (!pinned->session) pinned->session = backend_.pin_advisory_session();
+  if (!pinned->session) pinned->session = advisory_.pin_advisory_session();
   auto sent = SteadyClock::now();
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
   std::string why;

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/advisory_backend.hpp"
 #include "core/manager_base.hpp"
 
 namespace dblock::detail {
@@ -38,6 +39,8 @@ class AdvisoryCore final : public ManagerBase {
 
  private:
   struct AdvisoryHeld;
+
+  AdvisoryBackend& advisory_;  // the constructor refuses a store without advisory locks, with the reason
   /// A held lock's identity within its owner: key, shared, name. The name is a view of the held
   /// record's own copy (or of the caller's name, for a lookup), so finding one allocates nothing.
   using HeldKey = std::tuple<AdvisoryKey, bool, std::string_view>;

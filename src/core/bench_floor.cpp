@@ -4,7 +4,8 @@
 
 namespace dblock::detail {
 
-BenchFloor::BenchFloor(Store& store) : bench_(StoreParts::backend(store)), locks_(StoreParts::backend(store)) {}
+BenchFloor::BenchFloor(Store& store)
+    : bench_(StoreParts::backend(store).bench().get()), locks_(StoreParts::backend(store).locks()) {}
 
 std::unique_ptr<RawLockClient> BenchFloor::raw_client() { return bench_.raw_client(); }
 

@@ -8,6 +8,7 @@
 #include <dblock/errors.hpp>
 #include <dblock/lock_set.hpp>
 
+#include "backends/fence_backend.hpp"
 #include "base/holder_kind.hpp"
 #include "base/terminal_text.hpp"
 #include "base/validate.hpp"
@@ -98,8 +99,7 @@ void Store::fenced(const std::vector<FenceTarget>& targets, const std::function<
       throw InvalidArgument(
           fmt::format("Store::fenced: lock '{}' is named twice", detail::terminal_safe(refs[i].name)));
   if (!work) throw InvalidArgument("Store::fenced needs the work to run (got an empty function)");
-  auto& backend = detail::StoreParts::backend(*this);
-  auto* fences = backend.fences();
+  auto* fences = detail::StoreParts::backend(*this).fences().get_if();
   if (fences == nullptr)
     throw InvalidArgument(fmt::format("{}: this store has no fenced transactions (table-mode stores on PostgreSQL, "
                                       "MySQL/MariaDB and SQLite have them)",

@@ -32,7 +32,6 @@ std::chrono::milliseconds validated_check_interval(const ManagerOptions& options
 
 ManagerBase::ManagerBase(std::shared_ptr<Store> store, ManagerOptions options)
     : store_(std::move(store)),
-      backend_(StoreParts::backend(*store_)),
       options_(std::move(options)),
       check_interval_(validated_check_interval(options_)),
       logger_(StoreParts::logger(*store_)),

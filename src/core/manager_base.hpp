@@ -21,8 +21,8 @@
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
+#include "backends/lock_backend.hpp"
 #include "core/retry.hpp"
-#include "backends/backend.hpp"
 
 namespace dblock::detail {
 
@@ -199,7 +199,6 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   }
 
   std::shared_ptr<Store> store_;
-  Backend& backend_;
   const ManagerOptions options_;
   const std::chrono::milliseconds check_interval_;
   std::shared_ptr<spdlog::logger> logger_;

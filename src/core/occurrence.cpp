@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backends/occurrence_backend.hpp"
 #include "core/owner_id.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
@@ -22,7 +23,7 @@ constexpr milliseconds kDefaultToleranceCap = std::chrono::minutes(5);
 constexpr milliseconds kExplicitKeyKeep = std::chrono::hours(24 * 7);
 
 detail::OccurrenceBackend& occurrence_role(Store& store) {
-  auto* role = detail::StoreParts::backend(store).occurrences();
+  auto* role = detail::StoreParts::backend(store).occurrences().get_if();
   if (role == nullptr) throw InvalidArgument("this database keeps no occurrence records (once-per-occurrence runs)");
   return *role;
 }

@@ -11,8 +11,8 @@ constexpr std::chrono::milliseconds kListenSlice{1000};
 constexpr std::chrono::milliseconds kReconnectDelay{200};
 }  // namespace
 
-ReleaseHub::ReleaseHub(LockBackend& backend, std::shared_ptr<spdlog::logger> logger)
-    : backend_(backend), logger_(std::move(logger)), thread_([this](std::stop_token stop) { run(stop); }) {}
+ReleaseHub::ReleaseHub(NotificationBackend* notifications, std::shared_ptr<spdlog::logger> logger)
+    : notifications_(notifications), logger_(std::move(logger)), thread_([this](std::stop_token stop) { run(stop); }) {}
 
 ReleaseHub::~ReleaseHub() {
   thread_.request_stop();
@@ -59,7 +59,7 @@ void ReleaseHub::run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     try {
       if (!listener_) {
-        auto listener = backend_.listen();
+        auto listener = notifications_ != nullptr ? notifications_->listen() : nullptr;
         if (!listener) {
           std::unique_lock lock(mutex_);
           listener_failed_ = true;  // no notifications on this backend: subscriptions are timers

@@ -16,7 +16,7 @@
 
 #include <spdlog/fwd.h>
 
-#include "backends/lock_backend.hpp"
+#include "backends/notification_backend.hpp"
 
 namespace dblock::detail {
 
@@ -24,7 +24,8 @@ class ReleaseHub {
  public:
   class Subscription;
 
-  ReleaseHub(LockBackend& backend, std::shared_ptr<spdlog::logger> logger);
+  /// `notifications`: the store's notification role, nullptr when it has none (subscriptions are timers).
+  ReleaseHub(NotificationBackend* notifications, std::shared_ptr<spdlog::logger> logger);
   ~ReleaseHub();
   ReleaseHub(const ReleaseHub&) = delete;
   ReleaseHub& operator=(const ReleaseHub&) = delete;
@@ -49,7 +50,7 @@ class ReleaseHub {
   void signal_one(Watched& watched);
   void signal_all();
 
-  LockBackend& backend_;
+  NotificationBackend* notifications_;
   std::shared_ptr<spdlog::logger> logger_;
   std::mutex mutex_;
   std::condition_variable_any changed_;

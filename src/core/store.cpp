@@ -8,12 +8,13 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend_factory.hpp"
+#include "backends/lock_backend.hpp"
+#include "base/uri.hpp"
+#include "base/validate.hpp"
 #include "core/backoff.hpp"
 #include "core/release_hub.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
-#include "base/uri.hpp"
-#include "base/validate.hpp"
 
 namespace dblock {
 
@@ -21,6 +22,7 @@ struct Store::Impl {
   detail::StoreUri uri;
   std::shared_ptr<spdlog::logger> logger;
   std::unique_ptr<detail::Backend> backend;
+  detail::LockBackend* locks = nullptr;  // backend's lock role, picked once
   std::chrono::milliseconds connect_timeout{0};
 
   std::mutex mutex;
@@ -38,7 +40,7 @@ std::chrono::milliseconds StoreParts::connect_timeout(const Store& store) { retu
 ReleaseHub& StoreParts::release_hub(Store& store) {
   auto& impl = *store.impl_;
   std::lock_guard lock(impl.mutex);
-  if (!impl.hub) impl.hub = std::make_unique<ReleaseHub>(*impl.backend, impl.logger);
+  if (!impl.hub) impl.hub = std::make_unique<ReleaseHub>(impl.backend->notifications().get_if(), impl.logger);
   return *impl.hub;
 }
 
@@ -51,6 +53,7 @@ std::shared_ptr<Store> StoreParts::over(std::unique_ptr<Backend> backend, std::s
   auto impl = std::make_unique<Store::Impl>();
   impl->logger = std::move(logger);
   impl->backend = std::move(backend);
+  impl->locks = &impl->backend->locks();
   impl->connect_timeout = std::chrono::milliseconds(1000);
   impl->schema_checked = true;
   return std::shared_ptr<Store>(new Store(std::move(impl)));
@@ -100,6 +103,7 @@ std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
   if (options.statement_timeout.count() <= 0)
     throw InvalidArgument(fmt::format("statement_timeout {}ms must be positive", options.statement_timeout.count()));
   impl->backend = open_backend(parsed, {impl->connect_timeout, options.statement_timeout, impl->logger});
+  impl->locks = &impl->backend->locks();
   impl->logger->debug("opened store {}", parsed.redacted);
   return std::shared_ptr<Store>(new Store(std::move(impl)));
 }
@@ -112,7 +116,7 @@ void Store::check_schema() {
     std::lock_guard lock(impl_->mutex);
     if (impl_->schema_checked) return;
   }
-  int found = detail::repeat_if_reply_lost([&] { return impl_->backend->schema_version(); });
+  int found = detail::repeat_if_reply_lost([&] { return impl_->locks->schema_version(); });
   int known = latest_schema_version();
   if (found < known)
     throw SchemaError(SchemaError::Reason::outdated,
@@ -150,36 +154,36 @@ LockInfo presented(LockInfo row) {
 }  // namespace
 
 std::vector<LockInfo> Store::locks() {
-  auto rows = detail::repeat_if_reply_lost([&] { return impl_->backend->list(); });
+  auto rows = detail::repeat_if_reply_lost([&] { return impl_->locks->list(); });
   for (auto& row : rows) row = presented(std::move(row));
   return rows;
 }
 std::vector<LockInfo> Store::locks(std::size_t limit) {
-  auto rows = detail::repeat_if_reply_lost([&] { return impl_->backend->list_first(limit); });
+  auto rows = detail::repeat_if_reply_lost([&] { return impl_->locks->list_first(limit); });
   for (auto& row : rows) row = presented(std::move(row));
   return rows;
 }
 
 std::optional<LockInfo> Store::lock(std::string_view name) {
   detail::validate_lock_name(name);
-  auto row = detail::repeat_if_reply_lost([&] { return impl_->backend->read(name); });
+  auto row = detail::repeat_if_reply_lost([&] { return impl_->locks->read(name); });
   if (!row) return std::nullopt;
   return presented(std::move(*row));
 }
 
 LockCensus Store::census() {
-  return detail::repeat_if_reply_lost([&] { return impl_->backend->census(); });
+  return detail::repeat_if_reply_lost([&] { return impl_->locks->census(); });
 }
 
 std::optional<LockInfo> Store::revoke(std::string_view name) {
   detail::validate_lock_name(name);
   bool revoked = true;
   try {
-    revoked = detail::retry_transient([&] { return impl_->backend->revoke(name); });
+    revoked = detail::retry_transient([&] { return impl_->locks->revoke(name); });
   } catch (const detail::OutcomeUnknown&) {
     // It may have landed or not (never run twice: a second run would not match): the row says.
   }
-  auto row = detail::repeat_if_reply_lost([&] { return impl_->backend->read(name); });
+  auto row = detail::repeat_if_reply_lost([&] { return impl_->locks->read(name); });
   if (!revoked || !row || !row->owner.starts_with(detail::kRevokedOwner) || row->remaining.count() <= 0) {
     impl_->logger->warn("revoking lock '{}': no live lock to revoke", name);
     return std::nullopt;
@@ -192,7 +196,7 @@ std::optional<LockInfo> Store::revoke(std::string_view name) {
 
 bool Store::force_release(std::string_view name) {
   detail::validate_lock_name(name);
-  bool existed = impl_->backend->force_release(name);
+  bool existed = impl_->locks->force_release(name);
   impl_->logger->warn("force-released lock '{}' ({})", name, existed ? "row deleted" : "no such lock");
   return existed;
 }

@@ -28,22 +28,24 @@ constexpr std::size_t kCombinedInFlight = 1;
 }  // namespace
 
 TableCore::TableCore(std::shared_ptr<Store> store, ManagerOptions options)
-    : ManagerBase(std::move(store), std::move(options)) {
+    : ManagerBase(std::move(store), std::move(options)),
+      locks_(StoreParts::backend(*store_).locks()),
+      groups_(StoreParts::backend(*store_).groups()) {
   store_->check_schema();
-  if (options_.combine_requests && backend_.max_batch() > 1)
-    start_combining(CombinerLimits{backend_.max_batch(), kCombinedInFlight, StoreParts::connect_timeout(*store_)});
+  if (options_.combine_requests && locks_.max_batch() > 1)
+    start_combining(CombinerLimits{locks_.max_batch(), kCombinedInFlight, StoreParts::connect_timeout(*store_)});
 }
 
 void TableCore::start_combining(CombinerLimits limits) {
   acquires_ = std::make_unique<Combiner<AcquireRequest, std::optional<Grant>>>(
       limits,
       [this](const AcquireRequest& r) {
-        return backend_.try_acquire(r.name, r.owner, r.ttl, r.held_token, r.lock_delay);
+        return locks_.try_acquire(r.name, r.owner, r.ttl, r.held_token, r.lock_delay);
       },
-      [this](std::span<const AcquireRequest> requests) { return backend_.try_acquire_many(requests); });
+      [this](std::span<const AcquireRequest> requests) { return locks_.try_acquire_many(requests); });
   releases_ = std::make_unique<Combiner<ReleaseRequest, bool>>(
-      limits, [this](const ReleaseRequest& r) { return backend_.release_last(r.name, r.owner, r.token).has_value(); },
-      [this](std::span<const ReleaseRequest> requests) { return backend_.release_last_many(requests); });
+      limits, [this](const ReleaseRequest& r) { return locks_.release_last(r.name, r.owner, r.token).has_value(); },
+      [this](std::span<const ReleaseRequest> requests) { return locks_.release_last_many(requests); });
 }
 
 TableCore::Request TableCore::request_of(const LockOptions& options) const {
@@ -71,7 +73,7 @@ TableCore::Request TableCore::request_of(const LockOptions& options) const {
   if (options.lock_delay.count() > 0 && request.kind != HolderKind::exclusive)
     throw InvalidArgument("a lock-delay (lock_delay) is for exclusive locks, not for permits or shared locks");
   request.lock_delay = options.lock_delay;
-  if (request.kind != HolderKind::exclusive && !backend_.has_groups()) throw InvalidArgument(backend_.no_groups_message());
+  if (request.kind != HolderKind::exclusive && !groups_) throw InvalidArgument(groups_.why_absent());
   return request;
 }
 
@@ -93,8 +95,8 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
         return grant;
       }
       if (request.kind == HolderKind::exclusive)
-        return backend_.try_acquire(name, owner, request.ttl, held_token, request.lock_delay);
-      return backend_.try_acquire_member(name, owner, request.kind, request.capacity, request.ttl, held_token);
+        return locks_.try_acquire(name, owner, request.ttl, held_token, request.lock_delay);
+      return groups_->try_acquire_member(name, owner, request.kind, request.capacity, request.ttl, held_token);
     });
   } catch (const OutcomeUnknown& e) {
     // A membership is not read back: one that landed unseen lapses with its lease, counted against
@@ -110,7 +112,7 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
 }
 
 std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
-  auto row = with_read_retries([&] { return backend_.read(name); });
+  auto row = with_read_retries([&] { return locks_.read(name); });
   // A row within its lock-delay has no live lease: it is not a grant (remaining counts the delay).
   if (!row || row->owner != owner || row->remaining <= row->lock_delay) return std::nullopt;
   std::lock_guard lock(mutex_);
@@ -174,7 +176,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   ScopeExit unmark_on_exit([&]() noexcept {
     if (!marked) return;
     try {
-      backend_.unmark_writer(name, owner);
+      groups_->unmark_writer(name, owner);
     } catch (const std::exception& e) {
       logger_->warn("taking back the waiting-writer mark on '{}' failed (it lapses by itself): {}", name, e.what());
     }
@@ -232,12 +234,12 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
 
 std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::string_view name, const std::string& owner,
                                                                         const Request& request, bool& marked) {
-  if (request.kind != HolderKind::exclusive) return backend_.first_lease_end(name);
-  if (!backend_.has_groups()) return backend_.lease_left(name);
+  if (request.kind != HolderKind::exclusive) return groups_->first_lease_end(name);
+  if (!groups_) return locks_.lease_left(name);
   // Longer than the longest pause between two tries, so the mark holds while the writer waits.
   auto mark_for = 3 * std::max<std::chrono::milliseconds>(kNotifiedSafetyPoll, options_.backoff_max);
   bool now_marked = false;
-  auto left = backend_.lease_left_marking_writer(name, owner, mark_for, now_marked);
+  auto left = groups_->lease_left_marking_writer(name, owner, mark_for, now_marked);
   marked = marked || now_marked;
   return left;
 }
@@ -250,8 +252,10 @@ std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::recor
     // The reply came so late that the lease it granted may already have run out (and been
     // granted again): never hand it to the caller. Give the row back if it is still ours.
     try {
-      if (request.kind == HolderKind::exclusive) backend_.release(name, owner, grant.token);
-      else backend_.release_member(name, owner, request.kind, grant.token);
+      if (request.kind == HolderKind::exclusive)
+        locks_.release(name, owner, grant.token);
+      else
+        groups_->release_member(name, owner, request.kind, grant.token);
     } catch (const std::exception& e) {
       logger_->warn("giving back the late grant of '{}' failed (its lease lapses): {}", name, e.what());
     }
@@ -287,11 +291,12 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
   try {
     int tries = 0;
     return with_release_retries([&] {
-      if (held.kind != HolderKind::exclusive) return backend_.release_member(held.name, held.owner, held.kind, held.token);
+      if (held.kind != HolderKind::exclusive)
+        return groups_->release_member(held.name, held.owner, held.kind, held.token);
       // Within its minimum hold the row stays, held by nobody, until grant + min_hold; one extra
       // statement only for locks that ask for a minimum hold and outlive it.
       if (depth_before <= 1 && min_hold.count() > 0 &&
-          backend_.release_keeping(held.name, held.owner, held.token, min_hold))
+          locks_.release_keeping(held.name, held.owner, held.token, min_hold))
         return std::optional<std::int64_t>(0);
       if (depth_before <= 1 && releases_) {
         std::size_t carried = 1;
@@ -300,8 +305,8 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
         count_statement_share(carried);
         return deleted ? std::optional<std::int64_t>(0) : std::nullopt;
       }
-      if (depth_before <= 1) return backend_.release_last(held.name, held.owner, held.token);
-      return backend_.release(held.name, held.owner, held.token);
+      if (depth_before <= 1) return locks_.release_last(held.name, held.owner, held.token);
+      return locks_.release(held.name, held.owner, held.token);
     });
   } catch (const OutcomeUnknown& e) {
     // A membership is done locally; one that did not land lapses with its lease, unrenewed.
@@ -310,7 +315,7 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
     // delete the row under an outer guard. If it never runs, the row keeps one level more than
     // we hold and lapses with its lease once we stop renewing it.
     logger_->warn("release of '{}' lost its reply ({}); reading the row to resolve it", held.name, e.what());
-    auto row = with_read_retries([&] { return backend_.read(held.name); });
+    auto row = with_read_retries([&] { return locks_.read(held.name); });
     bool still_ours = row && row->owner == held.owner && row->token == held.token;
     if (still_ours) {
       std::lock_guard lock(mutex_);
@@ -324,7 +329,7 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
 
 bool TableCore::acknowledge_revocation(const HeldLock& held) {
   try {
-    return with_release_retries([&] { return backend_.acknowledge_revoked(held.name, held.owner, held.token); });
+    return with_release_retries([&] { return locks_.acknowledge_revoked(held.name, held.owner, held.token); });
   } catch (const std::exception& e) {
     // The revoked row then lapses with its lease: later, never unsafely.
     logger_->warn("letting go of the revoked lock '{}' failed (it lapses with its lease): {}", held.name, e.what());
@@ -392,10 +397,10 @@ std::vector<std::size_t> TableCore::renew_all(const std::vector<HeldRef>& refs, 
   }
   std::vector<std::size_t> renewed;
   if (!plain.empty())
-    for (auto index : with_read_retries([&] { return backend_.renew(plain, reply_by); }))
+    for (auto index : with_read_retries([&] { return locks_.renew(plain, reply_by); }))
       if (index < plain_at.size()) renewed.push_back(plain_at[index]);
   if (!members.empty())
-    for (auto index : with_read_retries([&] { return backend_.renew_members(members, reply_by); }))
+    for (auto index : with_read_retries([&] { return groups_->renew_members(members, reply_by); }))
       if (index < members_at.size()) renewed.push_back(members_at[index]);
   return renewed;
 }

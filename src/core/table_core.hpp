@@ -13,6 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "backends/group_backend.hpp"
+#include "backends/lock_backend.hpp"
+#include "backends/role.hpp"
 #include "core/combiner.hpp"
 #include "core/key_gates.hpp"
 #include "core/manager_base.hpp"
@@ -31,6 +34,9 @@ class TableCore final : public ManagerBase {
 
  private:
   using Key = std::tuple<std::string, std::string, HolderKind>;  // owner, name, kind
+
+  LockBackend& locks_;
+  Role<GroupBackend> groups_;  // absent: permits and shared locks are refused with its reason
 
   /// What one acquisition asks for: a plain lock, or membership of a group (permit, shared).
   struct Request {

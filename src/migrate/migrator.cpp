@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend_factory.hpp"
+#include "backends/migration_backend.hpp"
 #include "base/embedded_migrations.hpp"
 #include "base/uri.hpp"
 #include "core/retry.hpp"
@@ -66,13 +67,13 @@ Migrator::Migrator(std::shared_ptr<Store> store, std::chrono::milliseconds lock_
 }
 
 std::vector<MigrationStatus> Migrator::status() {
-  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
+  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_).migrations().get();
   auto history = detail::repeat_if_reply_lost([&] { return backend.read_history(); });
   return compare(migrations_for(backend.migration_dialect()), history.value_or(std::vector<detail::AppliedMigration>{}));
 }
 
 void Migrator::verify() {
-  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
+  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_).migrations().get();
   auto& uri = detail::StoreParts::uri(*store_);
   auto statuses = status();
   refuse_problems(statuses, uri.redacted);
@@ -96,7 +97,7 @@ void Migrator::verify() {
 }
 
 MigrationResult Migrator::up(std::optional<int> to) {
-  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
+  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_).migrations().get();
   auto& uri = detail::StoreParts::uri(*store_);
   auto files = migrations_for(backend.migration_dialect());
   if (to && (*to < 1 || *to > latest_schema_version()))
@@ -166,7 +167,7 @@ MigrationResult Migrator::up(std::optional<int> to) {
 }
 
 std::vector<int> Migrator::repair() {
-  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_);
+  detail::MigrationBackend& backend = detail::StoreParts::backend(*store_).migrations().get();
   auto files = migrations_for(backend.migration_dialect());
   bool resumes = backend.migration_dialect().ddl_commits_itself();
   auto session = backend.open_migration();

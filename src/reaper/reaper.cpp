@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backends/lock_backend.hpp"
+#include "backends/occurrence_backend.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
 
@@ -24,7 +26,8 @@ struct Reaper::State {
   std::jthread thread;
 
   ReapCycle cycle() {
-    detail::LockBackend& backend = detail::StoreParts::backend(*store);
+    auto& roles = detail::StoreParts::backend(*store);
+    detail::LockBackend& backend = roles.locks();
     auto& logger = *detail::StoreParts::logger(*store);
     ReapCycle result;
     auto started = std::chrono::steady_clock::now();
@@ -36,7 +39,7 @@ struct Reaper::State {
         if (deleted < options.batch_size) break;
       }
       // Occurrence records kept long enough: logged, not counted as reaped locks.
-      if (auto* occurrences = detail::StoreParts::backend(*store).occurrences()) {
+      if (auto* occurrences = roles.occurrences().get_if()) {
         std::size_t cleared = 0;
         for (std::size_t deleted = options.batch_size; deleted == options.batch_size && !stopping;) {
           deleted = detail::retry_transient([&] { return occurrences->reap(options.batch_size); });

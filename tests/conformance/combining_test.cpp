@@ -35,7 +35,7 @@ namespace {
 
 class Combining : public dblock::test::InstalledCaseTest {
  protected:
-  dblock::detail::LockBackend& backend() { return dblock::detail::StoreParts::backend(*store_); }
+  dblock::detail::LockBackend& backend() { return dblock::detail::StoreParts::backend(*store_).locks(); }
 
   /// False (after checking max_batch() == 1) when the backend does not combine: nothing else to test.
   bool combines() {
@@ -184,7 +184,9 @@ TEST_P(Combining, ReleaseLastManyDeletesOnlyTheRowsOfThatOwnerAndToken) {
   auto thief = b.read("c-taken-over");
   ASSERT_TRUE(thief);
 
-  auto listener = b.listen();  // where the database notifies waiters (PostgreSQL directly)
+  auto notifications = dblock::detail::StoreParts::backend(*store_).notifications();
+  auto listener =
+      notifications ? notifications->listen() : nullptr;  // where the database notifies waiters (PostgreSQL)
   if (listener) listener->watch("a-mine");
 
   std::vector<ReleaseRequest> requests{

@@ -175,7 +175,7 @@ TEST_P(TableConformance, TheLastReleaseFreesTheNameEvenWhenTheRowCountsALevelNob
   // A re-entry whose reply was lost: the row counts a level the manager never handed out.
   auto before = row("orphan-level");
   ASSERT_TRUE(before);
-  auto& backend = dblock::detail::StoreParts::backend(*store_);
+  auto& backend = dblock::detail::StoreParts::backend(*store_).locks();
   auto unseen = backend.try_acquire("orphan-level", before->owner, 30s, before->token);
   ASSERT_TRUE(unseen);
   ASSERT_EQ(unseen->count, 2);

@@ -187,7 +187,7 @@ TEST_P(Groups, AWaitingPermitIsGrantedPromptlyWhenOneIsGivenBack) {
 }
 
 TEST_P(Groups, TheReaperDeletesLapsedMembersAndLeavesLiveOnes) {
-  auto& backend = dblock::detail::StoreParts::backend(*store_);
+  auto& backend = dblock::detail::StoreParts::backend(*store_).groups().get();
   ASSERT_TRUE(backend.try_acquire_member("reaped", "abandoner", dblock::HolderKind::permit, 2, 20ms, 0));
   auto a = manager();
   auto live = a->try_acquire("reaped", permits(2));

@@ -47,7 +47,7 @@ class LockDelay : public dblock::test::InstalledCaseTest {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  dblock::detail::Backend& backend() { return dblock::detail::StoreParts::backend(*store_); }
+  dblock::detail::LockBackend& backend() { return dblock::detail::StoreParts::backend(*store_).locks(); }
 
   std::optional<dblock::LockInfo> row(const std::string& name) {
     for (auto& info : store_->locks())

@@ -346,7 +346,7 @@ TEST_P(Migrations, DatabaseNewerThanTheBuildIsRefused) {
 
 TEST_P(Migrations, FailingMigrationLeavesNothingAndRepairClearsFailedRecords) {
   auto store = dblock::Store::open(dsn(prefix_));
-  auto& backend = dblock::detail::StoreParts::backend(*store);
+  auto& backend = dblock::detail::StoreParts::backend(*store).migrations().get();
   {
     auto session = backend.open_migration();
     ASSERT_TRUE(session->try_lock());

@@ -34,7 +34,7 @@ class Reaping : public ::testing::TestWithParam<dblock::test::BackendCase> {
     admin_ = &installation_->admin();
   }
 
-  dblock::detail::Backend& backend() { return dblock::detail::StoreParts::backend(*store_); }
+  dblock::detail::LockBackend& backend() { return dblock::detail::StoreParts::backend(*store_).locks(); }
 
   std::unique_ptr<dblock::test::Installation> installation_;
   std::shared_ptr<dblock::Store> store_;

@@ -64,7 +64,7 @@ class MyCombined : public ::testing::Test {
     DBLOCK_REQUIRE_DSN(server_dsn_, "DBLOCK_TEST_MYSQL_DSN");
     installation_ = std::make_unique<dblock::test::Installation>("mysql", server_dsn_);
     admin_ = &installation_->admin();
-    backend_ = &dblock::detail::StoreParts::backend(*installation_->store());
+    backend_ = &dblock::detail::StoreParts::backend(*installation_->store()).locks();
   }
 
   /// `column` (an SQL expression) of the row of `name`, or "" when there is none.
@@ -79,7 +79,7 @@ class MyCombined : public ::testing::Test {
   std::string server_dsn_;
   std::unique_ptr<dblock::test::Installation> installation_;
   dblock::test::Admin* admin_ = nullptr;
-  dblock::detail::Backend* backend_ = nullptr;
+  dblock::detail::LockBackend* backend_ = nullptr;
 };
 
 TEST_F(MyCombined, EachRequestOfABatchGetsItsSingleStatementsOutcomeAtItsPosition) {

@@ -70,7 +70,7 @@ TEST(AcquireForms, TheLibrarysStatementAndTheAcquireHeldFunctionGrantAlike) {
   DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
   dblock::test::Installation installation("postgresql", server_dsn);
   auto& admin = installation.admin();
-  auto& backend = dblock::detail::StoreParts::backend(*installation.store());
+  auto& backend = dblock::detail::StoreParts::backend(*installation.store()).locks();
   Acquire library = [&](const std::string& name, const std::string& owner, std::int64_t held) {
     auto grant = backend.try_acquire(name, owner, 60'000ms, held);
     return grant ? Outcome{grant->count, grant->token} : Outcome{};

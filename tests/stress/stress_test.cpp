@@ -66,7 +66,7 @@ TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
   std::atomic<int> failures{0};
   std::atomic<bool> done{false};
   std::atomic<int> abandoned{0};
-  auto& backend = dblock::detail::StoreParts::backend(*store);
+  auto& backend = dblock::detail::StoreParts::backend(*store).locks();
   std::jthread abandoner([&] {
     std::mt19937 random(99);
     while (!done) {
@@ -151,7 +151,7 @@ TEST_P(GroupStress, GroupsKeepTheirCapacityAndWritersWorkAlone) {
   std::atomic<bool> done{false};
   std::int64_t written = 0, last_writer_token = 0;  // only the write lock protects them
   std::atomic<int> writes{0}, abandoned{0};
-  auto& backend = dblock::detail::StoreParts::backend(*store);
+  auto& backend = dblock::detail::StoreParts::backend(*store).groups().get();
   std::jthread abandoner([&] {
     std::mt19937 random(7);
     while (!done) {

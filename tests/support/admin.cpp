@@ -12,7 +12,7 @@ namespace dblock::test {
 
 void Admin::insert_expired(const std::string& stem, int count) {
   auto store = Store::open(store_dsn_);
-  detail::StoreParts::backend(*store).seed_expired(stem, static_cast<std::size_t>(count));
+  detail::StoreParts::backend(*store).bench().get().seed_expired(stem, static_cast<std::size_t>(count));
 }
 
 namespace {

@@ -30,6 +30,7 @@ using dblock::detail::AdvisorySession;
 using dblock::detail::AdvisoryTarget;
 using dblock::detail::Grant;
 using dblock::detail::HeldRef;
+using dblock::detail::Role;
 
 /// What a statement does when it is scripted to lose its reply.
 enum class Unknown { no, after_applying, before_applying };
@@ -200,11 +201,10 @@ class ScriptedSession final : public AdvisorySession {
   int id_ = 0;
 };
 
-class ScriptedBackend final : public dblock::detail::Backend {
+/// The lock role over the script's table.
+class ScriptedLocks final : public dblock::detail::LockBackend {
  public:
-  // The script is shared: the test reads and steers it while the Store owns this backend.
-  explicit ScriptedBackend(std::shared_ptr<Script> script) : script_(std::move(script)) {}
-  dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
+  explicit ScriptedLocks(std::shared_ptr<Script> script) : script_(std::move(script)) {}
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
                                    std::int64_t held_token, std::chrono::milliseconds /*lock_delay: not scripted*/) override {
@@ -333,21 +333,7 @@ class ScriptedBackend final : public dblock::detail::Backend {
   }
   std::size_t reap(std::size_t) override { return 0; }
   dblock::LockCensus census() override { return {}; }
-  bool has_advisory_locks() const noexcept override { return true; }
-  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
-    return std::make_unique<ScriptedSession>(script_);
-  }
   int schema_version() override { return dblock::latest_schema_version(); }
-  std::optional<std::vector<dblock::detail::AppliedMigration>> read_history() override { return std::nullopt; }
-  std::unique_ptr<dblock::detail::RawLockClient> raw_client() override { return nullptr; }
-  void seed_expired(std::string_view, std::size_t) override {}
-  std::unique_ptr<dblock::detail::MigrationSession> open_migration() override {
-    throw dblock::InvalidArgument("no migrations here");
-  }
-  std::vector<dblock::detail::CatalogObject> catalog(std::span<const std::string>) override { return {}; }
-  const dblock::detail::MigrationDialect& migration_dialect() const override {
-    throw dblock::InvalidArgument("no migrations here");
-  }
 
  protected:
   std::vector<dblock::LockInfo> list_rows(std::string_view only_name, std::size_t) override {
@@ -390,6 +376,48 @@ class ScriptedBackend final : public dblock::detail::Backend {
     return left;
   }
   std::shared_ptr<Script> script_;
+};
+
+/// The advisory role: sessions whose locks live in the script.
+class ScriptedAdvisory final : public dblock::detail::AdvisoryBackend {
+ public:
+  explicit ScriptedAdvisory(std::shared_ptr<Script> script) : script_(std::move(script)) {}
+  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    return std::make_unique<ScriptedSession>(script_);
+  }
+
+ private:
+  std::shared_ptr<Script> script_;
+};
+
+/// A backend with only the roles it fakes, locks and advisory sessions; every other role is absent.
+class ScriptedBackend final : public dblock::detail::Backend {
+ public:
+  // The script is shared: the test reads and steers it while the Store owns this backend.
+  explicit ScriptedBackend(std::shared_ptr<Script> script) : locks_(script), advisory_(script) {}
+  dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
+
+  dblock::detail::LockBackend& locks() override { return locks_; }
+  Role<dblock::detail::GroupBackend> groups() override { return absent<dblock::detail::GroupBackend>(); }
+  Role<dblock::detail::AdvisoryBackend> advisory() override {
+    return Role<dblock::detail::AdvisoryBackend>::of(advisory_);
+  }
+  Role<dblock::detail::NotificationBackend> notifications() override {
+    return absent<dblock::detail::NotificationBackend>();
+  }
+  Role<dblock::detail::MigrationBackend> migrations() override { return absent<dblock::detail::MigrationBackend>(); }
+  Role<dblock::detail::BenchBackend> bench() override { return absent<dblock::detail::BenchBackend>(); }
+  Role<dblock::detail::FenceBackend> fences() override { return absent<dblock::detail::FenceBackend>(); }
+  Role<dblock::detail::OccurrenceBackend> occurrences() override { return absent<dblock::detail::OccurrenceBackend>(); }
+
+ private:
+  template <class T>
+  static Role<T> absent() {
+    return Role<T>::absent("not scripted");
+  }
+
+  ScriptedLocks locks_;
+  ScriptedAdvisory advisory_;
 };
 
 }  // namespace dblock_test

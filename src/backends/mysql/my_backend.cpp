@@ -65,7 +65,8 @@ std::string releases_json(std::span<const ReleaseRequest> releases) {
   return json + "]";
 }
 
-class MyBackend final : public Backend {
+// Still one class carrying every role but fences and occurrences: its accessors return itself.
+class MyBackend final : public Backend, LockBackend, GroupBackend, AdvisoryBackend, MigrationBackend, BenchBackend {
  public:
   MyBackend(const StoreUri& uri, const BackendSettings& settings)
       : MyBackend(uri, settings, parse_mysql_uri(uri.driver_uri, uri.redacted)) {}
@@ -168,8 +169,6 @@ class MyBackend final : public Backend {
     return static_cast<std::size_t>(rows + session->update(sql_.reap_members, params));
   }
 
-  bool has_groups() const noexcept override { return true; }
-
   /// One call of a group function. On Galera it runs in a transaction of the client's own: a
   /// replicated write that aborts it (brute force) then reaches us as error 1213, a TransientError
   /// core retries. An aborted autocommit call of these functions could leave the client without
@@ -252,9 +251,7 @@ class MyBackend final : public Backend {
     return LockCensus{row.num(0), row.num(1), milliseconds(row.num(2))};
   }
 
-  bool has_advisory_locks() const noexcept override { return !galera_; }
-  std::string no_advisory_message() const override {
-    if (!galera_) return Backend::no_advisory_message();
+  std::string galera_advisory_refusal() const {
     return fmt::format("{} is a node of a MariaDB Galera cluster, where GET_LOCK is node-local: two nodes would grant "
                        "one name at once. Use LockMode::table, which the cluster certifies",
                        redacted_);
@@ -262,7 +259,7 @@ class MyBackend final : public Backend {
   void check_advisory_target(const AdvisoryTarget& target) const override { check_named_lock_target(target); }
   milliseconds longest_server_wait() const override { return longest_named_lock_wait(settings_.statement_timeout); }
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
-    if (!has_advisory_locks()) throw InvalidArgument(no_advisory_message());
+    if (galera_) throw InvalidArgument(galera_advisory_refusal());
     return make_my_named_lock_session(pool_.lease(), named_lock_sql_);
   }
   void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
@@ -359,8 +356,19 @@ class MyBackend final : public Backend {
     fences_ = make_my_fences(pool_, ids_, prefix_, redacted_);
   }
 
-  OccurrenceBackend* occurrences() override { return occurrences_.get(); }
-  FenceBackend* fences() override { return fences_.get(); }
+  LockBackend& locks() override { return *this; }
+  Role<GroupBackend> groups() override { return Role<GroupBackend>::of(*this); }
+  Role<AdvisoryBackend> advisory() override {
+    if (galera_) return Role<AdvisoryBackend>::absent(galera_advisory_refusal());
+    return Role<AdvisoryBackend>::of(*this);
+  }
+  Role<NotificationBackend> notifications() override {
+    return Role<NotificationBackend>::absent("MySQL/MariaDB sends no release notifications: waiters poll");
+  }
+  Role<MigrationBackend> migrations() override { return Role<MigrationBackend>::of(*this); }
+  Role<BenchBackend> bench() override { return Role<BenchBackend>::of(*this); }
+  Role<FenceBackend> fences() override { return Role<FenceBackend>::of(*fences_); }
+  Role<OccurrenceBackend> occurrences() override { return Role<OccurrenceBackend>::of(*occurrences_); }
 
   std::unique_ptr<MyConnection> connect() const {
     auto connection =

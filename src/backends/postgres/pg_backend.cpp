@@ -21,7 +21,15 @@ namespace dblock::detail {
 
 namespace {
 
-class PgBackend final : public Backend {
+// Still one class carrying every role but fences and occurrences: its accessors return itself.
+class PgBackend final : public Backend,
+                        LockBackend,
+                        GroupBackend,
+                        AdvisoryBackend,
+                        NotificationBackend,
+                        MigrationBackend,
+                        BenchBackend,
+                        PgXactLocks {
  public:
   PgBackend(const StoreUri& uri, const BackendSettings& settings)
       : schema_(uri.schema),
@@ -46,8 +54,19 @@ class PgBackend final : public Backend {
     fences_ = make_pg_fences(pool_, ids_, uri.schema, uri.prefix, uri.redacted);
   }
 
-  OccurrenceBackend* occurrences() override { return occurrences_.get(); }
-  FenceBackend* fences() override { return fences_.get(); }
+  LockBackend& locks() override { return *this; }
+  Role<GroupBackend> groups() override { return Role<GroupBackend>::of(*this); }
+  // Asked on every call: a transaction pooler is found out at the first statements.
+  Role<AdvisoryBackend> advisory() override {
+    if (auto why = advisory_refusal()) return Role<AdvisoryBackend>::absent(std::move(*why));
+    return Role<AdvisoryBackend>::of(*this);
+  }
+  Role<NotificationBackend> notifications() override { return Role<NotificationBackend>::of(*this); }
+  Role<MigrationBackend> migrations() override { return Role<MigrationBackend>::of(*this); }
+  Role<BenchBackend> bench() override { return Role<BenchBackend>::of(*this); }
+  Role<FenceBackend> fences() override { return Role<FenceBackend>::of(*fences_); }
+  Role<OccurrenceBackend> occurrences() override { return Role<OccurrenceBackend>::of(*occurrences_); }
+  Role<PgXactLocks> xact_locks() override { return Role<PgXactLocks>::of(*this); }
 
   Dialect dialect() const noexcept override { return Dialect::postgresql; }
 
@@ -155,15 +174,13 @@ class PgBackend final : public Backend {
     return PQntuples(run(*pool_.lease(), sql_.release_keeping, params).get()) > 0;
   }
 
-  bool has_advisory_locks() const noexcept override {
-    return engine_ == PgEngine::postgresql && !mode_->behind_transaction_pooler();
-  }
-  std::string no_advisory_message() const override {
+  /// Why advisory mode is refused here, if it is.
+  std::optional<std::string> advisory_refusal() const {
     if (engine_ != PgEngine::postgresql)
       return fmt::format("{} speaks PostgreSQL's protocol, but its advisory lock functions were no-ops or not "
                          "cluster-wide in released versions: advisory mode is refused there. Use LockMode::table",
                          engine_ == PgEngine::cockroachdb ? "CockroachDB" : "YugabyteDB");
-    if (!mode_->behind_transaction_pooler()) return Backend::no_advisory_message();
+    if (!mode_->behind_transaction_pooler()) return std::nullopt;
     return "advisory mode cannot work behind a pooler in transaction mode (pool_mode=transaction): session advisory "
            "locks belong to one server connection, and the pooler runs each statement on whichever is free. Connect "
            "advisory mode to PostgreSQL directly or through a session-mode pool (with pool_mode=session in the URI), "
@@ -171,7 +188,7 @@ class PgBackend final : public Backend {
   }
 
   std::unique_ptr<AdvisorySession> pin_advisory_session() override {
-    if (!has_advisory_locks()) throw InvalidArgument(no_advisory_message());
+    if (auto why = advisory_refusal()) throw InvalidArgument(*why);
     return make_pg_advisory_session(pool_.lease(), advisory_sql_, *mode_, session_pooler_);
   }
   milliseconds longest_server_wait() const override { return kPgAdvisoryWaitSlice; }
@@ -338,8 +355,6 @@ class PgBackend final : public Backend {
       renewed.push_back(static_cast<std::size_t>(to_int64(result.get(), row, 0)));
     return renewed;
   }
-
-  bool has_groups() const noexcept override { return true; }
 
   std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
                                           std::int64_t capacity, milliseconds ttl, std::int64_t held_token) override {

@@ -7,6 +7,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/backend_settings.hpp"
+#include "backends/postgres/pg_xact_lock.hpp"
 #include "base/uri.hpp"
 
 namespace dblock::detail {

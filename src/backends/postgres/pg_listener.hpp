@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/lock_backend.hpp"
+#include "backends/notification_backend.hpp"
 #include "backends/postgres/pg_connection.hpp"
 
 namespace dblock::detail {

@@ -174,4 +174,42 @@ std::unique_ptr<RawLockClient> make_sqlite_raw_client(const std::string& path, s
   return std::make_unique<SqliteRawClient>(path, busy_timeout, sql);
 }
 
+namespace {
+
+class SqliteBench final : public BenchBackend {
+ public:
+  SqliteBench(SessionPool<SqliteSession>& pool, std::string path, std::chrono::milliseconds busy_timeout,
+              const SqliteSql& sql, std::string prefix)
+      : pool_(pool), path_(std::move(path)), busy_timeout_(busy_timeout), sql_(sql), prefix_(std::move(prefix)) {}
+
+  std::unique_ptr<RawLockClient> raw_client() override { return make_sqlite_raw_client(path_, busy_timeout_, sql_); }
+  std::unique_ptr<RawWriteClient> raw_write_client() override {
+    return make_sqlite_raw_write_client(path_, busy_timeout_, prefix_);
+  }
+
+  void seed_expired(std::string_view stem, std::size_t count) override {
+    auto session = pool_.lease();
+    session->guarded("seeding expired rows", [&] {
+      std::string stem_text(stem);
+      auto rows = static_cast<std::int64_t>(count);
+      session->session() << sql_.seed_expired, soci::use(rows, "count"), soci::use(stem_text, "stem");
+    });
+  }
+
+ private:
+  SessionPool<SqliteSession>& pool_;
+  std::string path_;
+  std::chrono::milliseconds busy_timeout_;
+  const SqliteSql& sql_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+std::unique_ptr<BenchBackend> make_sqlite_bench(SessionPool<SqliteSession>& pool, std::string path,
+                                                std::chrono::milliseconds busy_timeout, const SqliteSql& sql,
+                                                std::string prefix) {
+  return std::make_unique<SqliteBench>(pool, std::move(path), busy_timeout, sql, std::move(prefix));
+}
+
 }  // namespace dblock::detail

@@ -1,8 +1,6 @@
 // SQLite's groups of holders (migration 0004): each operation is one IMMEDIATE transaction, so
 // SQLite's single writer serialises every group's members, with the clock read once at its start.
-#include "backends/sqlite/sqlite_session.hpp"
-
-#include "base/holder_kind.hpp"
+#include "backends/sqlite/sqlite_groups.hpp"
 
 namespace dblock::detail {
 
@@ -42,9 +40,9 @@ std::int64_t read_now(soci::session& session, const SqliteGroupSql& sql) {
 
 }  // namespace
 
-std::optional<Grant> SqliteSession::acquire_member(std::string_view name_in, std::string_view owner_in, HolderKind kind,
-                                                   std::int64_t capacity, std::chrono::milliseconds ttl,
-                                                   std::int64_t held_token) {
+std::optional<Grant> SqliteGroupStatements::acquire_member(std::string_view name_in, std::string_view owner_in,
+                                                           HolderKind kind, std::int64_t capacity,
+                                                           std::chrono::milliseconds ttl, std::int64_t held_token) {
   const auto& sql = sql_.groups;
   std::string name(name_in), owner(owner_in), kind_name(kind_text(kind)), group = group_owner(kind);
   ImmediateTransaction transaction(session_);
@@ -102,8 +100,8 @@ std::optional<Grant> SqliteSession::acquire_member(std::string_view name_in, std
   return Grant{1, token};
 }
 
-std::optional<std::int64_t> SqliteSession::release_member(std::string_view name_in, std::string_view owner_in,
-                                                          HolderKind kind, std::int64_t token) {
+std::optional<std::int64_t> SqliteGroupStatements::release_member(std::string_view name_in, std::string_view owner_in,
+                                                                  HolderKind kind, std::int64_t token) {
   const auto& sql = sql_.groups;
   std::string name(name_in), owner(owner_in), kind_name(kind_text(kind));
   ImmediateTransaction transaction(session_);
@@ -139,7 +137,7 @@ std::optional<std::int64_t> SqliteSession::release_member(std::string_view name_
   return 0;
 }
 
-std::vector<std::size_t> SqliteSession::renew_members(std::span<const HeldRef> held) {
+std::vector<std::size_t> SqliteGroupStatements::renew_members(std::span<const HeldRef> held) {
   const auto& sql = sql_.groups;
   ImmediateTransaction transaction(session_);
   std::int64_t now = read_now(session_, sql);
@@ -159,10 +157,8 @@ std::vector<std::size_t> SqliteSession::renew_members(std::span<const HeldRef> h
   return renewed;
 }
 
-std::optional<std::chrono::milliseconds> SqliteSession::lease_left_marking_writer(std::string_view name_in,
-                                                                                  std::string_view owner_in,
-                                                                                  std::chrono::milliseconds mark_for,
-                                                                                  bool& marked) {
+std::optional<std::chrono::milliseconds> SqliteGroupStatements::lease_left_marking_writer(
+    std::string_view name_in, std::string_view owner_in, std::chrono::milliseconds mark_for, bool& marked) {
   // No transaction: waiting stays read-only unless readers hold the name.
   const auto& sql = sql_.groups;
   std::string name(name_in), owner(owner_in);
@@ -182,7 +178,7 @@ std::optional<std::chrono::milliseconds> SqliteSession::lease_left_marking_write
   return std::chrono::milliseconds(row_expires - now);
 }
 
-std::optional<std::chrono::milliseconds> SqliteSession::first_lease_end(std::string_view name_in) {
+std::optional<std::chrono::milliseconds> SqliteGroupStatements::first_lease_end(std::string_view name_in) {
   std::string name(name_in);
   std::int64_t now = read_now(session_, sql_.groups), left = 0;
   session_ << sql_.groups.first_lease_end, soci::use(now, "now"), soci::use(now, "now2"), soci::use(name, "name"),
@@ -191,9 +187,63 @@ std::optional<std::chrono::milliseconds> SqliteSession::first_lease_end(std::str
   return std::chrono::milliseconds(left);
 }
 
-void SqliteSession::unmark_writer(std::string_view name_in, std::string_view owner_in) {
+void SqliteGroupStatements::unmark_writer(std::string_view name_in, std::string_view owner_in) {
   std::string name(name_in), owner(owner_in);
   session_ << sql_.groups.unmark_writer, soci::use(name, "name"), soci::use(owner, "owner");
+}
+
+namespace {
+
+class SqliteGroups final : public GroupBackend {
+ public:
+  explicit SqliteGroups(SessionPool<SqliteSession>& pool) : pool_(pool) {}
+
+  std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                          std::int64_t capacity, milliseconds ttl, std::int64_t held_token) override {
+    auto session = pool_.lease();
+    return session->guarded("acquire",
+                            [&] { return of(*session).acquire_member(name, owner, kind, capacity, ttl, held_token); });
+  }
+
+  std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                             std::int64_t token) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return of(*session).release_member(name, owner, kind, token); });
+  }
+
+  std::vector<std::size_t> renew_members(std::span<const HeldRef> held,
+                                         std::chrono::steady_clock::time_point) override {
+    auto session = pool_.lease();
+    return session->guarded("renew", [&] { return of(*session).renew_members(held); });
+  }
+
+  std::optional<milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
+                                                        milliseconds mark_for, bool& marked) override {
+    auto session = pool_.lease();
+    return session->guarded("reading a lease",
+                            [&] { return of(*session).lease_left_marking_writer(name, owner, mark_for, marked); });
+  }
+
+  std::optional<milliseconds> first_lease_end(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded("reading a lease", [&] { return of(*session).first_lease_end(name); });
+  }
+
+  void unmark_writer(std::string_view name, std::string_view owner) override {
+    auto session = pool_.lease();
+    session->guarded("unmarking a writer", [&] { of(*session).unmark_writer(name, owner); });
+  }
+
+ private:
+  static SqliteGroupStatements& of(SqliteSession& session) { return session.part<SqliteGroupStatements>(); }
+
+  SessionPool<SqliteSession>& pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<GroupBackend> make_sqlite_groups(SessionPool<SqliteSession>& pool) {
+  return std::make_unique<SqliteGroups>(pool);
 }
 
 }  // namespace dblock::detail

@@ -1,16 +1,19 @@
-// SQLite's lock operations: each binds its parameters to the session's prepared statement, runs
-// it and reads the bound results.
-#include "backends/sqlite/sqlite_session.hpp"
+// SQLite's lock role. Each operation binds its parameters to the session's prepared statement
+// (its SqliteLockStatements part), runs it and reads the bound results.
+#include "backends/sqlite/sqlite_locks.hpp"
 
 #include <map>
 
+#include <fmt/format.h>
+
 #include "base/holder_kind.hpp"
+#include "base/json.hpp"
 
 namespace dblock::detail {
 
-std::optional<Grant> SqliteSession::try_acquire(std::string_view name, std::string_view owner,
-                                                std::chrono::milliseconds ttl, std::int64_t held_token,
-                                                std::chrono::milliseconds lock_delay) {
+std::optional<Grant> SqliteLockStatements::try_acquire(std::string_view name, std::string_view owner,
+                                                       std::chrono::milliseconds ttl, std::int64_t held_token,
+                                                       std::chrono::milliseconds lock_delay) {
   name_ = name;
   owner_ = owner;
   number_ = ttl.count();
@@ -20,7 +23,8 @@ std::optional<Grant> SqliteSession::try_acquire(std::string_view name, std::stri
   return Grant{result_a_, result_b_};
 }
 
-std::optional<std::int64_t> SqliteSession::release(std::string_view name, std::string_view owner, std::int64_t token) {
+std::optional<std::int64_t> SqliteLockStatements::release(std::string_view name, std::string_view owner,
+                                                          std::int64_t token) {
   name_ = name;
   owner_ = owner;
   number_ = token;
@@ -33,8 +37,8 @@ std::optional<std::int64_t> SqliteSession::release(std::string_view name, std::s
   return remaining;
 }
 
-std::optional<std::int64_t> SqliteSession::release_last(std::string_view name, std::string_view owner,
-                                                       std::int64_t token) {
+std::optional<std::int64_t> SqliteLockStatements::release_last(std::string_view name, std::string_view owner,
+                                                               std::int64_t token) {
   name_ = name;
   owner_ = owner;
   number_ = token;
@@ -42,7 +46,7 @@ std::optional<std::int64_t> SqliteSession::release_last(std::string_view name, s
   return 0;
 }
 
-std::vector<std::size_t> SqliteSession::renew(std::span<const HeldRef> held, const std::string& held_json) {
+std::vector<std::size_t> SqliteLockStatements::renew(std::span<const HeldRef> held, const std::string& held_json) {
   text_ = held_json;
   // SQLite's RETURNING cannot name the joined list: the row's owner and token say which it was.
   std::vector<std::size_t> renewed;
@@ -61,24 +65,24 @@ std::vector<std::size_t> SqliteSession::renew(std::span<const HeldRef> held, con
   return renewed;
 }
 
-std::optional<std::chrono::milliseconds> SqliteSession::lease_left(std::string_view name) {
+std::optional<std::chrono::milliseconds> SqliteLockStatements::lease_left(std::string_view name) {
   name_ = name;
   if (!execute_single(lease_left_statement())) return std::nullopt;
   return std::chrono::milliseconds(result_a_);
 }
 
-bool SqliteSession::force_release(std::string_view name) {
+bool SqliteLockStatements::force_release(std::string_view name) {
   name_ = name;
   return execute_single(force_release_statement());
 }
 
-bool SqliteSession::revoke(std::string_view name) {
+bool SqliteLockStatements::revoke(std::string_view name) {
   name_ = name;
   soci::statement statement = (session_.prepare << sql_.revoke, soci::use(name_, "name"), soci::into(out_name_));
   return execute_single(statement);
 }
 
-bool SqliteSession::acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) {
+bool SqliteLockStatements::acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) {
   name_ = name;
   owner_ = owner;
   number_ = token;
@@ -87,8 +91,8 @@ bool SqliteSession::acknowledge_revoked(std::string_view name, std::string_view 
   return execute_single(statement);
 }
 
-bool SqliteSession::release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
-                                    std::chrono::milliseconds min_hold) {
+bool SqliteLockStatements::release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
+                                           std::chrono::milliseconds min_hold) {
   name_ = name;
   owner_ = owner;
   number_ = token;
@@ -99,7 +103,7 @@ bool SqliteSession::release_keeping(std::string_view name, std::string_view owne
   return execute_single(statement);
 }
 
-std::size_t SqliteSession::reap(std::size_t batch) {
+std::size_t SqliteLockStatements::reap(std::size_t batch) {
   number_ = static_cast<std::int64_t>(batch);
   std::size_t deleted = 0;
   for (auto* statement : {&reap_statement(), &reap_members_statement()})
@@ -110,12 +114,12 @@ std::size_t SqliteSession::reap(std::size_t batch) {
   return deleted;
 }
 
-LockCensus SqliteSession::census() {
+LockCensus SqliteLockStatements::census() {
   execute_single(census_statement());
   return LockCensus{result_a_, result_b_, std::chrono::milliseconds(result_c_)};
 }
 
-std::vector<LockInfo> SqliteSession::list(std::string_view only_name, std::size_t limit) {
+std::vector<LockInfo> SqliteLockStatements::list(std::string_view only_name, std::size_t limit) {
   name_ = only_name;
   limit_ = static_cast<std::int64_t>(limit);
   std::vector<LockInfo> rows;
@@ -127,6 +131,103 @@ std::vector<LockInfo> SqliteSession::list(std::string_view only_name, std::size_
     while (list_statement().fetch());
   }
   return rows;
+}
+
+int SqliteLockStatements::schema_version() {
+  int version = 0;
+  session_ << sql_.schema_version, soci::into(version);
+  return version;
+}
+
+namespace {
+
+class SqliteLocks final : public LockBackend {
+ public:
+  explicit SqliteLocks(SessionPool<SqliteSession>& pool) : pool_(pool) {}
+
+  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
+                                   std::int64_t held_token, milliseconds lock_delay) override {
+    auto session = pool_.lease();
+    return session->guarded("acquire",
+                            [&] { return of(*session).try_acquire(name, owner, ttl, held_token, lock_delay); });
+  }
+
+  std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return of(*session).release(name, owner, token); });
+  }
+
+  std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return of(*session).release_last(name, owner, token); });
+  }
+
+  std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
+    std::string json = "[";
+    for (std::size_t i = 0; i < held.size(); ++i)
+      json += fmt::format("{}[{},{},{},{}]", i == 0 ? "" : ",", json_string(held[i].name), json_string(held[i].owner),
+                          held[i].token, held[i].ttl.count());
+    json += "]";
+    auto session = pool_.lease();
+    return session->guarded("renew", [&] { return of(*session).renew(held, json); });
+  }
+
+  std::optional<milliseconds> lease_left(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded("reading a lease", [&] { return of(*session).lease_left(name); });
+  }
+
+  bool force_release(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded("force release", [&] { return of(*session).force_release(name); });
+  }
+
+  bool revoke(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded("revoke", [&] { return of(*session).revoke(name); });
+  }
+
+  bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return of(*session).acknowledge_revoked(name, owner, token); });
+  }
+
+  bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
+                       milliseconds min_hold) override {
+    auto session = pool_.lease();
+    return session->guarded("release", [&] { return of(*session).release_keeping(name, owner, token, min_hold); });
+  }
+
+  std::size_t reap(std::size_t batch) override {
+    auto session = pool_.lease();
+    return session->guarded("reaping", [&] { return of(*session).reap(batch); });
+  }
+
+  LockCensus census() override {
+    auto session = pool_.lease();
+    return session->guarded("counting locks", [&] { return of(*session).census(); });
+  }
+
+  int schema_version() override {
+    auto session = pool_.lease();
+    return session->guarded("reading the schema version", [&] { return of(*session).schema_version(); });
+  }
+
+ private:
+  static SqliteLockStatements& of(SqliteSession& session) { return session.part<SqliteLockStatements>(); }
+
+  std::vector<LockInfo> list_rows(std::string_view only_name, std::size_t limit) override {
+    auto session = pool_.lease();
+    return session->guarded("listing locks", [&] { return of(*session).list(only_name, limit); });
+  }
+
+  SessionPool<SqliteSession>& pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<LockBackend> make_sqlite_locks(SessionPool<SqliteSession>& pool) {
+  return std::make_unique<SqliteLocks>(pool);
 }
 
 }  // namespace dblock::detail

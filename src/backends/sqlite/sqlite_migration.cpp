@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/schema_objects.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
@@ -145,6 +146,73 @@ const CatalogRules& SqliteMigrationDialect::catalog_rules() const noexcept {
 std::string SqliteMigrationDialect::runtime_grants(std::span<const CatalogObject> /*objects*/,
                                                    std::string_view /*role*/) const {
   return "-- SQLite has no roles: whoever may write the database file (and its directory) can use dblock.\n";
+}
+
+namespace {
+
+class SqliteMigrations final : public MigrationBackend {
+ public:
+  SqliteMigrations(SessionPool<SqliteSession>& pool, const SqliteSql& sql, std::string prefix)
+      : pool_(pool), sql_(sql), migration_dialect_(std::move(prefix)) {}
+
+  Dialect dialect() const noexcept override { return Dialect::sqlite; }
+
+  std::optional<std::vector<AppliedMigration>> read_history() override {
+    auto session = pool_.lease();
+    try {
+      return session->guarded("reading the migration history",
+                              [&] { return read_history_rows(session->session(), sql_); });
+    } catch (const SchemaError&) {
+      return std::nullopt;  // no history table yet
+    }
+  }
+
+  std::vector<CatalogObject> catalog(std::span<const std::string> names) override {
+    std::string joined;
+    for (auto& name : names) joined += (joined.empty() ? "" : ",") + name;
+    auto session = pool_.lease();
+    return session->guarded("reading the catalog", [&] {
+      std::vector<CatalogObject> objects;
+      soci::rowset<soci::row> rows = (session->session().prepare << R"(
+SELECT m.name, m.type, m.tbl_name, coalesce(m.sql, ''),
+       CASE m.type WHEN 'table' THEN (SELECT group_concat(c.name, ',') FROM pragma_table_info(m.name) c)
+                   WHEN 'index' THEN (SELECT group_concat(i.name, ',') FROM pragma_index_info(m.name) i) ELSE '' END,
+       CASE WHEN m.type = 'table' THEN (SELECT group_concat(lower(c.type) || CASE WHEN c."notnull" THEN ' not null' ELSE '' END, ',')
+                                        FROM pragma_table_info(m.name) c) ELSE '' END
+FROM sqlite_master m WHERE instr(',' || :names || ',', ',' || m.name || ',') > 0 ORDER BY m.type, m.name)",
+                                      soci::use(joined, "names"));
+      for (auto& row : rows) {
+        CatalogObject object{row.get<std::string>(1),
+                             row.get<std::string>(0),
+                             row.get<std::string>(2),
+                             split_list(row.get<std::string>(4, "")),
+                             row.get<std::string>(3),
+                             false,
+                             split_list(row.get<std::string>(5, ""))};
+        if (object.kind != "trigger") object.definition.clear();  // tables and indexes are compared by shape
+        if (object.kind != "index" && object.kind != "trigger") object.table.clear();
+        objects.push_back(std::move(object));
+      }
+      return objects;
+    });
+  }
+  const MigrationDialect& migration_dialect() const override { return migration_dialect_; }
+
+  std::unique_ptr<MigrationSession> open_migration() override {
+    return make_sqlite_migration_session(pool_.connect_dedicated(), sql_);
+  }
+
+ private:
+  SessionPool<SqliteSession>& pool_;
+  const SqliteSql& sql_;
+  SqliteMigrationDialect migration_dialect_;
+};
+
+}  // namespace
+
+std::unique_ptr<MigrationBackend> make_sqlite_migrations(SessionPool<SqliteSession>& pool, const SqliteSql& sql,
+                                                         std::string prefix) {
+  return std::make_unique<SqliteMigrations>(pool, sql, std::move(prefix));
 }
 
 }  // namespace dblock::detail

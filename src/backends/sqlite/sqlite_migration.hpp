@@ -1,12 +1,13 @@
 #pragma once
-// SQLite's migration dialect: its migration SQL and script frame, the migration session (the whole
-// run in one BEGIN IMMEDIATE transaction), and the history.
+// SQLite's migration role: its migration dialect (SQL and script frame), the migration session
+// (the whole run in one BEGIN IMMEDIATE transaction), the history and the catalog.
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/migration_backend.hpp"
+#include "backends/session_pool.hpp"
 #include "backends/sqlite/sqlite_session.hpp"
 
 namespace dblock::detail {
@@ -37,5 +38,9 @@ class SqliteMigrationDialect final : public MigrationDialect {
 /// A migration session on `session`; its lock is the database's write lock (BEGIN IMMEDIATE).
 [[nodiscard]] std::unique_ptr<MigrationSession> make_sqlite_migration_session(std::unique_ptr<SqliteSession> session,
                                                                               const SqliteSql& sql);
+
+/// The migration role over `pool`'s sessions (and a dedicated one per run).
+[[nodiscard]] std::unique_ptr<MigrationBackend> make_sqlite_migrations(SessionPool<SqliteSession>& pool,
+                                                                       const SqliteSql& sql, std::string prefix);
 
 }  // namespace dblock::detail

@@ -4,19 +4,20 @@
 #include <soci/soci.h>
 #include <soci/sqlite3/soci-sqlite3.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <span>
-#include <vector>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
 
 #include "backends/backend_errors.hpp"
-#include "backends/lock_backend.hpp"
 #include "backends/sqlite/sqlite_sql.hpp"
 #include "backends/sqlite/sqlite_statement_cache.hpp"
 
@@ -29,8 +30,14 @@ namespace dblock::detail {
 /// autocommit write only when its statement finishes, and SOCI stops stepping after the first row.
 bool execute_single(soci::statement& statement);
 
-/// One SOCI session on the file with every statement prepared once. Single-threaded, like the
-/// SOCI session it wraps; the pool hands it to one thread at a time.
+/// A role's per-session state (SqliteSession::part).
+class SqliteSessionPart {
+ public:
+  virtual ~SqliteSessionPart() = default;
+};
+
+/// One SOCI session on the file, with the parts the roles keep on it (their statements, prepared
+/// once). Single-threaded, like the SOCI session it wraps; the pool hands it to one thread at a time.
 class SqliteSession {
  public:
   SqliteSession(const std::string& path, std::chrono::milliseconds busy_timeout, const SqliteSql& sql)
@@ -65,37 +72,6 @@ class SqliteSession {
     }
   }
 
-  // Lock operations, one statement (or one IMMEDIATE transaction) each, on this session; callers
-  // run them inside guarded(). Defined in sqlite_locks.cpp.
-  std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
-                                   std::int64_t held_token, std::chrono::milliseconds lock_delay);
-  std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token);
-  std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token);
-  /// `held_json`: [[name, owner, token, ttl_ms], ...]; returns the positions in `held` renewed.
-  std::vector<std::size_t> renew(std::span<const HeldRef> held, const std::string& held_json);
-  std::optional<std::chrono::milliseconds> lease_left(std::string_view name);
-  bool force_release(std::string_view name);
-  // Rare (an operator's revocation, a revoked holder's release, a release within a minimum hold):
-  // prepared per call.
-  bool revoke(std::string_view name);
-  bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token);
-  bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token, std::chrono::milliseconds min_hold);
-  std::size_t reap(std::size_t batch);
-  LockCensus census();
-  /// Every row, or only `only_name`'s when it is not empty, ordered by name.
-  std::vector<LockInfo> list(std::string_view only_name, std::size_t limit);
-
-  // Groups (GroupBackend), one IMMEDIATE transaction each. Defined in sqlite_groups.cpp.
-  std::optional<Grant> acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
-                                      std::int64_t capacity, std::chrono::milliseconds ttl, std::int64_t held_token);
-  std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
-                                             std::int64_t token);
-  std::vector<std::size_t> renew_members(std::span<const HeldRef> held);
-  std::optional<std::chrono::milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
-                                                                     std::chrono::milliseconds mark_for, bool& marked);
-  void unmark_writer(std::string_view name, std::string_view owner);
-  std::optional<std::chrono::milliseconds> first_lease_end(std::string_view name);
-
   /// False after any failure (a statement may be mid-step) or inside a transaction.
   [[nodiscard]] bool usable() const noexcept { return !broken_ && sqlite_api::sqlite3_get_autocommit(raw_) != 0; }
 
@@ -126,12 +102,25 @@ class SqliteSession {
   sqlite_api::sqlite3* raw() noexcept { return raw_; }
   /// Fenced transactions' statements (sqlite_fence.cpp), prepared once per session.
   SqliteStatementCache& statement_cache() noexcept { return statement_cache_; }
+  [[nodiscard]] const SqliteSql& sql() const noexcept { return sql_; }
+
+  /// This session's `Part`, built on first use as Part(*this): a role's prepared statements and
+  /// their bound buffers (sqlite_locks.hpp), kept for the life of the session. The session itself
+  /// knows no role.
+  template <class Part>
+  Part& part() {
+    static const std::size_t index = next_part_index();
+    if (index >= parts_.size()) parts_.resize(index + 1);
+    auto& slot = parts_[index];
+    if (!slot) slot = std::make_unique<Part>(*this);
+    return static_cast<Part&>(*slot);
+  }
 
  private:
-  template <class Make>
-  soci::statement& prepared(std::optional<soci::statement>& slot, Make&& make) {
-    if (!slot) slot.emplace(make());
-    return *slot;
+  /// One index per Part type, the same in every session.
+  static std::size_t next_part_index() noexcept {
+    static std::atomic<std::size_t> next{0};
+    return next.fetch_add(1, std::memory_order_relaxed);
   }
 
   std::string path_;
@@ -140,92 +129,8 @@ class SqliteSession {
   sqlite_api::sqlite3* raw_ = nullptr;
   bool broken_ = false;
 
-  // Statements are prepared on first use (the tables may not exist yet when migrating) and then
-  // reused for the life of the session.
-  soci::statement& acquire_statement() {
-    return prepared(acquire_, [&] {
-      return soci::statement((session_.prepare << sql_.acquire, soci::use(name_, "name"), soci::use(owner_, "owner"),
-                              soci::use(number_, "ttl"), soci::use(delay_, "delay"), soci::use(held_token_, "held"),
-                              soci::into(result_a_), soci::into(result_b_)));
-    });
-  }
-  soci::statement& release_last_statement() {
-    return prepared(release_last_, [&] {
-      return soci::statement((session_.prepare << sql_.release_last, soci::use(name_, "name"),
-                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
-    });
-  }
-  soci::statement& release_at_one_statement() {
-    return prepared(release_at_one_, [&] {
-      return soci::statement((session_.prepare << sql_.release_at_one, soci::use(name_, "name"),
-                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
-    });
-  }
-  soci::statement& release_inner_statement() {
-    return prepared(release_inner_, [&] {
-      return soci::statement((session_.prepare << sql_.release_inner, soci::use(name_, "name"),
-                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
-    });
-  }
-  soci::statement& renew_statement() {
-    return prepared(renew_, [&] {
-      return soci::statement((session_.prepare << sql_.renew, soci::use(text_, "held"), soci::into(out_name_),
-                             soci::into(out_owner_), soci::into(result_a_)));
-    });
-  }
-  soci::statement& lease_left_statement() {
-    return prepared(lease_left_, [&] {
-      return soci::statement((session_.prepare << sql_.lease_left, soci::use(name_, "name"), soci::into(result_a_)));
-    });
-  }
-  soci::statement& list_statement() {
-    return prepared(list_, [&] {
-      return soci::statement((session_.prepare << sql_.list, soci::use(name_, "name"), soci::use(name_, "name2"),
-                              soci::use(name_, "name3"), soci::use(name_, "name4"), soci::use(limit_, "limit"),
-                              soci::into(out_name_), soci::into(out_owner_), soci::into(result_a_),
-                              soci::into(result_b_), soci::into(result_c_), soci::into(out_kind_), soci::into(delay_),
-                              soci::into(held_for_)));
-    });
-  }
-  soci::statement& begin_immediate_statement() {
-    return prepared(begin_immediate_, [&] { return soci::statement((session_.prepare << "BEGIN IMMEDIATE")); });
-  }
-  soci::statement& commit_statement() {
-    return prepared(commit_, [&] { return soci::statement((session_.prepare << "COMMIT")); });
-  }
-  soci::statement& reap_statement() {
-    return prepared(reap_, [&] {
-      return soci::statement((session_.prepare << sql_.reap, soci::use(number_, "batch"), soci::into(out_name_)));
-    });
-  }
-  soci::statement& reap_members_statement() {
-    return prepared(reap_members_, [&] {
-      return soci::statement((session_.prepare << sql_.reap_members, soci::use(number_, "batch"),
-                              soci::into(out_name_)));
-    });
-  }
-  soci::statement& census_statement() {
-    return prepared(census_, [&] {
-      return soci::statement(
-          (session_.prepare << sql_.census, soci::into(result_a_), soci::into(result_b_), soci::into(result_c_)));
-    });
-  }
-  soci::statement& force_release_statement() {
-    return prepared(force_release_, [&] {
-      return soci::statement((session_.prepare << sql_.force_release, soci::use(name_, "name"),
-                              soci::into(out_name_)));
-    });
-  }
-
-  // Bound parameters and results of the prepared statements (bound by address at prepare time).
-  std::string name_, owner_, text_, out_name_, out_owner_, out_kind_;
-  std::int64_t number_ = 0, held_token_ = 0, delay_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
-  std::int64_t held_for_ = 0;  // list: the row's age
-  std::int64_t limit_ = 0;     // list: most rows
-
-  std::optional<soci::statement> acquire_, release_last_, release_at_one_, release_inner_, renew_, lease_left_, list_, force_release_,
-      reap_, reap_members_, census_, begin_immediate_, commit_;
-  SqliteStatementCache statement_cache_;  // after session_: finalized before the connection closes
+  std::vector<std::unique_ptr<SqliteSessionPart>> parts_;  // after session_: their statements go first
+  SqliteStatementCache statement_cache_;                   // after session_: finalized before the connection closes
 };
 
 }  // namespace dblock::detail
