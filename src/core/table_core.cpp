@@ -409,6 +409,7 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
     }
   }
   if (written_behind) {
+    count_written_behind();
     // What the manager knows is all a release written behind can report.
     if (!held->believed_held(SteadyClock::now()))
       throw_lost_on_release(*held, "its local deadline had passed (the release was written behind)");

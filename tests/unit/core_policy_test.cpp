@@ -374,6 +374,7 @@ TEST_F(CorePolicy, AReleaseWrittenBehindReturnsAtOnceAndAnAcquisitionOfItsNameTh
   ASSERT_EQ(second_release.wait_for(5s), std::future_status::ready) << "a release behind another waited for its statement";
   second_release.get();
   EXPECT_TRUE(script_->row("second").has_value()) << "the release written behind was sent before a statement was free";
+  EXPECT_EQ(locks->stats().written_behind, 1U);
   // Another owner of this manager asks for the name: it waits for the release, then gets the name.
   std::atomic<bool> parked{false};
   auto taker = std::async(std::launch::async, [&] {

@@ -95,6 +95,9 @@ class Bench {
     auto stats = locks.stats();
     result.extra["combine"] = request_.combine ? "on" : "off";
     result.extra["write_behind"] = request_.write_behind ? "on" : "off";
+    if (request_.write_behind && stats.acquired > 0)
+      result.extra["written_behind_pct"] = fmt::format(
+          "{:.0f}", 100.0 * static_cast<double>(stats.written_behind) / static_cast<double>(stats.acquired));
     result.extra["retried"] = std::to_string(stats.retried);
     if (stats.acquired > 0)
       result.extra["combined_pct"] = fmt::format(
