@@ -93,7 +93,8 @@ ManagerStats ManagerBase::stats() const {
                       lost_.load(),
                       retried_.load(),
                       std::chrono::milliseconds(waited_ms_.load()),
-                      combined_.load()};
+                      combined_.load(),
+                      written_behind_.load()};
 }
 
 void ManagerBase::emit(LockEventKind kind, std::string_view name, std::int64_t token, std::int64_t count,

@@ -34,6 +34,50 @@ TableCore::TableCore(std::shared_ptr<Store> store, ManagerOptions options)
   store_->check_schema();
   if (options_.combine_requests && locks_.max_batch() > 1)
     start_combining(CombinerLimits{locks_.max_batch(), kCombinedInFlight, StoreParts::connect_timeout(*store_)});
+  if (options_.write_behind_releases)
+    written_behind_ = std::make_unique<WriteBehind<std::shared_ptr<HeldLock>>>(
+        locks_.max_batch(), StoreParts::connect_timeout(*store_),
+        [this](const std::vector<std::shared_ptr<HeldLock>>& batch) { write_released(batch); });
+}
+
+void TableCore::write_released(const std::vector<std::shared_ptr<HeldLock>>& batch) {
+  std::vector<bool> deleted;
+  try {
+    if (batch.size() == 1) {
+      deleted.push_back(locks_.release_last(batch[0]->name, batch[0]->owner, batch[0]->token).has_value());
+    } else {
+      std::vector<ReleaseRequest> requests;
+      requests.reserve(batch.size());
+      for (const auto& held : batch) requests.push_back(ReleaseRequest{held->name, held->owner, held->token});
+      deleted = locks_.release_last_many(requests);
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) count_statement_share(batch.size());
+  } catch (const std::exception& e) {
+    // Each again, alone, by the rules of a release: retried while transient, and a lost reply
+    // resolved by reading the row (a DELETE naming its token is harmless where it already landed).
+    logger_->warn("{} release(s) written behind failed ({}); releasing each again", batch.size(), e.what());
+    deleted.assign(batch.size(), true);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      try {
+        deleted[i] = release_once(*batch[i], 1, std::chrono::milliseconds(0)).has_value();
+      } catch (const std::exception& again) {
+        logger_->warn("the release of '{}' written behind failed (its row lapses with its lease): {}",
+                      batch[i]->name, again.what());
+      }
+    }
+  }
+  for (std::size_t i = 0; i < batch.size() && i < deleted.size(); ++i)
+    if (!deleted[i]) settle_not_ours(*batch[i], true);
+}
+
+bool TableCore::settle_not_ours(HeldLock& held, bool written_behind) {
+  // The holder's last release is its acknowledgement of a revocation: it no longer believes it
+  // holds the lock, so the name need not wait for the revoked lease to end.
+  bool acknowledged = acknowledge_revocation(held);
+  if (written_behind)
+    report_lost(held, acknowledged ? "its release, written behind, found it revoked (the name is free now)"
+                                   : "its release, written behind, found its lease ended or taken over");
+  return acknowledged;
 }
 
 void TableCore::start_combining(CombinerLimits limits) {
@@ -78,6 +122,7 @@ TableCore::Request TableCore::request_of(const LockOptions& options) const {
 }
 
 std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::string& owner, const Request& request) {
+  if (written_behind_) written_behind_->wait_for(name);
   std::int64_t held_token = 0;  // a re-entry must name the grant it re-enters
   {
     std::lock_guard lock(mutex_);
@@ -340,6 +385,7 @@ bool TableCore::acknowledge_revocation(const HeldLock& held) {
 void TableCore::release(const std::shared_ptr<HeldLock>& held) {
   std::optional<std::int64_t> remaining;
   bool acknowledged = false;
+  bool written_behind = false;
   auto sent = SteadyClock::now();
   {
     auto pass = gates_.enter(Key{held->owner, held->name, held->kind});
@@ -354,11 +400,26 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
       if (--held->depth <= 0) forget(held);
     }
     sent = SteadyClock::now();
-    remaining = release_once(*held, depth_before, min_hold);
-    // The holder's last release is its acknowledgement of a revocation: it no longer believes it
-    // holds the lock, so the name need not wait for the revoked lease to end. An inner level's
-    // release is not: an outer guard may still believe it until its next renewal.
-    if (!remaining && held->kind == HolderKind::exclusive && depth_before <= 1) acknowledged = acknowledge_revocation(*held);
+    bool last_plain = held->kind == HolderKind::exclusive && depth_before <= 1;
+    // Queued while the pass is held: a re-entry of this owner waits for it (acquire_once).
+    if (written_behind_ && last_plain && min_hold.count() == 0) written_behind = written_behind_->admit(held);
+    if (!written_behind) {
+      ScopeExit sent_own([&]() noexcept {
+        if (written_behind_ && last_plain && min_hold.count() == 0) written_behind_->sent();
+      });
+      remaining = release_once(*held, depth_before, min_hold);
+      // An inner level's release is no acknowledgement: an outer guard may still believe it until
+      // its next renewal.
+      if (!remaining && last_plain) acknowledged = settle_not_ours(*held, false);
+    }
+  }
+  if (written_behind) {
+    count_written_behind();
+    // What the manager knows is all a release written behind can report.
+    if (!held->believed_held(SteadyClock::now()))
+      throw_lost_on_release(*held, "its local deadline had passed (the release was written behind)");
+    emit_released(*held, 0, sent);
+    return;
   }
   if (acknowledged) throw_lost_on_release(*held, "it was revoked (dblock release --force); the name is free now");
   if (!remaining) throw_lost_on_release(*held, "its lease ended or another owner took it over");

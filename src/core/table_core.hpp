@@ -18,6 +18,7 @@
 #include "backends/role.hpp"
 #include "core/combiner.hpp"
 #include "core/key_gates.hpp"
+#include "core/write_behind.hpp"
 #include "core/manager_base.hpp"
 
 namespace dblock::detail {
@@ -73,6 +74,12 @@ class TableCore final : public ManagerBase {
                                                                                SteadyClock::time_point sent, Grant grant);
   std::optional<std::int64_t> release_once(const HeldLock& held, std::int64_t depth_before,
                                            std::chrono::milliseconds min_hold);
+  /// The writer's statement for releases written behind (on its thread): one for the batch, and
+  /// on a failure each again by the rules of release_once.
+  void write_released(const std::vector<std::shared_ptr<HeldLock>>& batch);
+  /// After a last release found the row not ours: a revocation is acknowledged, and a release
+  /// written behind, whose caller has gone on, reports the loss to the manager's listeners.
+  bool settle_not_ours(HeldLock& held, bool written_behind);
   /// After the last release found the row not ours: if it was revoked from this grant, lets go of
   /// it (the name is free now). Returns whether it was.
   bool acknowledge_revocation(const HeldLock& held);
@@ -94,6 +101,8 @@ class TableCore final : public ManagerBase {
   /// Plain acquisitions and last-level releases, combined (empty: one statement per request).
   std::unique_ptr<Combiner<AcquireRequest, std::optional<Grant>>> acquires_;
   std::unique_ptr<Combiner<ReleaseRequest, bool>> releases_;
+  /// Last, so that it goes first: its thread sends what is queued while all the above is there.
+  std::unique_ptr<WriteBehind<std::shared_ptr<HeldLock>>> written_behind_;
 };
 
 }  // namespace dblock::detail

@@ -48,7 +48,7 @@ TEST(GaleraReusedMigrations, DatabaseMigratedWithTheRepeatedFilesVerifiesWithThe
   DBLOCK_REQUIRE_DSN(dsn, "DBLOCK_TEST_GALERA_DSN");
   auto store = dblock::Store::open(dblock::test::with_params(dsn, "prefix=" + dblock::test::unique_prefix()),
                                    {.connect_timeout = 3s, .statement_timeout = 10s});
-  auto& backend = dblock::detail::StoreParts::backend(*store);
+  auto& backend = dblock::detail::StoreParts::backend(*store).migrations().get();
   ASSERT_EQ(backend.migration_dialect().migration_set(), "galera");
   auto old_files = old_galera_files();
   ASSERT_EQ(static_cast<int>(old_files.size()), dblock::latest_schema_version());

@@ -407,13 +407,16 @@ void Nemesis::run(Workload workload) {
 
   dblock::StoreOptions store_options{.connect_timeout = 2s, .statement_timeout = 2s};
   dblock::ManagerOptions manager_options{.mode = GetParam().mode, .default_ttl = kTtl};
+  // Two threads on one manager: their releases are written behind one another's.
+  auto behind_options = manager_options;
+  behind_options.write_behind_releases = true;
   auto shared_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(0), store_options),
-                                                              manager_options);
+                                                              behind_options);
   auto own_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(1), store_options),
                                                            manager_options);
   // One owner for two threads (plain locks in table mode: an advisory lock is its session's, one
   // per guard, and a group's re-entered membership is one permit the checker would count twice).
-  auto one_owner_options = manager_options;
+  auto one_owner_options = behind_options;
   one_owner_options.owner_scope = dblock::OwnerScope::manager;
   auto one_owner_manager = advisory || workload != Workload::locks ? nullptr
                                     : std::make_unique<dblock::LockManager>(

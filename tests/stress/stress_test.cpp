@@ -59,8 +59,10 @@ TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
 
   std::vector<std::unique_ptr<dblock::LockManager>> managers;
   for (int m = 0; m < kManagers; ++m)
-    managers.push_back(std::make_unique<dblock::LockManager>(stores[static_cast<std::size_t>(m) % stores.size()],
-                                                             dblock::ManagerOptions{.default_ttl = 10s}));
+    // Every other manager writes its releases behind (ManagerOptions::write_behind_releases).
+    managers.push_back(std::make_unique<dblock::LockManager>(
+        stores[static_cast<std::size_t>(m) % stores.size()],
+        dblock::ManagerOptions{.default_ttl = 10s, .write_behind_releases = m % 2 == 1}));
 
   auto deadline = std::chrono::steady_clock::now() + 120s;
   std::atomic<int> failures{0};
@@ -118,14 +120,19 @@ TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
     total += guarded.counter;
   }
   EXPECT_EQ(total, kManagers * kThreadsPerManager * kIterations);
-  for (auto& row : store->locks())
-    EXPECT_EQ(row.owner, "abandoner") << "every release deleted its row; only abandoned leases may remain";
-  std::uint64_t combined = 0;
-  for (auto& manager : managers) combined += manager->stats().combined;
+  std::uint64_t combined = 0, written_behind = 0;
+  for (auto& manager : managers) {
+    combined += manager->stats().combined;
+    written_behind += manager->stats().written_behind;
+  }
   if (backend.max_batch() > 1) {
     EXPECT_GT(combined, 0U)
         << "the threads of a manager must have shared statements: the rules held inside batches too";
   }
+  EXPECT_GT(written_behind, 0U) << "releases must have been written behind: the rules held for them too";
+  managers.clear();  // a manager's end sends the releases still written behind
+  for (auto& row : store->locks())
+    EXPECT_EQ(row.owner, "abandoner") << "every release deleted its row; only abandoned leases may remain";
 }
 
 /// Groups under the same pressure: managers (on different nodes of a cluster) take permits of a
@@ -145,8 +152,10 @@ TEST_P(GroupStress, GroupsKeepTheirCapacityAndWritersWorkAlone) {
   constexpr std::int64_t kPermits = 3;
   std::vector<std::unique_ptr<dblock::LockManager>> managers;
   for (int m = 0; m < kManagers; ++m)
-    managers.push_back(std::make_unique<dblock::LockManager>(stores[static_cast<std::size_t>(m) % stores.size()],
-                                                             dblock::ManagerOptions{.default_ttl = 10s}));
+    // Every other manager writes its releases behind (ManagerOptions::write_behind_releases).
+    managers.push_back(std::make_unique<dblock::LockManager>(
+        stores[static_cast<std::size_t>(m) % stores.size()],
+        dblock::ManagerOptions{.default_ttl = 10s, .write_behind_releases = m % 2 == 1}));
   std::atomic<int> permit_holders{0}, most_permit_holders{0}, readers{0}, writers{0}, violations{0}, failures{0};
   std::atomic<bool> done{false};
   std::int64_t written = 0, last_writer_token = 0;  // only the write lock protects them

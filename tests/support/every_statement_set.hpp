@@ -28,8 +28,8 @@ inline void run_every_statement_set(const std::shared_ptr<Store>& store, int rou
   using namespace std::chrono_literals;
   namespace d = dblock::detail;
   auto& backend = d::StoreParts::backend(*store);
-  d::LockBackend& locks = backend;
-  d::GroupBackend& groups = backend;
+  d::LockBackend& locks = backend.locks();
+  d::GroupBackend& groups = backend.groups().get();
   const auto name = fmt::format("one-session-{}", round);
   const std::string owner = "one-session-owner", other = "one-session-other";
   auto reply_by = [] { return std::chrono::steady_clock::now() + 10s; };

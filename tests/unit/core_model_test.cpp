@@ -1,5 +1,5 @@
 // Model-based test of the table-mode core: random interleavings of acquisitions, re-entries,
-// releases (also from another thread than the one that acquired), renewals, lost replies (the
+// releases (also from another thread than the one that acquired, and written behind), renewals, lost replies (the
 // statement landing at once, later or never) and forced releases (revocations, and the unsafe
 // immediate delete), for one owner and several,
 // over the scripted backend. Every statement that writes waits for the scheduler, which decides
@@ -50,11 +50,14 @@ class Interleaver final : public Stepper {
       actors_[static_cast<std::size_t>(i)].thread = std::jthread([this, i](std::stop_token stop) { run_actor(i, stop); });
   }
   ~Interleaver() override { drain(); }
+  std::atomic<int> written_behind{0};  // release statements sent by a manager's writer thread
   Interleaver(const Interleaver&) = delete;
   Interleaver& operator=(const Interleaver&) = delete;
 
   void statement(std::string_view what, std::string_view owner, std::vector<std::int64_t> tokens,
                  std::function<void()> apply) override {
+    // No actor's thread and a release: the manager's writer thread, sending releases written behind.
+    if (current_actor < 0 && what.starts_with("release")) ++written_behind;
     auto pending = std::make_shared<Pending>(
         Pending{current_actor, std::string(what), std::string(owner), std::move(tokens), std::move(apply)});
     Fate fate;
@@ -235,12 +238,13 @@ struct Scenario {
   int actors;
   int steps;
   std::size_t max_batch = 1;  // above 1: acquisitions and releases are combined
+  bool write_behind = false;  // ManagerOptions::write_behind_releases
 };
 
 class CoreModel : public ::testing::TestWithParam<Scenario> {
  protected:
   /// Runs `steps` random steps with `seed`; returns the trace of the first violation, or empty.
-  std::string run(std::uint32_t seed, const Scenario& scenario, std::uint64_t& batches) {
+  std::string run(std::uint32_t seed, const Scenario& scenario, std::uint64_t& batches, std::uint64_t& behind) {
     auto script = std::make_shared<Script>();
     auto interleaver = std::make_shared<Interleaver>(scenario.actors);
     script->stepper = interleaver;
@@ -251,7 +255,10 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     std::vector<std::shared_ptr<dblock::LockManager>> managers;
     for (int i = 0; i < scenario.managers; ++i)
       managers.push_back(std::make_shared<dblock::LockManager>(
-          store, dblock::ManagerOptions{.default_ttl = 10min, .renew_interval = 1ms, .owner_scope = scenario.scope}));
+          store, dblock::ManagerOptions{.default_ttl = 10min,
+                                        .renew_interval = 1ms,
+                                        .owner_scope = scenario.scope,
+                                        .write_behind_releases = scenario.write_behind}));
     const std::vector<std::string> names{"a", "b"};
 
     std::mt19937 random(seed);
@@ -361,6 +368,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     }
     interleaver->drain();
     batches += static_cast<std::uint64_t>(script->batches.load());
+    behind += static_cast<std::uint64_t>(interleaver->written_behind.load());
     {
       std::lock_guard lock(guards_mutex);
       guards.clear();
@@ -401,22 +409,25 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   auto scenario = GetParam();
   std::uint32_t first_seed = 1;
   int seeds = 6;
-  std::uint64_t batches = 0;
+  std::uint64_t batches = 0, behind = 0;
   if (const char* seed = std::getenv("DBLOCK_MODEL_SEED")) {  // to replay one reported seed
     first_seed = static_cast<std::uint32_t>(std::strtoul(seed, nullptr, 10));
     seeds = 1;
   }
   auto started = Clock::now();
   for (int i = 0; i < seeds; ++i) {
-    auto failure = run(first_seed + static_cast<std::uint32_t>(i), scenario, batches);
+    auto failure = run(first_seed + static_cast<std::uint32_t>(i), scenario, batches, behind);
     ASSERT_TRUE(failure.empty()) << failure;
   }
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
   std::cout << "[ model    ] " << seeds * scenario.steps << " steps in " << took.count() << " ms, " << batches
-            << " combined statements\n";
+            << " combined statements, " << behind << " release statements written behind\n";
   // A batched scenario that never formed a batch tested nothing of it.
   if (scenario.max_batch > 1) {
     EXPECT_GT(batches, 0U);
+  }
+  if (scenario.write_behind) {
+    EXPECT_GT(behind, 0U);
   }
 }
 
@@ -424,11 +435,14 @@ INSTANTIATE_TEST_SUITE_P(Owners, CoreModel,
                          ::testing::Values(Scenario{dblock::OwnerScope::thread, 2, 3, 1500},
                                            Scenario{dblock::OwnerScope::manager, 2, 3, 1500},
                                            Scenario{dblock::OwnerScope::thread, 2, 4, 1500, 4},
-                                           Scenario{dblock::OwnerScope::manager, 2, 4, 1500, 4}),
+                                           Scenario{dblock::OwnerScope::manager, 2, 4, 1500, 4},
+                                           Scenario{dblock::OwnerScope::thread, 2, 4, 1500, 4, true},
+                                           Scenario{dblock::OwnerScope::manager, 2, 4, 1500, 4, true}),
                          [](const auto& info) {
                            return std::string(info.param.scope == dblock::OwnerScope::thread ? "OwnerPerThread"
                                                                                              : "OwnerPerManager") +
-                                  (info.param.max_batch > 1 ? "Combined" : "");
+                                  (info.param.max_batch > 1 ? "Combined" : "") +
+                                  (info.param.write_behind ? "WrittenBehind" : "");
                          });
 
 }  // namespace

@@ -24,6 +24,7 @@ class CorePolicy : public ::testing::Test {
   void TearDown() override {
     script_->renewals_gate.open();
     script_->checks_gate.open();
+    script_->releases_gate.open();
   }
   const std::shared_ptr<dblock::Store>& store() {
     if (!store_)
@@ -350,6 +351,44 @@ TEST_F(CorePolicy, ACombinedStatementWhoseReplyIsLostIsResolvedPerCallerByReadin
   EXPECT_TRUE(lost.refused_threw && lost.reentered_threw && lost.expired_threw && lost.fresh_threw);
   EXPECT_FALSE(script_->row("fresh").has_value());
   EXPECT_EQ(script_->row("expired")->token, lost.expired_old_token);
+}
+
+TEST_F(CorePolicy, AReleaseWrittenBehindReturnsAtOnceAndAnAcquisitionOfItsNameThroughTheManagerWaitsForIt) {
+  script_->max_batch = 8;
+  auto locks = manager({.default_ttl = 1min, .write_behind_releases = true});
+  // Owners are per thread: each guard is taken and released on a thread of its own.
+  auto holder = [&](const std::string& name) {
+    std::optional<dblock::Lock> lock;
+    std::thread([&] { lock = locks->try_acquire(name); }).join();
+    return lock;
+  };
+  auto first = holder("first");
+  auto second = holder("second");
+  ASSERT_TRUE(first && second);
+  auto second_token = second->token();
+  script_->releases_gate.close();
+  auto first_release = std::async(std::launch::async, [&] { first->release(); });
+  ASSERT_TRUE(eventually([&] { return script_->releases_gate.waiting() > 0; }));
+  // A release statement is out: the next release is queued and its caller goes on.
+  auto second_release = std::async(std::launch::async, [&] { second->release(); });
+  ASSERT_EQ(second_release.wait_for(5s), std::future_status::ready) << "a release behind another waited for its statement";
+  second_release.get();
+  EXPECT_TRUE(script_->row("second").has_value()) << "the release written behind was sent before a statement was free";
+  EXPECT_EQ(locks->stats().written_behind, 1U);
+  // Another owner of this manager asks for the name: it waits for the release, then gets the name.
+  std::atomic<bool> parked{false};
+  auto taker = std::async(std::launch::async, [&] {
+    dblock::detail::ParkHooks hooks{[&] { parked = true; }, {}};
+    dblock::detail::park_hooks = &hooks;
+    return locks->try_acquire("second");
+  });
+  ASSERT_TRUE(eventually([&] { return parked.load(); })) << "the acquisition did not wait for the pending release";
+  script_->releases_gate.open();
+  first_release.get();
+  auto taken = taker.get();
+  ASSERT_TRUE(taken.has_value()) << "refused: it did not wait for the release written behind";
+  EXPECT_GT(taken->token(), second_token);
+  EXPECT_FALSE(script_->row("first").has_value());
 }
 
 }  // namespace

@@ -51,10 +51,18 @@ class Gate {
   }
   void pass() {
     std::unique_lock lock(mutex_);
+    ++waiting_;
     opened_.wait_for(lock, 10s, [&] { return open_; });
+    --waiting_;
+  }
+  /// How many statements wait in the gate now.
+  int waiting() {
+    std::lock_guard lock(mutex_);
+    return waiting_;
   }
 
  private:
+  int waiting_ = 0;
   std::mutex mutex_;
   std::condition_variable opened_;
   bool open_ = true;
@@ -96,6 +104,7 @@ struct Script {
   std::size_t max_batch = 1;            // above 1: the backend combines (try_acquire_many, release_last_many)
   Unknown batch_unknown = Unknown::no;  // the next combined acquisition's reply
   Gate acquires_gate;                   // every acquisition statement passes it first
+  Gate releases_gate;                   // every last-level release statement passes it first
   std::atomic<int> batches{0};          // combined statements sent
   Gate renewals_gate, checks_gate;
   std::shared_ptr<Stepper> stepper;  // when set, every writing statement of table mode goes through it
@@ -250,6 +259,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     return grants;
   }
   std::vector<bool> release_last_many(std::span<const dblock::detail::ReleaseRequest> requests) override {
+    script_->releases_gate.pass();
     ++script_->batches;
     check_order(requests);
     std::vector<std::tuple<std::string, std::string, std::int64_t>> copies;
@@ -282,6 +292,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     return scripted_release([&] { return script_->apply_release(name, owner, token); });
   }
   std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
+    script_->releases_gate.pass();
     if (script_->stepper)
       return stepped<std::optional<std::int64_t>>("release_last", owner, {token}, [s = script_, n = std::string(name), o = std::string(owner), token] {
         return s->apply_release_last(n, o, token);

@@ -84,13 +84,20 @@ class Bench {
   }
 
   [[nodiscard]] ManagerOptions manager_options() const {
-    return {.mode = mode_, .default_ttl = std::chrono::seconds(30), .combine_requests = request_.combine};
+    return {.mode = mode_,
+            .default_ttl = std::chrono::seconds(30),
+            .combine_requests = request_.combine,
+            .write_behind_releases = request_.write_behind};
   }
 
   /// How many of the library's acquisitions and releases went out in a statement with others.
   void note_combining(LockManager& locks, Result& result) const {
     auto stats = locks.stats();
     result.extra["combine"] = request_.combine ? "on" : "off";
+    result.extra["write_behind"] = request_.write_behind ? "on" : "off";
+    if (request_.write_behind && stats.acquired > 0)
+      result.extra["written_behind_pct"] = fmt::format(
+          "{:.0f}", 100.0 * static_cast<double>(stats.written_behind) / static_cast<double>(stats.acquired));
     result.extra["retried"] = std::to_string(stats.retried);
     if (stats.acquired > 0)
       result.extra["combined_pct"] = fmt::format(

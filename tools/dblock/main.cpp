@@ -224,6 +224,12 @@ int main(int argc, char** argv) {
           "--combine", bench_combine,
           "on: the library combines concurrent acquisitions and releases (the default); off: one statement each")
       ->check(CLI::IsMember({"on", "off"}));
+  std::string bench_write_behind = "off";
+  bench
+      ->add_option("--write-behind", bench_write_behind,
+                   "on: the library's releases are written behind (ManagerOptions::write_behind_releases); off: the "
+                   "default")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--log-format", log_format, "text or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}));
 
@@ -323,6 +329,7 @@ int main(int argc, char** argv) {
     if (bench->parsed()) {
       bench_request.duration = parse_duration(bench_duration);
       bench_request.combine = bench_combine == "on";
+      bench_request.write_behind = bench_write_behind == "on";
       if (bench_request.duration.count() <= 0) throw InvalidArgument("--duration must be positive");
       store_options.pool_size = std::max<std::size_t>(bench_request.threads, 16) + 4;  // one session per thread
     }
