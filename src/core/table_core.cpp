@@ -61,8 +61,8 @@ void TableCore::write_released(const std::vector<std::shared_ptr<HeldLock>>& bat
       try {
         deleted[i] = release_once(*batch[i], 1, std::chrono::milliseconds(0)).has_value();
       } catch (const std::exception& again) {
-        logger_->warn("the release of '{}' written behind failed (its row lapses with its lease): {}",
-                      batch[i]->name, again.what());
+        logger_->warn("the release of '{}' written behind failed (its row lapses with its lease): {}", batch[i]->name,
+                      again.what());
       }
     }
   }

@@ -18,8 +18,8 @@
 #include "backends/role.hpp"
 #include "core/combiner.hpp"
 #include "core/key_gates.hpp"
-#include "core/write_behind.hpp"
 #include "core/manager_base.hpp"
+#include "core/write_behind.hpp"
 
 namespace dblock::detail {
 

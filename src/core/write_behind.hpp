@@ -114,7 +114,8 @@ class WriteBehind {
       for (const Item& item : batch) pending_.erase(pending_.find(item->name));
       // The model test's scheduler must see a parked caller run again before it is woken.
       for (const Waiter& waiter : waiters_)
-        if (!pending_.contains(waiter.name) && waiter.hooks != nullptr && waiter.hooks->resumed) waiter.hooks->resumed();
+        if (!pending_.contains(waiter.name) && waiter.hooks != nullptr && waiter.hooks->resumed)
+          waiter.hooks->resumed();
       changed_.notify_all();
     }
   }
@@ -142,8 +143,8 @@ class WriteBehind {
   std::condition_variable changed_;
   std::deque<Item> queue_;
   std::multiset<std::string, std::less<>> pending_;  // names queued or out on the writer's thread
-  std::list<Waiter> waiters_;                         // acquisitions waiting for one of them
-  std::size_t out_ = 0;                               // release statements out: callers' and the writer's
+  std::list<Waiter> waiters_;                        // acquisitions waiting for one of them
+  std::size_t out_ = 0;                              // release statements out: callers' and the writer's
   bool stopping_ = false;
   std::thread thread_;  // last: starts once everything it uses is there
 };

@@ -410,8 +410,8 @@ void Nemesis::run(Workload workload) {
   // Two threads on one manager: their releases are written behind one another's.
   auto behind_options = manager_options;
   behind_options.write_behind_releases = true;
-  auto shared_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(0), store_options),
-                                                              behind_options);
+  auto shared_manager =
+      std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(0), store_options), behind_options);
   auto own_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(1), store_options),
                                                            manager_options);
   // One owner for two threads (plain locks in table mode: an advisory lock is its session's, one

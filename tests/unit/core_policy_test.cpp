@@ -371,7 +371,8 @@ TEST_F(CorePolicy, AReleaseWrittenBehindReturnsAtOnceAndAnAcquisitionOfItsNameTh
   ASSERT_TRUE(eventually([&] { return script_->releases_gate.waiting() > 0; }));
   // A release statement is out: the next release is queued and its caller goes on.
   auto second_release = std::async(std::launch::async, [&] { second->release(); });
-  ASSERT_EQ(second_release.wait_for(5s), std::future_status::ready) << "a release behind another waited for its statement";
+  ASSERT_EQ(second_release.wait_for(5s), std::future_status::ready)
+      << "a release behind another waited for its statement";
   second_release.get();
   EXPECT_TRUE(script_->row("second").has_value()) << "the release written behind was sent before a statement was free";
   EXPECT_EQ(locks->stats().written_behind, 1U);

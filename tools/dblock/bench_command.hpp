@@ -18,7 +18,7 @@ struct BenchRequest {
   std::size_t reap_rows = 100'000;
   std::size_t reap_batch = 10'000;
   bool json = false;
-  bool combine = true;  // ManagerOptions::combine_requests of the library's managers
+  bool combine = true;        // ManagerOptions::combine_requests of the library's managers
   bool write_behind = false;  // ManagerOptions::write_behind_releases
 };
 
