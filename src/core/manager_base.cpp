@@ -189,6 +189,14 @@ void ManagerBase::count_renewal(std::int64_t renewed, std::chrono::microseconds 
   emit(event);
 }
 
+void ManagerBase::report_lost_later(std::shared_ptr<HeldLock> held, std::string why) {
+  {
+    std::lock_guard lock(timer_mutex_);
+    lost_later_.emplace_back(std::move(held), std::move(why));
+  }
+  wake_timer_.notify_all();
+}
+
 void ManagerBase::deadline_timer(std::stop_token stop) {
   while (!stop.stop_requested()) {
     auto self = weak_from_this().lock();  // keeps this alive through user callbacks
@@ -206,10 +214,17 @@ void ManagerBase::deadline_timer(std::stop_token stop) {
     }
     for (auto& held : overdue) deadline_passed(held);
     overdue.clear();
+    std::vector<std::pair<std::shared_ptr<HeldLock>, std::string>> lost_later;
+    {
+      std::lock_guard lock(timer_mutex_);
+      lost_later.swap(lost_later_);
+    }
+    for (auto& [held, why] : lost_later) report_lost(*held, why);
+    lost_later.clear();
     self.reset();  // may destroy *this on this thread; the destructor then requested stop
     if (stop.stop_requested()) return;
     std::unique_lock lock(timer_mutex_);
-    wake_timer_.wait_until(lock, stop, next, [] { return false; });
+    wake_timer_.wait_until(lock, stop, next, [&] { return !lost_later_.empty(); });
   }
 }
 

@@ -196,8 +196,14 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   void count_written_behind() { written_behind_.fetch_add(1, std::memory_order_relaxed); }
   void count_retry() {
     retried_.fetch_add(1, std::memory_order_relaxed);
-    emit(LockEventKind::retried, {});
+    if (std::this_thread::get_id() != callback_free_thread_.load()) emit(LockEventKind::retried, {});
   }
+  /// A thread of the core's own that must never run user code (on_event, on_lost): a callback
+  /// could drop the last handle and end the manager on the very thread its destructor joins.
+  void set_callback_free_thread(std::thread::id id) { callback_free_thread_.store(id); }
+  /// report_lost, on the deadline timer's thread (which may end the manager), for a loss found on a
+  /// callback-free thread.
+  void report_lost_later(std::shared_ptr<HeldLock> held, std::string why);
 
   std::shared_ptr<Store> store_;
   const ManagerOptions options_;
@@ -222,6 +228,8 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   std::atomic<std::int64_t> waited_ms_{0};
   std::mutex timer_mutex_;
   std::condition_variable_any wake_timer_;
+  std::vector<std::pair<std::shared_ptr<HeldLock>, std::string>> lost_later_;  // guarded by timer_mutex_
+  std::atomic<std::thread::id> callback_free_thread_{};
   std::weak_ptr<ManagerBase> user_handle_;  // set by start_for_users
   std::jthread watchdog_;  // last two: joined before the members above go
   std::jthread timer_;

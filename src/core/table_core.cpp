@@ -38,13 +38,14 @@ TableCore::TableCore(std::shared_ptr<Store> store, ManagerOptions options)
     written_behind_ = std::make_unique<WriteBehind<std::shared_ptr<HeldLock>>>(
         locks_.max_batch(), StoreParts::connect_timeout(*store_),
         [this](const std::vector<std::shared_ptr<HeldLock>>& batch) { write_released(batch); });
+  if (written_behind_) set_callback_free_thread(written_behind_->thread_id());
 }
 
 void TableCore::write_released(const std::vector<std::shared_ptr<HeldLock>>& batch) {
-  std::vector<bool> deleted;
+  std::vector<bool> deleted(batch.size(), true);
   try {
     if (batch.size() == 1) {
-      deleted.push_back(locks_.release_last(batch[0]->name, batch[0]->owner, batch[0]->token).has_value());
+      deleted[0] = locks_.release_last(batch[0]->name, batch[0]->owner, batch[0]->token).has_value();
     } else {
       std::vector<ReleaseRequest> requests;
       requests.reserve(batch.size());
@@ -52,31 +53,45 @@ void TableCore::write_released(const std::vector<std::shared_ptr<HeldLock>>& bat
       deleted = locks_.release_last_many(requests);
     }
     for (std::size_t i = 0; i < batch.size(); ++i) count_statement_share(batch.size());
+  } catch (const OutcomeUnknown& e) {
+    // The batch may still land after anything sent now: never sent again. Each row is read, as a
+    // single release's lost reply is; a row still ours is remembered as unsettled, and one whose
+    // read fails too is remembered all the same (its DELETE may land under a later grant's reply).
+    logger_->warn("{} release(s) written behind lost their reply ({}); reading the rows to resolve them", batch.size(),
+                  e.what());
+    for (const auto& held : batch) {
+      try {
+        (void)resolve_unknown_release(*held, 1);
+      } catch (const std::exception& again) {
+        remember_unsettled(*held);
+        logger_->warn("the release of '{}' written behind stays unresolved (its row lapses with its lease): {}",
+                      held->name, again.what());
+      }
+    }
   } catch (const std::exception& e) {
-    // Each again, alone, by the rules of a release: retried while transient, and a lost reply
-    // resolved by reading the row (a DELETE naming its token is harmless where it already landed).
+    // Nothing of it landed (a transient error, no session): each again, alone, by a release's rules.
     logger_->warn("{} release(s) written behind failed ({}); releasing each again", batch.size(), e.what());
-    deleted.assign(batch.size(), true);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       try {
-        deleted[i] = release_once(*batch[i], 1, std::chrono::milliseconds(0)).has_value();
+        deleted[i] = release_once(*batch[i], 1, std::chrono::milliseconds(0), Combine::alone).has_value();
       } catch (const std::exception& again) {
         logger_->warn("the release of '{}' written behind failed (its row lapses with its lease): {}", batch[i]->name,
                       again.what());
       }
     }
   }
-  for (std::size_t i = 0; i < batch.size() && i < deleted.size(); ++i)
-    if (!deleted[i]) settle_not_ours(*batch[i], true);
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    if (!deleted[i]) settle_not_ours(batch[i], true);
 }
 
-bool TableCore::settle_not_ours(HeldLock& held, bool written_behind) {
+bool TableCore::settle_not_ours(const std::shared_ptr<HeldLock>& held, bool written_behind) {
   // The holder's last release is its acknowledgement of a revocation: it no longer believes it
   // holds the lock, so the name need not wait for the revoked lease to end.
-  bool acknowledged = acknowledge_revocation(held);
+  bool acknowledged = acknowledge_revocation(*held);
+  // Its caller has gone on: the loss is reported on the deadline timer's thread, never the writer's.
   if (written_behind)
-    report_lost(held, acknowledged ? "its release, written behind, found it revoked (the name is free now)"
-                                   : "its release, written behind, found its lease ended or taken over");
+    report_lost_later(held, acknowledged ? "its release, written behind, found it revoked (the name is free now)"
+                                         : "its release, written behind, found its lease ended or taken over");
   return acknowledged;
 }
 
@@ -332,7 +347,7 @@ void TableCore::forget(const std::shared_ptr<HeldLock>& held) {
 }
 
 std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::int64_t depth_before,
-                                                    std::chrono::milliseconds min_hold) {
+                                                    std::chrono::milliseconds min_hold, Combine first_try) {
   try {
     int tries = 0;
     return with_release_retries([&] {
@@ -346,7 +361,7 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
       if (depth_before <= 1 && releases_) {
         std::size_t carried = 1;
         bool deleted = releases_->submit(ReleaseRequest{held.name, held.owner, held.token},
-                                         tries++ == 0 ? Combine::yes : Combine::alone, carried);
+                                         tries++ == 0 ? first_try : Combine::alone, carried);
         count_statement_share(carried);
         return deleted ? std::optional<std::int64_t>(0) : std::nullopt;
       }
@@ -360,16 +375,22 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
     // delete the row under an outer guard. If it never runs, the row keeps one level more than
     // we hold and lapses with its lease once we stop renewing it.
     logger_->warn("release of '{}' lost its reply ({}); reading the row to resolve it", held.name, e.what());
-    auto row = with_read_retries([&] { return locks_.read(held.name); });
-    bool still_ours = row && row->owner == held.owner && row->token == held.token;
-    if (still_ours) {
-      std::lock_guard lock(mutex_);
-      if (unsettled_releases_.size() >= kUnsettledReleasesKept) unsettled_releases_.erase(unsettled_releases_.begin());
-      unsettled_releases_.emplace(held.name, held.token);
-    }
-    if (still_ours) return std::min(row->count, depth_before - 1);
-    return depth_before <= 1 ? std::optional<std::int64_t>(0) : std::nullopt;
+    return resolve_unknown_release(held, depth_before);
   }
+}
+
+std::optional<std::int64_t> TableCore::resolve_unknown_release(const HeldLock& held, std::int64_t depth_before) {
+  auto row = with_read_retries([&] { return locks_.read(held.name); });
+  bool still_ours = row && row->owner == held.owner && row->token == held.token;
+  if (still_ours) remember_unsettled(held);
+  if (still_ours) return std::min(row->count, depth_before - 1);
+  return depth_before <= 1 ? std::optional<std::int64_t>(0) : std::nullopt;
+}
+
+void TableCore::remember_unsettled(const HeldLock& held) {
+  std::lock_guard lock(mutex_);
+  if (unsettled_releases_.size() >= kUnsettledReleasesKept) unsettled_releases_.erase(unsettled_releases_.begin());
+  unsettled_releases_.emplace(held.name, held.token);
 }
 
 bool TableCore::acknowledge_revocation(const HeldLock& held) {
@@ -410,7 +431,7 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
       remaining = release_once(*held, depth_before, min_hold);
       // An inner level's release is no acknowledgement: an outer guard may still believe it until
       // its next renewal.
-      if (!remaining && last_plain) acknowledged = settle_not_ours(*held, false);
+      if (!remaining && last_plain) acknowledged = settle_not_ours(held, false);
     }
   }
   if (written_behind) {

@@ -72,14 +72,19 @@ class TableCore final : public ManagerBase {
                                                                                const std::string& owner,
                                                                                const Request& request,
                                                                                SteadyClock::time_point sent, Grant grant);
+  /// `first_try`: Combine::alone for a release that has just failed in a batch.
   std::optional<std::int64_t> release_once(const HeldLock& held, std::int64_t depth_before,
-                                           std::chrono::milliseconds min_hold);
-  /// The writer's statement for releases written behind (on its thread): one for the batch, and
-  /// on a failure each again by the rules of release_once.
+                                           std::chrono::milliseconds min_hold, Combine first_try = Combine::yes);
+  /// A release whose reply was lost, never sent again: the row read; one still ours is remembered as
+  /// unsettled. Returns the levels left as release_once does.
+  std::optional<std::int64_t> resolve_unknown_release(const HeldLock& held, std::int64_t depth_before);
+  void remember_unsettled(const HeldLock& held);  // REQUIRES: mutex_ not held
+  /// The writer's statement for releases written behind (on its thread, which runs no user code):
+  /// one for the batch; after a lost reply each row read, after any other failure each again alone.
   void write_released(const std::vector<std::shared_ptr<HeldLock>>& batch);
   /// After a last release found the row not ours: a revocation is acknowledged, and a release
   /// written behind, whose caller has gone on, reports the loss to the manager's listeners.
-  bool settle_not_ours(HeldLock& held, bool written_behind);
+  bool settle_not_ours(const std::shared_ptr<HeldLock>& held, bool written_behind);
   /// After the last release found the row not ours: if it was revoked from this grant, lets go of
   /// it (the name is free now). Returns whether it was.
   bool acknowledge_revocation(const HeldLock& held);

@@ -2,7 +2,7 @@
 // Releases written behind (ManagerOptions::write_behind_releases): a last-level release that finds
 // another release statement of its manager out does not wait for a statement of its own. It is
 // queued and its caller goes on; one thread per manager sends what queued, together, as soon as
-// it can. A lone release is still sent by its caller (admit() says so), so a release costs no
+// it has any (beside at most one release its caller sends). A lone release is still sent by its caller (admit() says so), so a release costs no
 // thread hop unless it would have waited anyway.
 
 #include <algorithm>
@@ -33,7 +33,8 @@ template <class Item>
 class WriteBehind {
  public:
   /// Runs on the writer's thread with distinct names sorted by bytes (the lock order of every
-  /// statement that locks several rows); handles every failure itself (it cannot throw to anyone).
+  /// statement that locks several rows); handles every failure itself (it cannot throw to anyone)
+  /// and runs no user code (a callback there could end the manager on the thread it joins).
   using Send = std::function<void(const std::vector<Item>&)>;
 
   WriteBehind(std::size_t max_batch, std::chrono::milliseconds wait_limit, Send send)
@@ -65,6 +66,8 @@ class WriteBehind {
     changed_.notify_all();
     return true;
   }
+  [[nodiscard]] std::thread::id thread_id() const noexcept { return thread_.get_id(); }
+
   /// The caller's own statement (admit() returned false) has returned.
   void sent() {
     std::lock_guard lock(mutex_);

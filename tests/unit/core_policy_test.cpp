@@ -392,4 +392,88 @@ TEST_F(CorePolicy, AReleaseWrittenBehindReturnsAtOnceAndAnAcquisitionOfItsNameTh
   EXPECT_FALSE(script_->row("first").has_value());
 }
 
+/// Guards of `names`, each taken on a thread of its own (owners are per thread).
+std::vector<dblock::Lock> hold_each(dblock::LockManager& locks, const std::vector<std::string>& names) {
+  std::vector<dblock::Lock> held;
+  for (const auto& name : names) {
+    std::optional<dblock::Lock> lock;
+    std::thread([&] { lock = locks.try_acquire(name); }).join();
+    if (lock) held.push_back(std::move(*lock));
+  }
+  return held;
+}
+
+TEST_F(CorePolicy, ReleasesWrittenBehindWhoseBatchLostItsReplyAreReadNeverSentAgainNorReportedLost) {
+  script_->max_batch = 8;
+  std::atomic<int> lost_reports{0};
+  auto locks = manager({.default_ttl = 1min,
+                        .on_lost = [&](std::string_view, std::int64_t) { ++lost_reports; },
+                        .write_behind_releases = true});
+  auto held = hold_each(*locks, {"a", "b", "c"});
+  ASSERT_EQ(held.size(), 3U);
+  script_->releases_gate.close();
+  auto first = std::async(std::launch::async, [&] { held[0].release(); });
+  ASSERT_TRUE(eventually([&] { return script_->releases_gate.waiting() > 0; }));
+  held[1].release();  // both written behind: one batch once the gate opens
+  held[2].release();
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->lose_release_reply = {"b", "c"};
+  }
+  script_->releases_gate.open();
+  first.get();
+  // An acquisition through the manager waits for the writer to settle the name.
+  std::optional<dblock::Lock> b_again, c_again;
+  std::thread([&] {
+    b_again = locks->try_acquire("b");
+    c_again = locks->try_acquire("c");
+  }).join();
+  ASSERT_TRUE(b_again && c_again) << "a name whose release landed stayed taken";
+  {
+    std::lock_guard lock(script_->mutex);
+    EXPECT_TRUE(script_->lose_release_reply.empty()) << "the writer never sent b or c";
+    EXPECT_EQ(script_->releases_of["b"], 1) << "a release whose reply was lost was sent again";
+    EXPECT_EQ(script_->releases_of["c"], 1) << "a release whose reply was lost was sent again";
+  }
+  EXPECT_EQ(lost_reports.load(), 0) << "a release that landed was reported lost";
+  EXPECT_EQ(locks->stats().lost, 0U);
+}
+
+TEST_F(CorePolicy, ALossTheWriterFindsIsReportedOffItsThreadSoACallbackMayUseTheManager) {
+  script_->max_batch = 8;
+  std::shared_ptr<dblock::LockManager> locks;
+  std::promise<std::pair<bool, std::chrono::milliseconds>> callback_acquired;
+  locks = manager({.default_ttl = 1min,
+                   .on_lost =
+                       [&](std::string_view name, std::int64_t) {
+                         auto started = Clock::now();
+                         bool got = false;
+                         try {
+                           got = locks->try_acquire(name).has_value();
+                         } catch (const dblock::Error&) {
+                         }
+                         callback_acquired.set_value(
+                             {got, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started)});
+                       },
+                   .write_behind_releases = true});
+  auto held = hold_each(*locks, {"a", "revoked"});
+  ASSERT_EQ(held.size(), 2U);
+  {
+    std::lock_guard lock(script_->mutex);
+    auto& row = script_->rows.at("revoked");
+    row.owner = std::string(dblock::detail::kRevokedOwner) + row.owner.substr(0, dblock::detail::kMarkedOwnerKept);
+  }
+  script_->releases_gate.close();
+  auto first = std::async(std::launch::async, [&] { held[0].release(); });
+  ASSERT_TRUE(eventually([&] { return script_->releases_gate.waiting() > 0; }));
+  EXPECT_NO_THROW(held[1].release());  // written behind: what the manager knows says it is held
+  script_->releases_gate.open();
+  first.get();
+  auto reported = callback_acquired.get_future();
+  ASSERT_EQ(reported.wait_for(10s), std::future_status::ready) << "the revoked release was never reported lost";
+  auto [got, took] = reported.get();
+  EXPECT_TRUE(got) << "the callback could not take the name its revocation freed";
+  EXPECT_LT(took, 2s) << "the callback waited for the writer it ran on";
+}
+
 }  // namespace

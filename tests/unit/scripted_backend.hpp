@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -103,6 +104,19 @@ struct Script {
   std::chrono::milliseconds acquire_delay{0};
   std::size_t max_batch = 1;            // above 1: the backend combines (try_acquire_many, release_last_many)
   Unknown batch_unknown = Unknown::no;  // the next combined acquisition's reply
+  Unknown release_batch_unknown = Unknown::no;  // the next combined release's reply
+  std::set<std::string> lose_release_reply;     // a last-level release of these loses its reply once applied
+  std::map<std::string, int> releases_of;       // last-level release statements that named each name
+  /// Counts a last-level release statement naming `names`; true when its reply is to be lost.
+  bool sent_release_of(const std::vector<std::string>& names) {
+    std::lock_guard lock(mutex);
+    bool lose = false;
+    for (const auto& name : names) {
+      ++releases_of[name];
+      lose = lose_release_reply.erase(name) > 0 || lose;
+    }
+    return lose;
+  }
   Gate acquires_gate;                   // every acquisition statement passes it first
   Gate releases_gate;                   // every last-level release statement passes it first
   std::atomic<int> batches{0};          // combined statements sent
@@ -278,7 +292,13 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     };
     if (script_->stepper) return stepped<std::vector<bool>>("release_last_many", owners, std::move(tokens), apply);
     ++script_->releases;
-    auto mode = std::exchange(script_->release_unknown, Unknown::no);
+    std::vector<std::string> names;
+    for (auto& [name, owner, token] : copies) names.push_back(name);
+    if (script_->sent_release_of(names)) {
+      apply();
+      throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    }
+    auto mode = std::exchange(script_->release_batch_unknown, Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     auto deleted = apply();
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -297,6 +317,10 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
       return stepped<std::optional<std::int64_t>>("release_last", owner, {token}, [s = script_, n = std::string(name), o = std::string(owner), token] {
         return s->apply_release_last(n, o, token);
       });
+    if (script_->sent_release_of({std::string(name)})) {
+      script_->apply_release_last(name, owner, token);
+      throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
+    }
     return scripted_release([&] { return script_->apply_release_last(name, owner, token); });
   }
   std::vector<std::size_t> renew(std::span<const HeldRef> held, Clock::time_point) override {
