@@ -2,8 +2,8 @@
 // Releases written behind (ManagerOptions::write_behind_releases): a last-level release that finds
 // another release statement of its manager out does not wait for a statement of its own. It is
 // queued and its caller goes on; one thread per manager sends what queued, together, as soon as
-// it has any (beside at most one release its caller sends). A lone release is still sent by its caller (admit() says so), so a release costs no
-// thread hop unless it would have waited anyway.
+// it has any (beside at most one release its caller sends). A lone release is still sent by its caller (admit() says
+// so), so a release costs no thread hop unless it would have waited anyway.
 
 #include <algorithm>
 #include <chrono>

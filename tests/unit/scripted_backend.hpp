@@ -8,10 +8,10 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -102,8 +102,8 @@ struct Script {
   std::vector<std::chrono::milliseconds> renewed_ttls;  // of the last renewal
   Unknown acquire_unknown = Unknown::no, release_unknown = Unknown::no;
   std::chrono::milliseconds acquire_delay{0};
-  std::size_t max_batch = 1;            // above 1: the backend combines (try_acquire_many, release_last_many)
-  Unknown batch_unknown = Unknown::no;  // the next combined acquisition's reply
+  std::size_t max_batch = 1;                    // above 1: the backend combines (try_acquire_many, release_last_many)
+  Unknown batch_unknown = Unknown::no;          // the next combined acquisition's reply
   Unknown release_batch_unknown = Unknown::no;  // the next combined release's reply
   std::set<std::string> lose_release_reply;     // a last-level release of these loses its reply once applied
   std::map<std::string, int> releases_of;       // last-level release statements that named each name
@@ -117,9 +117,9 @@ struct Script {
     }
     return lose;
   }
-  Gate acquires_gate;                   // every acquisition statement passes it first
-  Gate releases_gate;                   // every last-level release statement passes it first
-  std::atomic<int> batches{0};          // combined statements sent
+  Gate acquires_gate;           // every acquisition statement passes it first
+  Gate releases_gate;           // every last-level release statement passes it first
+  std::atomic<int> batches{0};  // combined statements sent
   Gate renewals_gate, checks_gate;
   std::shared_ptr<Stepper> stepper;  // when set, every writing statement of table mode goes through it
   // Advisory: which session holds each key, and what the next lock statement does after granting.
