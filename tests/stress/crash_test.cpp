@@ -94,7 +94,8 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
           else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) ++completed;
           // 70: a renewal did not answer within the 300 ms lease on a loaded machine, and the guard
           // killed the command at the lease's local deadline, as it must; dead like a killed holder.
-          else if (WIFEXITED(status) && WEXITSTATUS(status) == 70) killed.insert(pid);
+          else if (WIFEXITED(status) && WEXITSTATUS(status) == 70)
+            killed.insert(pid);
           else ADD_FAILURE() << "dblock run exited with status " << status;
         }
       });
