@@ -28,6 +28,11 @@
 
 namespace dblock::detail {
 
+/// Starts the writer's thread. Out of line, and on a plain function pointer: a thread started on a
+/// lambda in this header would make the shared library export its type (typeinfo and vtable of the
+/// thread's state, named after this internal class).
+std::thread start_writer_thread(void (*run)(void*), void* self);
+
 /// Thread-safe. `Item` is a std::shared_ptr to something with a `name`.
 template <class Item>
 class WriteBehind {
@@ -39,7 +44,7 @@ class WriteBehind {
 
   WriteBehind(std::size_t max_batch, std::chrono::milliseconds wait_limit, Send send)
       : max_batch_(std::max<std::size_t>(max_batch, 1)), wait_limit_(wait_limit), send_(std::move(send)) {
-    thread_ = std::thread([this] { run(); });
+    thread_ = start_writer_thread(&WriteBehind::run_on, this);
   }
   /// Sends everything still queued, then stops the thread.
   ~WriteBehind() {
@@ -101,6 +106,8 @@ class WriteBehind {
     std::string name;
     const ParkHooks* hooks;
   };
+
+  static void run_on(void* self) { static_cast<WriteBehind*>(self)->run(); }
 
   void run() {
     std::unique_lock lock(mutex_);
