@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "dblock/run_processes.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -332,3 +333,22 @@ TEST_F(RunProcess, InAnInteractiveShellCtrlZStopsTheRunAndFgContinuesIt) {
 }
 
 }  // namespace
+
+// The wrapper tells the guard each renewed deadline and the guard tells the wrapper the command's
+// end: a write whose reader has just died must fail, not kill the writer with SIGPIPE before it
+// reaps the group and releases the lock. It once did: CI's crash test saw a run die of SIGPIPE.
+TEST(RunPipes, AWriteWhoseReaderIsGoneFailsAndLeavesNoSigpipe) {
+  dblock::cli::detail::Pipe pipe;
+  pipe.close_read();
+  std::int64_t deadline = 42;
+  EXPECT_FALSE(pipe.send(&deadline, sizeof deadline));
+  sigset_t pending;
+  sigpending(&pending);
+  EXPECT_EQ(sigismember(&pending, SIGPIPE), 0) << "the SIGPIPE the write raised was taken back";
+
+  dblock::cli::detail::Pipe open_pipe;
+  EXPECT_TRUE(open_pipe.send(&deadline, sizeof deadline));
+  std::int64_t read_back = 0;
+  ASSERT_EQ(read(open_pipe.read, &read_back, sizeof read_back), static_cast<ssize_t>(sizeof read_back));
+  EXPECT_EQ(read_back, 42);
+}

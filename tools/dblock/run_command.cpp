@@ -110,7 +110,9 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
     auto deadline = lock->local_deadline();
     if (deadline != told_deadline && !lock->lost()) {  // a renewal moved it: tell the guard
       auto nanoseconds = steady_nanoseconds(deadline);
-      (void)!write(life.write, &nanoseconds, sizeof nanoseconds);
+      // A guard gone meanwhile (it killed the group at the old deadline) reads nothing: its end is
+      // reaped below.
+      life.send(&nanoseconds, sizeof nanoseconds);
       told_deadline = deadline;
     }
     bool lost = lock->lost();

@@ -91,6 +91,27 @@ Pipe::Pipe() {
   write = fds[1];
 }
 
+bool Pipe::send(const void* data, std::size_t size) const noexcept {
+  // libpq's way: SIGPIPE blocked in this thread for the write, and the one it raised (it is
+  // directed at the writing thread) taken back before the mask is restored. One that was pending
+  // before is left for its owner.
+  sigset_t broken_pipe, previous, pending;
+  sigemptyset(&broken_pipe);
+  sigaddset(&broken_pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &broken_pipe, &previous);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  auto written = ::write(write, data, size);
+  bool broken = written < 0 && errno == EPIPE;
+  if (broken && !was_pending) {
+    timespec now{};
+    while (sigtimedwait(&broken_pipe, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return written == static_cast<ssize_t>(size);
+}
+
 Exec prepare_exec(const RunRequest& request, std::int64_t token) {
   Exec exec;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -156,7 +177,7 @@ void become_guard(Exec& exec, Pipe& life, Pipe& reports, const GuardSetup& setup
   sigdelset(&wake, SIGCHLD);
   auto tell = [&reports](int kind, int value) {
     Report report{kind, value};
-    (void)!write(reports.write, &report, sizeof report);
+    reports.send(&report, sizeof report);  // a wrapper that is gone reads none
   };
   std::int64_t deadline = setup.deadline;
   while (true) {

@@ -64,6 +64,11 @@ struct Pipe {
     if (write >= 0) ::close(write);
     write = -1;
   }
+  /// Writes `size` bytes (at most PIPE_BUF: one atomic write) to the write end. When the reader is
+  /// gone this returns false instead of raising SIGPIPE, whose default action would kill the
+  /// writer: the wrapper before it reaps the guard and releases the lock, or the guard before it
+  /// kills what is left of the command's group. Async-signal-safe: the guard calls it too.
+  bool send(const void* data, std::size_t size) const noexcept;
 };
 
 /// What exec needs, prepared before fork: after it, only async-signal-safe calls.
