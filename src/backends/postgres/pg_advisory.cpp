@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/postgres/pg_database.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
@@ -224,6 +225,60 @@ std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql,
   if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK)
     throw_pg_error(conn, result.get(), "xact lock", "the database of the application's connection");
   return token_at(result.get());
+}
+
+std::optional<std::string> pg_advisory_refusal(const PgDatabase& database) {
+  if (database.engine != PgEngine::postgresql)
+    return fmt::format(
+        "{} speaks PostgreSQL's protocol, but its advisory lock functions were no-ops or not "
+        "cluster-wide in released versions: advisory mode is refused there. Use LockMode::table",
+        database.engine == PgEngine::cockroachdb ? "CockroachDB" : "YugabyteDB");
+  if (!database.behind_transaction_pooler()) return std::nullopt;
+  return "advisory mode cannot work behind a pooler in transaction mode (pool_mode=transaction): session advisory "
+         "locks belong to one server connection, and the pooler runs each statement on whichever is free. Connect "
+         "advisory mode to PostgreSQL directly or through a session-mode pool (with pool_mode=session in the URI), "
+         "or use LockMode::table";
+}
+
+namespace {
+
+class PgAdvisory final : public AdvisoryBackend {
+ public:
+  explicit PgAdvisory(PgDatabase& database) : database_(database) {}
+
+  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    if (auto why = pg_advisory_refusal(database_)) throw InvalidArgument(*why);
+    return make_pg_advisory_session(database_.pool.lease(), database_.advisory_sql, *database_.mode,
+                                    database_.session_pooler);
+  }
+  milliseconds longest_server_wait() const override { return kPgAdvisoryWaitSlice; }
+  void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
+    database_.pool.add_reclaimer(std::move(give_back));
+  }
+
+ private:
+  PgDatabase& database_;
+};
+
+class PgXactLockRole final : public PgXactLocks {
+ public:
+  explicit PgXactLockRole(const PgAdvisorySql& sql) : sql_(sql) {}
+  std::optional<std::int64_t> xact_lock(pg_conn* conn, const AdvisoryTarget& target, milliseconds wait) override {
+    return pg_xact_lock(conn, sql_, target, wait);
+  }
+
+ private:
+  const PgAdvisorySql& sql_;
+};
+
+}  // namespace
+
+std::unique_ptr<AdvisoryBackend> make_pg_advisory(PgDatabase& database) {
+  return std::make_unique<PgAdvisory>(database);
+}
+
+std::unique_ptr<PgXactLocks> make_pg_xact_locks(const PgDatabase& database) {
+  return std::make_unique<PgXactLockRole>(database.advisory_sql);
 }
 
 }  // namespace dblock::detail

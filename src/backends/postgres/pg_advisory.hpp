@@ -12,11 +12,14 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.hpp"
+#include "backends/advisory_backend.hpp"
 #include "backends/postgres/pg_connection.hpp"
+#include "backends/postgres/pg_xact_lock.hpp"
 #include "backends/session_pool.hpp"
 
 namespace dblock::detail {
+
+struct PgDatabase;
 
 /// The longest one server-side wait for a session lock lasts; a longer wait is served in slices
 /// (AdvisoryBackend::longest_server_wait). A statement holds a snapshot while it runs, so a waiter
@@ -92,5 +95,15 @@ class PgKeyParams {
 /// the transaction. @throws InvalidArgument when `conn` has no open, healthy transaction.
 [[nodiscard]] std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql,
                                                        const AdvisoryTarget& target, std::chrono::milliseconds wait);
+
+/// Why advisory mode is refused on `database`, if it is: an engine whose advisory functions do not
+/// lock, or a transaction pooler in between (found out at the first statements, so asked anew).
+[[nodiscard]] std::optional<std::string> pg_advisory_refusal(const PgDatabase& database);
+
+/// The advisory role: sessions pinned from `database`'s pool, which must outlive it.
+[[nodiscard]] std::unique_ptr<AdvisoryBackend> make_pg_advisory(PgDatabase& database);
+
+/// Transaction-scoped locks with `database`'s advisory statements.
+[[nodiscard]] std::unique_ptr<PgXactLocks> make_pg_xact_locks(const PgDatabase& database);
 
 }  // namespace dblock::detail

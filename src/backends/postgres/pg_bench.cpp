@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/postgres/pg_database.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
@@ -207,5 +208,37 @@ std::unique_ptr<RawLockClient> make_pg_raw_client(const std::string& uri, const 
                                                   RawStatements statements) {
   return std::make_unique<PgRawClient>(uri, sql, unnamed, statements);
 }
+
+namespace {
+
+class PgBench final : public BenchBackend {
+ public:
+  explicit PgBench(PgDatabase& database) : database_(database) {}
+
+  std::unique_ptr<RawLockClient> raw_client() override {
+    return make_pg_raw_client(database_.driver_uri, database_.sql, database_.behind_transaction_pooler(),
+                              RawStatements::dblock);
+  }
+  std::unique_ptr<RawLockClient> hand_written_client(HandWritten how) override {
+    return make_pg_raw_client(
+        database_.driver_uri, database_.sql, database_.behind_transaction_pooler(),
+        how == HandWritten::synchronous ? RawStatements::hand_written : RawStatements::hand_written_async_delete);
+  }
+  std::unique_ptr<RawWriteClient> raw_write_client() override {
+    return make_pg_raw_write_client(database_.driver_uri, database_.schema, database_.prefix,
+                                    database_.behind_transaction_pooler());
+  }
+  void seed_expired(std::string_view stem, std::size_t count) override {
+    std::array<std::string, 2> params{std::string(stem), std::to_string(count)};
+    database_.pool.lease()->exec_params(database_.sql.seed_expired, params);
+  }
+
+ private:
+  PgDatabase& database_;
+};
+
+}  // namespace
+
+std::unique_ptr<BenchBackend> make_pg_bench(PgDatabase& database) { return std::make_unique<PgBench>(database); }
 
 }  // namespace dblock::detail

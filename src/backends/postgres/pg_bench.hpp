@@ -10,6 +10,8 @@
 
 namespace dblock::detail {
 
+struct PgDatabase;
+
 /// Which statements a raw client runs: dblock's acquire and last-level release, or PgSql's
 /// hand-written pair, its delete committed synchronously or not.
 enum class RawStatements { dblock, hand_written, hand_written_async_delete };
@@ -21,5 +23,8 @@ enum class RawStatements { dblock, hand_written, hand_written_async_delete };
 /// The fence scenario's floor: a write transaction in the bench's own table, fenced or not.
 [[nodiscard]] std::unique_ptr<RawWriteClient> make_pg_raw_write_client(const std::string& uri, std::string_view schema,
                                                                        std::string_view prefix, bool unnamed);
+
+/// The bench role on `database`, which must outlive it: each raw client on a connection of its own.
+[[nodiscard]] std::unique_ptr<BenchBackend> make_pg_bench(PgDatabase& database);
 
 }  // namespace dblock::detail

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "backends/postgres/pg_database.hpp"
+
 namespace dblock::detail {
 
 namespace {
@@ -90,6 +92,27 @@ class PgListener final : public ReleaseListener {
 std::unique_ptr<ReleaseListener> make_pg_listener(std::unique_ptr<PgConnection> connection, std::int32_t key,
                                                   std::string channel) {
   return std::make_unique<PgListener>(std::move(connection), key, std::move(channel));
+}
+
+namespace {
+
+class PgNotifications final : public NotificationBackend {
+ public:
+  explicit PgNotifications(PgDatabase& database) : database_(database) {}
+  std::unique_ptr<ReleaseListener> listen() override {
+    // LISTEN and the watch locks are session state: behind a transaction pooler waiters poll.
+    if (database_.behind_transaction_pooler()) return nullptr;
+    return make_pg_listener(database_.pool.connect_dedicated(), database_.key, database_.channel);
+  }
+
+ private:
+  PgDatabase& database_;
+};
+
+}  // namespace
+
+std::unique_ptr<NotificationBackend> make_pg_notifications(PgDatabase& database) {
+  return std::make_unique<PgNotifications>(database);
 }
 
 }  // namespace dblock::detail

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "backends/postgres/pg_database.hpp"
 #include "backends/runtime_grants.hpp"
+#include "backends/schema_objects.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
@@ -148,6 +150,64 @@ const CatalogRules& PgMigrationDialect::catalog_rules() const noexcept {
 
 std::string PgMigrationDialect::runtime_grants(std::span<const CatalogObject> objects, std::string_view role) const {
   return postgres_runtime_grants(schema_, prefix_, objects, role);
+}
+
+namespace {
+
+class PgMigrations final : public MigrationBackend {
+ public:
+  PgMigrations(PgDatabase& database, const StoreUri& uri) : database_(database), dialect_(uri) {}
+
+  Dialect dialect() const noexcept override { return Dialect::postgresql; }
+  const MigrationDialect& migration_dialect() const override { return dialect_; }
+
+  std::optional<std::vector<AppliedMigration>> read_history() override {
+    try {
+      auto result = database_.pool.lease()->exec(database_.sql.history);
+      return parse_history(result.get());
+    } catch (const SchemaError&) {
+      return std::nullopt;  // no history table (or schema) yet
+    }
+  }
+
+  std::vector<CatalogObject> catalog(std::span<const std::string> names) override {
+    std::vector<std::string_view> views(names.begin(), names.end());
+    std::array<std::string, 2> params{database_.schema, pg_text_array(views)};
+    auto result = database_.pool.lease()->exec_params(database_.sql.catalog, params);
+    std::vector<CatalogObject> objects;
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      objects.push_back({text_of(result.get(), row, 1), text_of(result.get(), row, 0), text_of(result.get(), row, 2),
+                         split_list(text_of(result.get(), row, 3)), text_of(result.get(), row, 4), false,
+                         split_list(text_of(result.get(), row, 5))});
+    return objects;
+  }
+
+  std::vector<std::string> missing_migration_rights(std::span<const CatalogObject> to_create,
+                                                    std::span<const CatalogObject> to_redefine) override {
+    (void)to_create;  // whatever is created needs CREATE on the schema, which is always asked
+    std::vector<std::string_view> redefined;
+    for (auto& object : to_redefine) redefined.push_back(object.name);
+    std::array<std::string, 2> params{database_.schema, pg_text_array(redefined)};
+    auto result = database_.pool.lease()->exec_params(database_.sql.migration_rights, params);
+    std::vector<std::string> missing;
+    for (int row = 0; row < PQntuples(result.get()); ++row) missing.push_back(text_of(result.get(), row, 0));
+    return missing;
+  }
+
+  std::unique_ptr<MigrationSession> open_migration() override {
+    return make_pg_migration_session(database_.pool.connect_dedicated(), database_.sql, database_.schema,
+                                     database_.behind_transaction_pooler());
+  }
+
+ private:
+  PgDatabase& database_;
+  PgMigrationDialect dialect_;
+};
+
+}  // namespace
+
+std::unique_ptr<MigrationBackend> make_pg_migrations(PgDatabase& database, const StoreUri& uri) {
+  return std::make_unique<PgMigrations>(database, uri);
 }
 
 }  // namespace dblock::detail

@@ -12,6 +12,8 @@
 
 namespace dblock::detail {
 
+struct PgDatabase;
+
 class PgMigrationDialect final : public MigrationDialect {
  public:
   explicit PgMigrationDialect(const StoreUri& uri);
@@ -38,5 +40,9 @@ class PgMigrationDialect final : public MigrationDialect {
 [[nodiscard]] std::unique_ptr<MigrationSession> make_pg_migration_session(std::unique_ptr<PgConnection> connection,
                                                                           const PgSql& sql, std::string schema,
                                                                           bool one_transaction);
+
+/// The migration role on `database`, which must outlive it: the history and catalog read on its
+/// pooled sessions, each migration run on a dedicated one.
+[[nodiscard]] std::unique_ptr<MigrationBackend> make_pg_migrations(PgDatabase& database, const StoreUri& uri);
 
 }  // namespace dblock::detail
