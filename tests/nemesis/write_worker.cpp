@@ -103,9 +103,13 @@ class Worker {
   /// Holds and writes until the time is up, with a LockManager of its own.
   void run() {
     while (!manager_ && now_ns() < config_.until_ns) {
-      if (open_store())
+      if (!open_store()) continue;
+      try {  // the manager reads the schema version: a cut can fail it as it fails the store's opening
         manager_ = std::make_unique<dblock::LockManager>(
             store_, dblock::ManagerOptions{.default_ttl = config_.ttl, .backoff_max = 50ms});
+      } catch (const dblock::Error&) {
+        std::this_thread::sleep_for(50ms);  // the nemesis's fault lasts a while
+      }
     }
     while (manager_ && now_ns() < config_.until_ns && !told_to_stop()) {
       const auto& name = config_.names[random_() % config_.names.size()];
