@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "backends/mysql/my_database.hpp"
+
 namespace dblock::detail {
 
 namespace {
@@ -13,6 +15,8 @@ namespace {
 // the session.
 constexpr std::chrono::milliseconds kReadTimeoutMargin{1000};
 
+/// Pins a lease for GET_LOCK locks until destroyed; it then releases whatever is left on it
+/// before the session goes back to the pool.
 class MyNamedLockSession final : public AdvisorySession {
  public:
   MyNamedLockSession(SessionPool<MyConnection>::Lease lease, const MyNamedLockSql& sql)
@@ -54,7 +58,46 @@ class MyNamedLockSession final : public AdvisorySession {
   std::int64_t grants_ = 0;  // server-side grants not yet released
 };
 
+/// The longest one GET_LOCK wait may last on sessions with this statement timeout: it must end
+/// before the client's read timeout gives up on the session.
+milliseconds longest_named_lock_wait(milliseconds statement_timeout) {
+  return std::max(statement_timeout - kReadTimeoutMargin, statement_timeout / 2);
+}
+
+/// The InvalidArgument for what GET_LOCK cannot express.
+void check_named_lock_target(const AdvisoryTarget& target) {
+  if (target.shared)
+    throw InvalidArgument(fmt::format("lock '{}': MySQL's GET_LOCK has no shared locks (LockOptions.shared needs "
+                                      "PostgreSQL)",
+                                      target.name.empty() ? target.key.to_string() : target.name));
+  if (target.name.empty())
+    throw InvalidArgument(fmt::format("{}: MySQL's GET_LOCK locks names, not integer keys: acquire by name "
+                                      "(AdvisoryKey needs PostgreSQL)",
+                                      target.key.to_string()));
+}
+
+class MyAdvisory final : public AdvisoryBackend {
+ public:
+  explicit MyAdvisory(MyDatabase& db) : db_(db) {}
+
+  void check_advisory_target(const AdvisoryTarget& target) const override { check_named_lock_target(target); }
+  milliseconds longest_server_wait() const override { return longest_named_lock_wait(db_.settings.statement_timeout); }
+  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+    return std::make_unique<MyNamedLockSession>(db_.pool.lease(), db_.named_lock_sql);
+  }
+  void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
+    db_.pool.add_reclaimer(std::move(give_back));
+  }
+
+ private:
+  MyDatabase& db_;
+};
+
 }  // namespace
+
+std::unique_ptr<AdvisoryBackend> make_my_advisory(MyDatabase& database) {
+  return std::make_unique<MyAdvisory>(database);
+}
 
 MyNamedLockSql::MyNamedLockSql(StatementIds& ids, std::string_view database, std::string_view prefix)
     : ping{ids, "ping", "SELECT 1"},
@@ -75,26 +118,6 @@ bool MyNamedLockSql::hashed(std::string_view full_name) noexcept {
   auto continuation = [](char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; };
   auto characters = std::count_if(full_name.begin(), full_name.end(), [&](char byte) { return !continuation(byte); });
   return characters > 64 || full_name.size() > 192;
-}
-
-milliseconds longest_named_lock_wait(milliseconds statement_timeout) {
-  return std::max(statement_timeout - kReadTimeoutMargin, statement_timeout / 2);
-}
-
-std::unique_ptr<AdvisorySession> make_my_named_lock_session(SessionPool<MyConnection>::Lease lease,
-                                                            const MyNamedLockSql& sql) {
-  return std::make_unique<MyNamedLockSession>(std::move(lease), sql);
-}
-
-void check_named_lock_target(const AdvisoryTarget& target) {
-  if (target.shared)
-    throw InvalidArgument(fmt::format("lock '{}': MySQL's GET_LOCK has no shared locks (LockOptions.shared needs "
-                                      "PostgreSQL)",
-                                      target.name.empty() ? target.key.to_string() : target.name));
-  if (target.name.empty())
-    throw InvalidArgument(fmt::format("{}: MySQL's GET_LOCK locks names, not integer keys: acquire by name "
-                                      "(AdvisoryKey needs PostgreSQL)",
-                                      target.key.to_string()));
 }
 
 }  // namespace dblock::detail

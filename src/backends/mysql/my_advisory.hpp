@@ -6,9 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "backends/backend.hpp"
+#include "backends/advisory_backend.hpp"
 #include "backends/mysql/my_connection.hpp"
-#include "backends/session_pool.hpp"
 
 namespace dblock::detail {
 
@@ -45,16 +44,10 @@ class MyNamedLockSql {
   std::string namespace_;
 };
 
-/// The longest one GET_LOCK wait may last on sessions with this statement timeout: it must end
-/// before the client's read timeout gives up on the session.
-[[nodiscard]] milliseconds longest_named_lock_wait(milliseconds statement_timeout);
+struct MyDatabase;
 
-/// Pins `lease` for GET_LOCK locks until destroyed; it then releases whatever is left on it
-/// before the session goes back to the pool.
-[[nodiscard]] std::unique_ptr<AdvisorySession> make_my_named_lock_session(SessionPool<MyConnection>::Lease lease,
-                                                                          const MyNamedLockSql& sql);
-
-/// The InvalidArgument for what GET_LOCK cannot express.
-void check_named_lock_target(const AdvisoryTarget& target);
+/// GET_LOCK mode on `database`'s sessions (which it must outlive). Not on a Galera node, where
+/// GET_LOCK is node-local (my_backend leaves the role absent there).
+[[nodiscard]] std::unique_ptr<AdvisoryBackend> make_my_advisory(MyDatabase& database);
 
 }  // namespace dblock::detail

@@ -1,9 +1,11 @@
 #include "backends/mysql/my_bench.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
 
+#include "backends/mysql/my_database.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
@@ -104,16 +106,35 @@ class MyRawWriteClient final : public RawWriteClient {
   MyStatement fence_, insert_, clear_;
 };
 
+class MyBench final : public BenchBackend {
+ public:
+  explicit MyBench(MyDatabase& db) : db_(db) {}
+
+  /// The client's own statements join `db`'s registry: they run on a connection like the pool's.
+  std::unique_ptr<RawLockClient> raw_client() override {
+    return std::make_unique<MyRawClient>(db_.connect(), db_.sql, db_.ids);
+  }
+  std::unique_ptr<RawWriteClient> raw_write_client() override {
+    return std::make_unique<MyRawWriteClient>(db_.connect(), db_.prefix);
+  }
+
+  void seed_expired(std::string_view stem, std::size_t count) override {
+    // Chunks stay below the servers' default recursion limit of a CTE (1,000).
+    constexpr std::size_t kChunk = 1000;
+    auto session = db_.pool.lease();
+    for (std::size_t done = 0; done < count; done += kChunk) {
+      std::array<MyParam, 3> params{static_cast<std::int64_t>(std::min(kChunk, count - done)), stem,
+                                    static_cast<std::int64_t>(done)};
+      session->update(db_.sql.seed_expired, params);
+    }
+  }
+
+ private:
+  MyDatabase& db_;
+};
+
 }  // namespace
 
-std::unique_ptr<RawWriteClient> make_my_raw_write_client(std::unique_ptr<MyConnection> connection,
-                                                          std::string_view prefix) {
-  return std::make_unique<MyRawWriteClient>(std::move(connection), prefix);
-}
-
-std::unique_ptr<RawLockClient> make_my_raw_client(std::unique_ptr<MyConnection> connection, const MySql& sql,
-                                                  StatementIds& ids) {
-  return std::make_unique<MyRawClient>(std::move(connection), sql, ids);
-}
+std::unique_ptr<BenchBackend> make_my_bench(MyDatabase& database) { return std::make_unique<MyBench>(database); }
 
 }  // namespace dblock::detail

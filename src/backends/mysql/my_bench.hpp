@@ -2,21 +2,15 @@
 // MySQL/MariaDB's bench floor: the same prepared statements with bare Connector/C++ on one connection.
 
 #include <memory>
-#include <string_view>
 
 #include "backends/bench_backend.hpp"
-#include "backends/mysql/my_connection.hpp"
-#include "backends/mysql/my_sql.hpp"
 
 namespace dblock::detail {
 
-/// `ids`: the registry `sql` was numbered by (the client's own statements join it, as they run on
-/// the same connection).
-[[nodiscard]] std::unique_ptr<RawLockClient> make_my_raw_client(std::unique_ptr<MyConnection> connection,
-                                                                const MySql& sql, StatementIds& ids);
+struct MyDatabase;
 
-/// The fence scenario's floor: a write transaction in the bench's own table, fenced or not.
-[[nodiscard]] std::unique_ptr<RawWriteClient> make_my_raw_write_client(std::unique_ptr<MyConnection> connection,
-                                                                       std::string_view prefix);
+/// The bench role on `database` (which it must outlive): raw clients on dedicated connections, the
+/// lock client's prepared statements those of `database`'s MySql, and expired rows to reap.
+[[nodiscard]] std::unique_ptr<BenchBackend> make_my_bench(MyDatabase& database);
 
 }  // namespace dblock::detail

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "backends/mysql/my_database.hpp"
+#include "backends/mysql/my_rights.hpp"
 #include "backends/mysql/my_script.hpp"
 #include "backends/runtime_grants.hpp"
 #include "base/sql_template.hpp"
@@ -130,11 +132,69 @@ class MyMigrationSession final : public MigrationSession {
   std::string lock_name_;
 };
 
+class MyMigrations final : public MigrationBackend {
+ public:
+  explicit MyMigrations(MyDatabase& db) : db_(db), migration_dialect_(db.endpoint.database, db.prefix, db.galera) {}
+
+  Dialect dialect() const noexcept override { return Dialect::mysql; }
+
+  std::optional<std::vector<AppliedMigration>> read_history() override {
+    try {
+      return parse_history(db_.pool.lease()->query(db_.sql.history, {}));
+    } catch (const SchemaError&) {
+      return std::nullopt;  // no history table yet
+    }
+  }
+
+  std::vector<CatalogObject> catalog(std::span<const std::string> names) override {
+    std::string joined;
+    for (auto& name : names) joined += (joined.empty() ? "" : ",") + name;
+    std::array<MyParam, 4> params{joined, joined, joined, joined};
+    auto rows = db_.pool.lease()->query(db_.sql.catalog, params);
+    std::vector<CatalogObject> objects;
+    for (auto& row : rows)
+      objects.push_back({row.str(1), row.str(0), row.str(2), split_list(row.str(3)), row.str(4), row.num(5) != 0,
+                         split_list(row.str(6))});
+    return objects;
+  }
+
+  std::vector<std::string> missing_migration_rights(std::span<const CatalogObject> to_create,
+                                                    std::span<const CatalogObject> to_redefine) override {
+    MyMigrationNeeds needs{.history = db_.prefix + "schema_history"};
+    auto routine = [](const CatalogObject& object) { return object.kind == "function" || object.kind == "procedure"; };
+    for (auto& object : to_create) {
+      if (object.kind == "table" || object.kind == "sequence") needs.create_tables.push_back(object.name);
+      if (routine(object)) needs.create_routines.push_back(object.name);
+    }
+    // Tables and sequences are created IF NOT EXISTS (a resumed migration): nothing to re-define,
+    // but a column added by ALTER TABLE needs ALTER, whether the table exists yet or not.
+    // Routines are created with CREATE OR REPLACE, which MariaDB lets run only with ALTER ROUTINE,
+    // even for a routine that does not exist yet.
+    for (auto& objects : {to_create, to_redefine})
+      for (auto& object : objects) {
+        if (routine(object)) needs.replace_routines.push_back(object.name);
+        if (object.kind == "table" && object.adds_columns) needs.alter_tables.push_back(object.name);
+      }
+    std::vector<std::string> rows;
+    for (auto& row : db_.pool.lease()->query(db_.sql.grants, {})) rows.push_back(row.str(0));
+    return missing_mysql_migration_rights(rows, db_.endpoint.database, needs);
+  }
+
+  const MigrationDialect& migration_dialect() const override { return migration_dialect_; }
+
+  std::unique_ptr<MigrationSession> open_migration() override {
+    return std::make_unique<MyMigrationSession>(db_.connect(), db_.sql, db_.named_lock_sql, db_.migration_lock_name);
+  }
+
+ private:
+  MyDatabase& db_;
+  MyMigrationDialect migration_dialect_;
+};
+
 }  // namespace
 
-std::unique_ptr<MigrationSession> make_my_migration_session(std::unique_ptr<MyConnection> connection, const MySql& sql,
-                                                            const MyNamedLockSql& named_locks, std::string lock_name) {
-  return std::make_unique<MyMigrationSession>(std::move(connection), sql, named_locks, std::move(lock_name));
+std::unique_ptr<MigrationBackend> make_my_migrations(MyDatabase& database) {
+  return std::make_unique<MyMigrations>(database);
 }
 
 const CatalogRules& MyMigrationDialect::catalog_rules() const noexcept {

@@ -7,7 +7,6 @@
 #include <string_view>
 
 #include "backends/migration_backend.hpp"
-#include "backends/mysql/my_advisory.hpp"
 #include "backends/mysql/my_connection.hpp"
 #include "backends/mysql/my_sql.hpp"
 #include "base/uri.hpp"
@@ -43,11 +42,10 @@ class MyMigrationDialect final : public MigrationDialect {
   MySql sql_;
 };
 
-/// A migration session on `connection` whose lock is GET_LOCK(`lock_name`), taken with
-/// `named_locks`' statements (the same server-side name rule as GET_LOCK mode).
-[[nodiscard]] std::unique_ptr<MigrationSession> make_my_migration_session(std::unique_ptr<MyConnection> connection,
-                                                                          const MySql& sql,
-                                                                          const MyNamedLockSql& named_locks,
-                                                                          std::string lock_name);
+struct MyDatabase;
+
+/// The migration role on `database` (which it must outlive): the history, the catalog, the rights
+/// a run needs, and migration sessions on dedicated connections under GET_LOCK.
+[[nodiscard]] std::unique_ptr<MigrationBackend> make_my_migrations(MyDatabase& database);
 
 }  // namespace dblock::detail

@@ -146,7 +146,7 @@ UPDATE `{prefix}locks`
 SET owner = CONCAT('(min-hold)', LEFT(owner, 240)), expires_at = acquired_at + INTERVAL ? MICROSECOND, lock_delay_ms = 0
 WHERE name = ? AND owner = ? AND token = ? AND acquired_at + INTERVAL ? MICROSECOND > UTC_TIMESTAMP(6))");
     // Many acquisitions, or many last-level releases, in one call of migration 0011's functions (one
-    // statement, one transaction): the requests as one JSON parameter (MyBackend's requests_json),
+    // statement, one transaction): the requests as one JSON parameter (MyLocks' requests_json),
     // the outcomes as the positions of those granted or deleted.
     acquire_many = make("acquire_many", "SELECT `{prefix}acquire_many`(?)");
     release_last_many = make("release_last_many", "SELECT `{prefix}release_last_many`(?)");
