@@ -1,5 +1,5 @@
 // MySQL/MariaDB's combined statements (migration 0011's acquire_many and release_last_many, through
-// MyBackend): every request of a batch gets the outcome its single statement would have given, at
+// MyLocks): every request of a batch gets the outcome its single statement would have given, at
 // its position; names out of order are refused with nothing written; a release deletes only the
 // rows that carry its owner and token. The answers' parsers are checked on their own first.
 // DBLOCK_TEST_MYSQL_DSN may name a Galera node too: the backend then takes its Galera path.
