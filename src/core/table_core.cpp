@@ -136,7 +136,8 @@ TableCore::Request TableCore::request_of(const LockOptions& options) const {
   return request;
 }
 
-std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::string& owner, const Request& request) {
+std::optional<TableCore::Granted> TableCore::acquire_once(std::string_view name, const std::string& owner,
+                                                          const Request& request) {
   if (written_behind_) written_behind_->wait_for(name);
   std::int64_t held_token = 0;  // a re-entry must name the grant it re-enters
   {
@@ -146,7 +147,7 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
   }
   try {
     int tries = 0;
-    return with_retries([&] {
+    auto grant = with_retries([&] {
       if (request.kind == HolderKind::exclusive && acquires_) {
         std::size_t carried = 1;
         auto grant = acquires_->submit(AcquireRequest{name, owner, request.ttl, held_token, request.lock_delay},
@@ -158,6 +159,8 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
         return locks_.try_acquire(name, owner, request.ttl, held_token, request.lock_delay);
       return groups_->try_acquire_member(name, owner, request.kind, request.capacity, request.ttl, held_token);
     });
+    if (!grant) return std::nullopt;
+    return Granted{*grant, std::nullopt};
   } catch (const OutcomeUnknown& e) {
     // A membership is not read back: one that landed unseen lapses with its lease, counted against
     // the group's capacity until then.
@@ -171,7 +174,8 @@ std::optional<Grant> TableCore::acquire_once(std::string_view name, const std::s
   }
 }
 
-std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
+std::optional<TableCore::Granted> TableCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
+  auto read_sent = SteadyClock::now();
   auto row = with_read_retries([&] { return locks_.read(name); });
   // A row within its lock-delay has no live lease: it is not a grant (remaining counts the delay).
   if (!row || row->owner != owner || row->remaining <= row->lock_delay) return std::nullopt;
@@ -181,7 +185,10 @@ std::optional<Grant> TableCore::resolve_unknown_acquire(std::string_view name, c
   // A row with a release of unknown outcome pending does not show what this acquisition did: its
   // DELETE or decrement may still land, and a count that matches now may be one level short then.
   if (unsettled_releases_.contains({row->name, row->token})) return std::nullopt;
-  if (row->count == depth_before + 1) return Grant{row->count, row->token};
+  // The lease ends no later than the row said when the read was sent: a row this acquisition did
+  // not write (our earlier lease, left behind) ends before the request's own TTL would.
+  if (row->count == depth_before + 1)
+    return Granted{Grant{row->count, row->token}, read_sent + (row->remaining - row->lock_delay)};
   return std::nullopt;
 }
 
@@ -195,8 +202,8 @@ std::optional<Lock> TableCore::attempt(std::string_view name, const std::string&
     sent = SteadyClock::now();
     auto got = acquire_once(name, owner, request);
     if (!got) return std::nullopt;
-    grant = *got;
-    std::tie(held, replaced) = record_grant(name, owner, request, sent, grant);
+    grant = got->grant;
+    std::tie(held, replaced) = record_grant(name, owner, request, sent, *got);
   }
   // Our earlier lease on this name expired and we took it over afresh: the old guards are stale.
   if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
@@ -304,11 +311,17 @@ std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::s
   return left;
 }
 
-std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::record_grant(
-    std::string_view name, const std::string& owner, const Request& request, SteadyClock::time_point sent, Grant grant) {
+std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::record_grant(std::string_view name,
+                                                                                        const std::string& owner,
+                                                                                        const Request& request,
+                                                                                        SteadyClock::time_point sent,
+                                                                                        const Granted& granted) {
   auto ttl = request.ttl;
+  auto grant = granted.grant;
+  auto deadline = lease_deadline(sent, ttl);
+  if (granted.lease_ends_by) deadline = std::min(deadline, *granted.lease_ends_by);
   auto now = SteadyClock::now();
-  if (now >= lease_deadline(sent, ttl)) {
+  if (now >= deadline) {
     // The reply came so late that the lease it granted may already have run out (and been
     // granted again): never hand it to the caller. Give the row back if it is still ours.
     try {
@@ -328,11 +341,11 @@ std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::recor
     std::lock_guard lock(mutex_);
     auto& slot = held_[Key{owner, std::string(name), request.kind}];
     // A re-entry: the database kept the later of the two expiries, so does the record.
-    if (slot && slot->token == grant.token && slot->extend(lease_deadline(sent, ttl), now)) {
+    if (slot && slot->token == grant.token && slot->extend(deadline, now)) {
       slot->raise_ttl(ttl);
     } else {
-      replaced = std::exchange(slot, std::make_shared<HeldLock>(std::string(name), owner, grant.token, ttl,
-                                                                lease_deadline(sent, ttl), request.kind));
+      replaced = std::exchange(
+          slot, std::make_shared<HeldLock>(std::string(name), owner, grant.token, ttl, deadline, request.kind));
     }
     slot->depth += 1;
     slot->min_hold = std::max(slot->min_hold, request.min_hold);

@@ -58,8 +58,15 @@ class TableCore final : public ManagerBase {
   /// caller's wait began (counted on a grant), empty for a try without waiting.
   std::optional<Lock> attempt(std::string_view name, const std::string& owner, const Request& request,
                               std::optional<SteadyClock::time_point> waiting_since);
-  std::optional<Grant> acquire_once(std::string_view name, const std::string& owner, const Request& request);
-  std::optional<Grant> resolve_unknown_acquire(std::string_view name, const std::string& owner);
+  /// A grant, and when it was found by reading the row after a lost reply, the end of the lease
+  /// that row showed: the row may be an earlier lease of this owner (one whose guard was dropped
+  /// without its release landing), whose lease ends before this request's TTL would.
+  struct Granted {
+    Grant grant;
+    std::optional<SteadyClock::time_point> lease_ends_by;
+  };
+  std::optional<Granted> acquire_once(std::string_view name, const std::string& owner, const Request& request);
+  std::optional<Granted> resolve_unknown_acquire(std::string_view name, const std::string& owner);
   /// How long a waiter may sleep: until the lease on `name` ends, or for a member until the first
   /// member's does; an exclusive waiter marks itself as a waiting writer where readers hold the
   /// name (`marked` then turns true).
@@ -71,7 +78,8 @@ class TableCore final : public ManagerBase {
   std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> record_grant(std::string_view name,
                                                                                const std::string& owner,
                                                                                const Request& request,
-                                                                               SteadyClock::time_point sent, Grant grant);
+                                                                               SteadyClock::time_point sent,
+                                                                               const Granted& granted);
   /// `first_try`: Combine::alone for a release that has just failed in a batch.
   std::optional<std::int64_t> release_once(const HeldLock& held, std::int64_t depth_before,
                                            std::chrono::milliseconds min_hold, Combine first_try = Combine::yes);

@@ -177,6 +177,29 @@ TEST_F(CorePolicy, AnAcquireWhoseReplyWasLostIsResolvedByReadingNotByRunningItAg
   EXPECT_EQ(script_->acquires.load(), 2) << "not run again while the first may still land";
 }
 
+// A guard dropped while its release failed leaves a row of its owner behind, still leased but no
+// longer renewed. An acquisition of that name by the same owner whose reply is lost reads that row
+// and takes it for its grant: it may believe it only as long as the row's lease lasts, not for its
+// own TTL from its sending (CI's nemesis saw a holder believe 396 ms into the next holder's grant).
+TEST_F(CorePolicy, AnAcquireWhoseLostReplyIsResolvedToAnEarlierLeaseOfItsOwnerEndsWithThatLease) {
+  auto locks = manager({.default_ttl = 30s});
+  auto first = locks->try_acquire("left-behind");
+  ASSERT_TRUE(first);
+  auto owner = script_->row("left-behind")->owner;
+  first->release();
+  auto row_ends = Clock::now() + 200ms;
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->rows["left-behind"] = {owner, 1, ++script_->next_token, row_ends};
+  }
+  script_->acquire_unknown = Unknown::before_applying;  // the upsert never lands
+  auto held = locks->try_acquire("left-behind");
+  ASSERT_TRUE(held) << "the row of its own owner reads as this acquisition's grant";
+  EXPECT_LE(held->local_deadline(), row_ends)
+      << "believed " << std::chrono::duration_cast<std::chrono::milliseconds>(held->local_deadline() - row_ends).count()
+      << " ms past the end of the lease the row showed";
+}
+
 TEST_F(CorePolicy, AGrantWhoseReplyCameAfterItsTtlIsGivenBackNotHandedOut) {
   auto locks = manager({.default_ttl = 30ms});
   script_->acquire_delay = 45ms;
