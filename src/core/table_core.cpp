@@ -178,17 +178,23 @@ std::optional<TableCore::Granted> TableCore::resolve_unknown_acquire(std::string
   auto read_sent = SteadyClock::now();
   auto row = with_read_retries([&] { return locks_.read(name); });
   // A row within its lock-delay has no live lease: it is not a grant (remaining counts the delay).
-  if (!row || row->owner != owner || row->remaining <= row->lock_delay) return std::nullopt;
+  // A membership of this owner (a reader or permit holder on another thread) is no exclusive grant.
+  if (!row || row->owner != owner || row->remaining <= row->lock_delay || row->kind != HolderKind::exclusive)
+    return std::nullopt;
   std::lock_guard lock(mutex_);
   auto it = held_.find(Key{owner, std::string(name), HolderKind::exclusive});
   std::int64_t depth_before = (it != held_.end() && it->second->token == row->token) ? it->second->depth : 0;
   // A row with a release of unknown outcome pending does not show what this acquisition did: its
   // DELETE or decrement may still land, and a count that matches now may be one level short then.
   if (unsettled_releases_.contains({row->name, row->token})) return std::nullopt;
+  // A fresh acquisition draws a new token: a row with the token of a guard of ours that was lost
+  // (forgotten, not yet released) is that guard's, whose release will delete it.
+  if (depth_before == 0 && unreleased_.contains({row->name, row->token})) return std::nullopt;
   // The lease ends no later than the row said when the read was sent: a row this acquisition did
   // not write (our earlier lease, left behind) ends before the request's own TTL would.
+  auto lease_left = row->remaining - row->lock_delay;
   if (row->count == depth_before + 1)
-    return Granted{Grant{row->count, row->token}, read_sent + (row->remaining - row->lock_delay)};
+    return Granted{Grant{row->count, row->token}, read_sent + lease_left - clock_allowance(lease_left)};
   return std::nullopt;
 }
 
@@ -311,6 +317,17 @@ std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::s
   return left;
 }
 
+void TableCore::give_back(std::string_view name, const std::string& owner, HolderKind kind, std::int64_t token) {
+  try {
+    if (kind == HolderKind::exclusive)
+      locks_.release(name, owner, token);
+    else
+      groups_->release_member(name, owner, kind, token);
+  } catch (const std::exception& e) {
+    logger_->warn("giving back a grant of '{}' not handed out failed (its lease lapses): {}", name, e.what());
+  }
+}
+
 std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::record_grant(std::string_view name,
                                                                                         const std::string& owner,
                                                                                         const Request& request,
@@ -324,32 +341,42 @@ std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::recor
   if (now >= deadline) {
     // The reply came so late that the lease it granted may already have run out (and been
     // granted again): never hand it to the caller. Give the row back if it is still ours.
-    try {
-      if (request.kind == HolderKind::exclusive)
-        locks_.release(name, owner, grant.token);
-      else
-        groups_->release_member(name, owner, request.kind, grant.token);
-    } catch (const std::exception& e) {
-      logger_->warn("giving back the late grant of '{}' failed (its lease lapses): {}", name, e.what());
-    }
+    give_back(name, owner, request.kind, grant.token);
     throw ConnectionError(fmt::format("lock '{}' was granted, but the reply took longer than its TTL {}",
                                       name, format_duration(ttl)));
   }
   std::shared_ptr<HeldLock> held;
   std::shared_ptr<HeldLock> replaced;
+  bool lost_reentry = false;
   {
     std::lock_guard lock(mutex_);
     auto& slot = held_[Key{owner, std::string(name), request.kind}];
     // A re-entry: the database kept the later of the two expiries, so does the record.
     if (slot && slot->token == grant.token && slot->extend(deadline, now)) {
       slot->raise_ttl(ttl);
+    } else if (grant.count > 1) {
+      // A re-entry of a grant whose record was lost meanwhile (its deadline passed): a second
+      // record of the token would not stop the lost guard's last release from deleting the row.
+      lost_reentry = true;
     } else {
       replaced = std::exchange(
           slot, std::make_shared<HeldLock>(std::string(name), owner, grant.token, ttl, deadline, request.kind));
+      unreleased_.emplace(std::string(name), grant.token);
     }
-    slot->depth += 1;
-    slot->min_hold = std::max(slot->min_hold, request.min_hold);
-    held = slot;
+    if (!lost_reentry) {
+      slot->depth += 1;
+      slot->min_hold = std::max(slot->min_hold, request.min_hold);
+      held = slot;
+    } else if (!slot) {
+      held_.erase(Key{owner, std::string(name), request.kind});
+    }
+  }
+  if (lost_reentry) {
+    give_back(name, owner, request.kind, grant.token);
+    throw ConnectionError(
+        fmt::format("lock '{}' was re-entered, but the grant it re-entered was lost meanwhile; "
+                    "try again",
+                    name));
   }
   return {std::move(held), std::move(replaced)};
 }
@@ -388,7 +415,12 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
     // delete the row under an outer guard. If it never runs, the row keeps one level more than
     // we hold and lapses with its lease once we stop renewing it.
     logger_->warn("release of '{}' lost its reply ({}); reading the row to resolve it", held.name, e.what());
-    return resolve_unknown_release(held, depth_before);
+    try {
+      return resolve_unknown_release(held, depth_before);
+    } catch (...) {
+      remember_unsettled(held);  // unread: its statement may still land all the same
+      throw;
+    }
   }
 }
 
@@ -402,8 +434,12 @@ std::optional<std::int64_t> TableCore::resolve_unknown_release(const HeldLock& h
 
 void TableCore::remember_unsettled(const HeldLock& held) {
   std::lock_guard lock(mutex_);
-  if (unsettled_releases_.size() >= kUnsettledReleasesKept) unsettled_releases_.erase(unsettled_releases_.begin());
-  unsettled_releases_.emplace(held.name, held.token);
+  if (!unsettled_releases_.emplace(held.name, held.token).second) return;
+  unsettled_order_.emplace_back(held.name, held.token);
+  if (unsettled_order_.size() > kUnsettledReleasesKept) {
+    unsettled_releases_.erase(unsettled_order_.front());
+    unsettled_order_.pop_front();
+  }
 }
 
 bool TableCore::acknowledge_revocation(const HeldLock& held) {
@@ -431,7 +467,10 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
       std::lock_guard lock(mutex_);
       depth_before = held->depth;
       min_hold = held->min_hold;
-      if (--held->depth <= 0) forget(held);
+      if (--held->depth <= 0) {
+        forget(held);
+        if (auto it = unreleased_.find({held->name, held->token}); it != unreleased_.end()) unreleased_.erase(it);
+      }
     }
     sent = SteadyClock::now();
     bool last_plain = held->kind == HolderKind::exclusive && depth_before <= 1;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,9 @@ class TableCore final : public ManagerBase {
                                                                                const Request& request,
                                                                                SteadyClock::time_point sent,
                                                                                const Granted& granted);
+  /// Gives back a level this manager was granted but does not hand out (a late reply, a re-entry
+  /// of a lost grant); on failure the level lapses with its lease.
+  void give_back(std::string_view name, const std::string& owner, HolderKind kind, std::int64_t token);
   /// `first_try`: Combine::alone for a release that has just failed in a batch.
   std::optional<std::int64_t> release_once(const HeldLock& held, std::int64_t depth_before,
                                            std::chrono::milliseconds min_hold, Combine first_try = Combine::yes);
@@ -111,6 +115,11 @@ class TableCore final : public ManagerBase {
   /// resolved by reading that row. Guarded by mutex_; bounded (the oldest go: by then the
   /// statement has long landed or died).
   std::set<std::pair<std::string, std::int64_t>> unsettled_releases_;
+  std::deque<std::pair<std::string, std::int64_t>> unsettled_order_;  // oldest first, for the bound
+  /// (name, token) of every grant a guard of this manager may still release, lost or not, until
+  /// its last level is released: a lost-reply acquisition of the same owner never takes such a row
+  /// for its own grant, since that guard's release would delete it. Guarded by mutex_.
+  std::multiset<std::pair<std::string, std::int64_t>> unreleased_;
   /// Plain acquisitions and last-level releases, combined (empty: one statement per request).
   std::unique_ptr<Combiner<AcquireRequest, std::optional<Grant>>> acquires_;
   std::unique_ptr<Combiner<ReleaseRequest, bool>> releases_;

@@ -380,10 +380,10 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     return out.str();
   }
 
-  /// Every guard that believes it holds its name has a live row of its owner: the database grants
-  /// that name to nobody else. (The token may be a later one of the same owner: an acquisition
-  /// whose reply was lost can land after the read that resolved it. Its guard learns so at the
-  /// next renewal, and nobody else holds the name meanwhile.)
+  /// Every guard that believes it holds its name has a live row of its owner whose lease lasts at
+  /// least as long as the guard's belief: the database grants that name to nobody else meanwhile. (The token may be a
+  /// later one of the same owner: an acquisition whose reply was lost can land after the read that resolved it. Its
+  /// guard learns so at the next renewal, and nobody else holds the name meanwhile.)
   static std::string check(Script& script, std::mutex& guards_mutex, std::vector<Guard>& guards) {
     std::lock_guard lock(guards_mutex);
     for (auto& guard : guards) {
@@ -400,6 +400,15 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
                            guard.name, guard.lock.token(), row->token);
       if (row->expires <= Clock::now())
         return fmt::format("a guard of '{}' (token {}) believes it holds an expired row", guard.name, guard.lock.token());
+      // The lease runs out in the database no sooner than the guard stops believing: with leases
+      // of 10 minutes no row expires during a run, so this is what catches a belief that would
+      // outlast its row once time passed.
+      if (guard.lock.local_deadline() > row->expires)
+        return fmt::format(
+            "a guard of '{}' (token {}) would believe {} ms past the end of its row's lease (token {})", guard.name,
+            guard.lock.token(),
+            std::chrono::duration_cast<std::chrono::milliseconds>(guard.lock.local_deadline() - row->expires).count(),
+            row->token);
     }
     return {};
   }

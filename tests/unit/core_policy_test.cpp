@@ -200,6 +200,96 @@ TEST_F(CorePolicy, AnAcquireWhoseLostReplyIsResolvedToAnEarlierLeaseOfItsOwnerEn
       << " ms past the end of the lease the row showed";
 }
 
+// A guard whose renewal stalled past its deadline is lost and forgotten, but its row can live on (the
+// stalled renewal landed after all), and the guard's release will delete it. Another thread of the
+// same owner (OwnerScope::manager) whose acquisition loses its reply must not take that row for its
+// grant: it would believe it while the lost guard's release deletes it under it.
+TEST_F(CorePolicy, ALostReplyIsNeverResolvedToTheRowOfAGuardThatWasLostButNotReleased) {
+  std::atomic<int> lost{0};
+  auto locks = manager({.default_ttl = 100ms,
+                        .owner_scope = dblock::OwnerScope::manager,
+                        .on_lost = [&](std::string_view, std::int64_t) { ++lost; }});
+  script_->renewals_gate.close();
+  auto stale = locks->try_acquire("stalled");
+  ASSERT_TRUE(stale);
+  ASSERT_TRUE(eventually([&] { return lost.load() > 0; })) << "the guard was not reported lost at its deadline";
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->rows["stalled"].expires = Clock::now() + 30s;  // the stalled renewal landed after all
+  }
+  script_->acquire_unknown = Unknown::before_applying;
+  std::optional<dblock::Lock> adopted;
+  try {
+    adopted = locks->try_acquire("stalled", {.ttl = 30s});
+  } catch (const dblock::ConnectionError&) {
+  }
+  script_->renewals_gate.open();
+  EXPECT_FALSE(adopted) << "took token " << stale->token() << " of a lost guard for its own grant";
+  EXPECT_THROW(stale->release(), dblock::LockLost);
+  EXPECT_FALSE(adopted && !adopted->lost() && !script_->row("stalled"))
+      << "believes it holds a name whose row the lost guard's release deleted";
+}
+
+// The same with a re-entry: one thread re-enters the grant of another while that grant is lost
+// and forgotten. The database counts two levels, but a second record of the token would not stop
+// the lost guard's last release from deleting the row: the re-entry is refused and its level given
+// back.
+TEST_F(CorePolicy, AReEntryOfAGrantLostMeanwhileIsGivenBackNotRecordedAgain) {
+  std::atomic<int> lost{0};
+  auto locks = manager({.default_ttl = 100ms,
+                        .owner_scope = dblock::OwnerScope::manager,
+                        .on_lost = [&](std::string_view, std::int64_t) { ++lost; }});
+  script_->renewals_gate.close();
+  auto outer = locks->try_acquire("re-entered");
+  ASSERT_TRUE(outer);
+  script_->acquires_gate.close();
+  auto inner = std::async(std::launch::async, [&]() -> std::optional<dblock::Lock> {
+    try {
+      return locks->try_acquire("re-entered", {.ttl = 30s});
+    } catch (const dblock::ConnectionError&) {
+      return std::nullopt;
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return script_->acquires_gate.waiting() > 0; }));
+  ASSERT_TRUE(eventually([&] { return lost.load() > 0; })) << "the outer guard was not reported lost at its deadline";
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->rows["re-entered"].expires = Clock::now() + 30s;  // its stalled renewal landed after all
+  }
+  script_->acquires_gate.open();
+  auto reentered = inner.get();
+  script_->renewals_gate.open();
+  EXPECT_THROW(outer->release(), dblock::LockLost);
+  if (reentered && !reentered->lost()) {
+    auto row = script_->row("re-entered");
+    EXPECT_TRUE(row && row->token == reentered->token())
+        << "believes it holds a name whose row the lost outer guard's release deleted";
+  }
+}
+
+// A release whose reply was lost and whose row could not be read either may still land: it is
+// remembered as unsettled all the same, so a later acquisition of the owner whose reply is lost
+// too does not take the row it may delete for its grant.
+TEST_F(CorePolicy, AReleaseLostAndUnreadIsRememberedAsUnsettled) {
+  auto locks = manager({.default_ttl = 3s});
+  auto held = locks->try_acquire("unread");
+  ASSERT_TRUE(held);
+  auto token = held->token();
+  auto owner = script_->row("unread")->owner;
+  script_->release_unknown = Unknown::before_applying;
+  script_->failing_reads = 1000;
+  EXPECT_THROW(held->release(), dblock::Error);
+  script_->failing_reads = 0;
+  script_->acquire_unknown = Unknown::before_applying;
+  std::optional<dblock::Lock> adopted;
+  try {
+    adopted = locks->try_acquire("unread");
+  } catch (const dblock::ConnectionError&) {
+  }
+  EXPECT_FALSE(adopted) << "took the row of a release still in flight (token " << token << ") for its grant";
+  script_->apply_release_last("unread", owner, token);  // the abandoned DELETE lands
+}
+
 TEST_F(CorePolicy, AGrantWhoseReplyCameAfterItsTtlIsGivenBackNotHandedOut) {
   auto locks = manager({.default_ttl = 30ms});
   script_->acquire_delay = 45ms;

@@ -107,6 +107,7 @@ struct Script {
   Unknown release_batch_unknown = Unknown::no;  // the next combined release's reply
   std::set<std::string> lose_release_reply;     // a last-level release of these loses its reply once applied
   std::map<std::string, int> releases_of;       // last-level release statements that named each name
+  std::atomic<int> failing_reads{0};            // the next reads of rows fail (a cut connection)
   /// Counts a last-level release statement naming `names`; true when its reply is to be lost.
   bool sent_release_of(const std::vector<std::string>& names) {
     std::lock_guard lock(mutex);
@@ -372,6 +373,10 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
 
  protected:
   std::vector<dblock::LockInfo> list_rows(std::string_view only_name, std::size_t) override {
+    if (script_->failing_reads > 0) {
+      --script_->failing_reads;
+      throw dblock::ConnectionError("read failed (scripted)");
+    }
     std::lock_guard lock(script_->mutex);
     std::vector<dblock::LockInfo> rows;
     for (auto& [name, row] : script_->rows)
