@@ -100,11 +100,12 @@ struct Script {
   std::int64_t next_token = 0;
   std::atomic<int> acquires{0}, releases{0}, renewals{0}, unlocks{0};
   std::vector<std::chrono::milliseconds> renewed_ttls;  // of the last renewal
-  Unknown acquire_unknown = Unknown::no, release_unknown = Unknown::no;
+  // Atomic: a release is sent by its caller or by the manager's writer thread.
+  std::atomic<Unknown> acquire_unknown{Unknown::no}, release_unknown{Unknown::no};
   std::chrono::milliseconds acquire_delay{0};
   std::size_t max_batch = 1;                    // above 1: the backend combines (try_acquire_many, release_last_many)
-  Unknown batch_unknown = Unknown::no;          // the next combined acquisition's reply
-  Unknown release_batch_unknown = Unknown::no;  // the next combined release's reply
+  std::atomic<Unknown> batch_unknown{Unknown::no};          // the next combined acquisition's reply
+  std::atomic<Unknown> release_batch_unknown{Unknown::no};  // the next combined release's reply
   std::set<std::string> lose_release_reply;     // a last-level release of these loses its reply once applied
   std::map<std::string, int> releases_of;       // last-level release statements that named each name
   std::atomic<int> failing_reads{0};            // the next reads of rows fail (a cut connection)
@@ -239,7 +240,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
       });
     script_->acquires_gate.pass();
     if (script_->acquire_delay.count() > 0) std::this_thread::sleep_for(script_->acquire_delay);  // a slow reply
-    auto mode = std::exchange(script_->acquire_unknown, Unknown::no);
+    auto mode = script_->acquire_unknown.exchange(Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     auto grant = script_->apply_acquire(name, owner, ttl, held_token);
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -267,7 +268,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     if (script_->stepper)
       return stepped<std::vector<std::optional<Grant>>>("acquire_many", owners, std::move(tokens), apply);
     script_->acquires_gate.pass();
-    auto mode = std::exchange(script_->batch_unknown, Unknown::no);
+    auto mode = script_->batch_unknown.exchange(Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     auto grants = apply();
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -299,7 +300,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
       apply();
       throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     }
-    auto mode = std::exchange(script_->release_batch_unknown, Unknown::no);
+    auto mode = script_->release_batch_unknown.exchange(Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     auto deleted = apply();
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -409,7 +410,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   template <class Apply>
   std::optional<std::int64_t> scripted_release(Apply apply) {
     ++script_->releases;
-    auto mode = std::exchange(script_->release_unknown, Unknown::no);
+    auto mode = script_->release_unknown.exchange(Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     auto left = apply();
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
