@@ -233,11 +233,13 @@ TEST_P(ReaderFence, NoWriterIsGrantedWhileAReadersFencedTransactionIsOpenEvenPas
   EXPECT_EQ(granted.wait_for(2500ms), std::future_status::timeout)
       << "a writer took the name over a reader's fenced transaction";
   EXPECT_GT(Steady::now() - fenced_at, 2s);
+  // The server lets the share locks go before its reply to COMMIT reaches this thread, so the
+  // writer may be granted before exec() returns: the bound is the moment COMMIT was sent.
+  auto commit_sent_at = Steady::now();
   app->exec("COMMIT");
-  auto committed_at = Steady::now();
   auto [next_token, granted_at] = granted.get();
   EXPECT_GT(next_token, token);
-  EXPECT_GE(granted_at, committed_at);
+  EXPECT_GE(granted_at, commit_sent_at);
   EXPECT_EQ(rows_noted("reader"), 1);
 
   // Its lease over and the writer holding the name, the reader's fence is refused.
