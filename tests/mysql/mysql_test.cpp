@@ -115,7 +115,7 @@ TEST_F(MySql, AGetLockDeadlockIsBrokenAndTheWaiterBacksOffInsteadOfSpinning) {
   // a holds p and waits for q; b holds q and asks for p: MariaDB reports the cycle to b at once
   // (1213). b keeps waiting until its deadline, backing off, so its round trips stay few.
   dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn_));
-  auto proxied = dblock::Store::open(dblock::test::with_params(dblock::test::with_port(server_dsn_, proxy.port()), "prefix=" + prefix_));
+  auto proxied = dblock::Store::open(installation_->dsn_on(dblock::test::with_port(server_dsn_, proxy.port())));
   dblock::LockManager a(store_, {.mode = dblock::LockMode::advisory, .owner_scope = dblock::OwnerScope::manager});
   dblock::LockManager b(proxied, {.mode = dblock::LockMode::advisory});
   auto p = a.try_acquire("p");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -37,6 +38,19 @@ class CorePolicy : public ::testing::Test {
   std::shared_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
     return managers_.emplace_back(std::make_shared<dblock::LockManager>(store(), std::move(options)));
   }
+  /// One owner for every thread (OwnerScope::manager), 100 ms leases, and renewals that hang: its
+  /// guards are reported lost at their deadline, counted in `lost_`.
+  std::shared_ptr<dblock::LockManager> stalling_manager() {
+    script_->renewals_gate.close();
+    return manager({.default_ttl = 100ms,
+                    .owner_scope = dblock::OwnerScope::manager,
+                    .on_lost = [this](std::string_view, std::int64_t) { ++lost_; }});
+  }
+  /// A stalled renewal of `name`'s row landed after all: its lease runs on, no guard believing in it.
+  void stalled_renewal_lands(const std::string& name) {
+    std::lock_guard lock(script_->mutex);
+    script_->rows[name].expires = Clock::now() + 30s;
+  }
   /// Polls `condition` until it holds or `limit` passes.
   static bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 5s) {
     auto until = Clock::now() + limit;
@@ -48,6 +62,7 @@ class CorePolicy : public ::testing::Test {
   }
 
   std::shared_ptr<Script> script_ = std::make_shared<Script>();
+  std::atomic<int> lost_{0};  // before the managers, whose on_lost counts here until they end
   std::shared_ptr<dblock::Store> store_;
   std::vector<std::shared_ptr<dblock::LockManager>> managers_;
 };
@@ -205,18 +220,11 @@ TEST_F(CorePolicy, AnAcquireWhoseLostReplyIsResolvedToAnEarlierLeaseOfItsOwnerEn
 // same owner (OwnerScope::manager) whose acquisition loses its reply must not take that row for its
 // grant: it would believe it while the lost guard's release deletes it under it.
 TEST_F(CorePolicy, ALostReplyIsNeverResolvedToTheRowOfAGuardThatWasLostButNotReleased) {
-  std::atomic<int> lost{0};
-  auto locks = manager({.default_ttl = 100ms,
-                        .owner_scope = dblock::OwnerScope::manager,
-                        .on_lost = [&](std::string_view, std::int64_t) { ++lost; }});
-  script_->renewals_gate.close();
+  auto locks = stalling_manager();
   auto stale = locks->try_acquire("stalled");
   ASSERT_TRUE(stale);
-  ASSERT_TRUE(eventually([&] { return lost.load() > 0; })) << "the guard was not reported lost at its deadline";
-  {
-    std::lock_guard lock(script_->mutex);
-    script_->rows["stalled"].expires = Clock::now() + 30s;  // the stalled renewal landed after all
-  }
+  ASSERT_TRUE(eventually([&] { return lost_.load() > 0; })) << "the guard was not reported lost at its deadline";
+  stalled_renewal_lands("stalled");
   script_->acquire_unknown = Unknown::before_applying;
   std::optional<dblock::Lock> adopted;
   try {
@@ -235,11 +243,7 @@ TEST_F(CorePolicy, ALostReplyIsNeverResolvedToTheRowOfAGuardThatWasLostButNotRel
 // the lost guard's last release from deleting the row: the re-entry is refused and its level given
 // back.
 TEST_F(CorePolicy, AReEntryOfAGrantLostMeanwhileIsGivenBackNotRecordedAgain) {
-  std::atomic<int> lost{0};
-  auto locks = manager({.default_ttl = 100ms,
-                        .owner_scope = dblock::OwnerScope::manager,
-                        .on_lost = [&](std::string_view, std::int64_t) { ++lost; }});
-  script_->renewals_gate.close();
+  auto locks = stalling_manager();
   auto outer = locks->try_acquire("re-entered");
   ASSERT_TRUE(outer);
   script_->acquires_gate.close();
@@ -251,11 +255,8 @@ TEST_F(CorePolicy, AReEntryOfAGrantLostMeanwhileIsGivenBackNotRecordedAgain) {
     }
   });
   ASSERT_TRUE(eventually([&] { return script_->acquires_gate.waiting() > 0; }));
-  ASSERT_TRUE(eventually([&] { return lost.load() > 0; })) << "the outer guard was not reported lost at its deadline";
-  {
-    std::lock_guard lock(script_->mutex);
-    script_->rows["re-entered"].expires = Clock::now() + 30s;  // its stalled renewal landed after all
-  }
+  ASSERT_TRUE(eventually([&] { return lost_.load() > 0; })) << "the outer guard was not reported lost at its deadline";
+  stalled_renewal_lands("re-entered");
   script_->acquires_gate.open();
   auto reentered = inner.get();
   script_->renewals_gate.open();

@@ -64,22 +64,14 @@ class SqliteLockStatements final : public SqliteSessionPart {
                               soci::into(result_a_), soci::into(result_b_)));
     });
   }
-  soci::statement& release_last_statement() {
-    return prepared(release_last_, [&] {
-      return soci::statement((session_.prepare << sql_.release_last, soci::use(name_, "name"),
-                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
-    });
-  }
-  soci::statement& release_at_one_statement() {
-    return prepared(release_at_one_, [&] {
-      return soci::statement((session_.prepare << sql_.release_at_one, soci::use(name_, "name"),
-                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
-    });
-  }
-  soci::statement& release_inner_statement() {
-    return prepared(release_inner_, [&] {
-      return soci::statement((session_.prepare << sql_.release_inner, soci::use(name_, "name"),
-                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(result_a_)));
+  soci::statement& release_last_statement() { return owned_row_statement(release_last_, sql_.release_last); }
+  soci::statement& release_at_one_statement() { return owned_row_statement(release_at_one_, sql_.release_at_one); }
+  soci::statement& release_inner_statement() { return owned_row_statement(release_inner_, sql_.release_inner); }
+  /// The three release statements bind the same row identity (name, owner, token) and read one number.
+  soci::statement& owned_row_statement(std::optional<soci::statement>& slot, const std::string& sql) {
+    return prepared(slot, [&] {
+      return soci::statement((session_.prepare << sql, soci::use(name_, "name"), soci::use(owner_, "owner"),
+                              soci::use(number_, "token"), soci::into(result_a_)));
     });
   }
   soci::statement& renew_statement() {
