@@ -29,6 +29,14 @@ using std::chrono::milliseconds;
 inline constexpr std::string_view kRevokedOwner = "(revoked)";
 inline constexpr std::string_view kMinHoldOwner = "(min-hold)";
 inline constexpr std::size_t kMarkedOwnerKept = 240;
+/// Whether `row` (as the backend returns it, owner unpresented) is the row of `owner`'s grant
+/// `token` that an operator revoked: its owner is marked, so that holder's release no longer
+/// matches it, and only acknowledge_revoked deletes it.
+inline bool revoked_from(const LockInfo& row, std::string_view owner, std::int64_t token) {
+  std::string_view marked = row.owner;
+  return row.token == token && marked.starts_with(kRevokedOwner) && !marked.substr(kRevokedOwner.size()).empty() &&
+         owner.starts_with(marked.substr(kRevokedOwner.size()));
+}
 
 struct Grant {
   std::int64_t count = 0;  // re-entrancy depth after this acquisition

@@ -59,13 +59,13 @@ void TableCore::write_released(const std::vector<std::shared_ptr<HeldLock>>& bat
     // read fails too is remembered all the same (its DELETE may land under a later grant's reply).
     logger_->warn("{} release(s) written behind lost their reply ({}); reading the rows to resolve them", batch.size(),
                   e.what());
-    for (const auto& held : batch) {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
       try {
-        (void)resolve_unknown_release(*held, 1);
+        deleted[i] = resolve_unknown_release(*batch[i], 1).has_value();
       } catch (const std::exception& again) {
-        remember_unsettled(*held);
+        remember_unsettled(*batch[i]);
         logger_->warn("the release of '{}' written behind stays unresolved (its row lapses with its lease): {}",
-                      held->name, again.what());
+                      batch[i]->name, again.what());
       }
     }
   } catch (const std::exception& e) {
@@ -426,6 +426,9 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
 
 std::optional<std::int64_t> TableCore::resolve_unknown_release(const HeldLock& held, std::int64_t depth_before) {
   auto row = with_read_retries([&] { return locks_.read(held.name); });
+  // Revoked from this grant: the release cannot have deleted it and never will (the owner is
+  // marked), so it is settled as a release that found it revoked: acknowledged, reported lost.
+  if (row && revoked_from(*row, held.owner, held.token)) return std::nullopt;
   bool still_ours = row && row->owner == held.owner && row->token == held.token;
   if (still_ours) remember_unsettled(held);
   if (still_ours) return std::min(row->count, depth_before - 1);

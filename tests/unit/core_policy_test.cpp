@@ -178,6 +178,50 @@ TEST_F(CorePolicy, AReleaseWhoseReplyWasLostIsNeverRunTwice) {
   EXPECT_FALSE(outer->lost());
 }
 
+// A release whose reply was lost reads the row revoked from its grant: the release cannot have
+// deleted it and never will (a revoked row's owner is marked), so it is settled as a release that
+// found the lock revoked, at once: acknowledged, which frees the name, and reported lost. Written
+// behind or not.
+TEST_F(CorePolicy, AReleaseWhoseLostReplyFindsItsRowRevokedAcknowledgesTheRevocation) {
+  script_->max_batch = 8;
+  for (bool behind : {false, true}) {
+    SCOPED_TRACE(behind ? "written behind" : "sent by its caller");
+    std::atomic<int> lost{0};
+    auto locks = manager({.default_ttl = 30s,
+                          .owner_scope = dblock::OwnerScope::manager,
+                          .on_lost = [&](std::string_view, std::int64_t) { ++lost; },
+                          .write_behind_releases = behind});
+    auto name = std::string("revoked-meanwhile-") + (behind ? "behind" : "own");
+    auto held = locks->try_acquire(name);
+    auto other = locks->try_acquire(name + "/other");
+    ASSERT_TRUE(held && other);
+    // Written behind: another release statement is out, so this one is queued for the writer.
+    script_->releases_gate.close();
+    auto other_release = std::async(std::launch::async, [&] { other->release(); });
+    if (behind) {
+      ASSERT_TRUE(eventually([&] { return script_->releases_gate.waiting() > 0; }));
+    }
+    ASSERT_TRUE(store()->revoke(name));
+    {
+      std::lock_guard lock(script_->mutex);
+      script_->lose_release_reply.insert(name);  // sent (matching nothing: the owner is marked), reply lost
+    }
+    if (behind) {
+      EXPECT_NO_THROW(held->release());
+      script_->releases_gate.open();
+    } else {
+      script_->releases_gate.open();
+      EXPECT_THROW(held->release(), dblock::LockLost);
+    }
+    other_release.get();
+    EXPECT_TRUE(eventually([&] { return !script_->row(name); }))
+        << "the revoked row waits for its lease although its holder let go";
+    if (behind) {
+      EXPECT_TRUE(eventually([&] { return lost.load() == 1; })) << "the revocation was not reported";
+    }
+  }
+}
+
 TEST_F(CorePolicy, AnAcquireWhoseReplyWasLostIsResolvedByReadingNotByRunningItAgain) {
   auto locks = manager({.default_ttl = 3s});
   script_->acquire_unknown = Unknown::after_applying;
