@@ -294,8 +294,8 @@ void AdvisoryCore::deadline_passed(const std::shared_ptr<HeldLock>& held_base) {
 void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   auto held = std::static_pointer_cast<AdvisoryHeld>(held_base);
   std::int64_t depth = 0;
-  bool registered = false, written_behind = false;
-  auto now = SteadyClock::now();
+  bool registered = false, written_behind = false, wake_writer = false;
+  auto now = write_behind_ ? SteadyClock::now() : SteadyClock::time_point();  // for believed_held
   {
     std::lock_guard lock(mutex_);
     depth = --held->depth;
@@ -308,16 +308,16 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
       // deadline is sent by its caller, who learns the server's answer. Its pin stays with the
       // queued unlock (answered() lets go of it).
       written_behind = registered && write_behind_ && held->believed_held(now);
-      if (written_behind) queue_unlock(held);
+      if (written_behind) wake_writer = queue_unlock(held);
     }
   }
   if (depth > 0) {
-    emit_released(*held, depth, now);
+    emit_released(*held, depth, SteadyClock::now());
     return;
   }
   if (!registered) throw_lost_on_release(*held, "its connection broke or stalled, so the server may have released it");
   if (written_behind) {
-    wake_writer_.notify_one();
+    if (wake_writer) wake_writer_.notify_one();
     count_written_behind();
     emit_released(*held, 0, now);
     return;

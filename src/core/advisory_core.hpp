@@ -73,7 +73,8 @@ class AdvisoryCore final : public ManagerBase {
     /// Releases written behind: out of `held`, their unlocks not yet sent. Each still counts in
     /// `users`, so the session never goes back to the pool with one pending. Guarded by mutex_.
     std::vector<std::shared_ptr<AdvisoryHeld>> pending;
-    bool queued = false;  // guarded by mutex_: on the writer's list
+    SteadyClock::time_point pending_since;  // guarded by mutex_: when `pending` last became non-empty
+    bool queued = false;                    // guarded by mutex_: on the writer's list
   };
   struct AdvisoryHeld final : HeldLock {
     AdvisoryHeld(std::string name, std::int64_t token, const AdvisoryTarget& target_in, std::shared_ptr<Pinned> pinned_in,
@@ -119,8 +120,9 @@ class AdvisoryCore final : public ManagerBase {
   void drop_if_overdue(const std::shared_ptr<Pinned>& pinned);
 
   // Releases written behind (ManagerOptions::write_behind_releases; advisory_write_behind.cpp).
-  /// Queues the unlock of `held`, just taken out of its owner's table. REQUIRES: mutex_ held.
-  void queue_unlock(const std::shared_ptr<AdvisoryHeld>& held);
+  /// Queues the unlock of `held`, just taken out of its owner's table. True when the writer is to
+  /// be woken (its owner was not on its list yet). REQUIRES: mutex_ held.
+  bool queue_unlock(const std::shared_ptr<AdvisoryHeld>& held);
   /// Sends the unlocks pending on the session of `pinned`, each alone, but the last one when
   /// `keep_last`: that one is taken off the list and returned, for the caller's statement to carry
   /// (answered() once it has). A failure drops the session (its locks are reported lost on the

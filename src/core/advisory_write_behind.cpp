@@ -14,6 +14,12 @@ namespace dblock::detail {
 
 namespace {
 
+/// How long the writer leaves a queued unlock to the owner's next try. An owner that comes
+/// straight back (a loop of short critical sections) takes its session within microseconds and
+/// saves the round trip; without this the writer, woken by the release, often takes the session
+/// first and the owner waits behind its lone unlock. Another process waits at most this much
+/// longer for the name (doc/performance.md, "Releases written behind").
+constexpr std::chrono::microseconds kOwnersTurn{200};
 /// How soon the writer looks again at a session that was busy with another statement: that one
 /// may have started before the unlock was queued, and so not carry it.
 constexpr std::chrono::milliseconds kBusyRetry{1};
@@ -30,14 +36,15 @@ AdvisoryCore::~AdvisoryCore() {
   writer_.join();
 }
 
-void AdvisoryCore::queue_unlock(const std::shared_ptr<AdvisoryHeld>& held) {
+bool AdvisoryCore::queue_unlock(const std::shared_ptr<AdvisoryHeld>& held) {
   auto& pinned = held->pinned;
+  if (pinned->pending.empty()) pinned->pending_since = SteadyClock::now();
   pinned->pending.push_back(held);
   unanswered_.emplace_back(held->target.key, pinned.get());
-  if (!pinned->queued) {
-    pinned->queued = true;
-    to_write_.push_back(pinned);
-  }
+  if (pinned->queued) return false;
+  pinned->queued = true;
+  to_write_.push_back(pinned);
+  return true;
 }
 
 std::shared_ptr<AdvisoryCore::AdvisoryHeld> AdvisoryCore::send_pending(const std::shared_ptr<Pinned>& pinned,
@@ -118,34 +125,47 @@ void AdvisoryCore::wait_for_unlocks(const AdvisoryKey& key, const Pinned* mine) 
 }
 
 void AdvisoryCore::write_unlocks() {
-  std::vector<std::shared_ptr<Pinned>> batch, busy;
+  // Each owner with unlocks stays on to_write_ until they are sent (by anyone): the writer wakes
+  // when its turn comes, not at every release.
+  std::vector<std::shared_ptr<Pinned>> due;
   std::unique_lock lock(mutex_);
   while (true) {
-    auto ready = [&] { return writer_stopping_ || !to_write_.empty(); };
-    if (busy.empty()) wake_writer_.wait(lock, ready);
-    else wake_writer_.wait_for(lock, kBusyRetry, ready);
     bool stopping = writer_stopping_;
-    if (stopping && to_write_.empty() && busy.empty()) return;
-    batch.swap(to_write_);
-    for (auto& pinned : batch) pinned->queued = false;
-    batch.insert(batch.end(), busy.begin(), busy.end());
-    busy.clear();
+    auto now = SteadyClock::now();
+    auto next = SteadyClock::time_point::max();
+    std::erase_if(to_write_, [&](const std::shared_ptr<Pinned>& pinned) {
+      if (pinned->pending.empty()) {  // sent by whoever used the session
+        pinned->queued = false;
+        return true;
+      }
+      auto turn = pinned->pending_since + kOwnersTurn;
+      if (stopping || turn <= now) due.push_back(pinned);
+      else next = std::min(next, turn);
+      return false;
+    });
+    if (stopping && to_write_.empty()) return;
+    if (due.empty()) {
+      if (next == SteadyClock::time_point::max()) wake_writer_.wait(lock);
+      else wake_writer_.wait_until(lock, next);
+      continue;
+    }
     lock.unlock();
-    for (auto& pinned : batch) {
+    bool busy = false;
+    for (auto& pinned : due) {
       // A session busy with a statement sends its unlocks before its next one: the writer only
       // comes back to it in case that one started before they were queued.
       std::unique_lock use(pinned->use, std::defer_lock);
       if (stopping) use.lock();
       else if (!use.try_lock()) {
-        busy.push_back(pinned);
+        busy = true;
         continue;
       }
       drop_if_overdue(pinned);
       (void)send_pending(pinned, false);
     }
-    batch.clear();
+    due.clear();
     lock.lock();
-    std::erase_if(busy, [](const auto& pinned) { return pinned->pending.empty(); });
+    if (busy && !writer_stopping_) wake_writer_.wait_for(lock, kBusyRetry);
   }
 }
 
