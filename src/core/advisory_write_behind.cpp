@@ -72,6 +72,14 @@ std::shared_ptr<AdvisoryCore::AdvisoryHeld> AdvisoryCore::send_pending(const std
     // Whatever failed, the server may still hold them: the session goes, and every lock on it.
     for (; sent < unlocks.size(); ++sent) answered(pinned, unlocks[sent], true);
     if (kept) answered(pinned, kept, true);
+    {
+      // The report waits for the deadline timer's thread, but the belief must end before the
+      // connection closes and the server lets the locks go: their local deadlines end now.
+      auto now = SteadyClock::now().time_since_epoch().count();
+      std::lock_guard lock(mutex_);
+      for (auto& [key, held] : pinned->held)
+        held->local_deadline.store(std::min(held->local_deadline.load(), now));
+    }
     auto gone = detach_session(pinned);
     for (auto& held : gone)
       report_lost_later(held, fmt::format("sending a release written behind failed, so its connection was given up: {}",
