@@ -13,7 +13,8 @@
 namespace dblock::detail {
 
 AdvisoryCore::AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options)
-    : ManagerBase(std::move(store), std::move(options)), advisory_(StoreParts::backend(*store_).advisory().get()),
+    : ManagerBase(std::move(store), std::move(options)),
+      advisory_(StoreParts::backend(*store_).advisory().get()),
       write_behind_(options_.write_behind_releases) {
   store_->check_schema();  // the token sequence and the wait function live in dblock's schema
   if (write_behind_) {

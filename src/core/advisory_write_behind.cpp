@@ -77,13 +77,12 @@ std::shared_ptr<AdvisoryCore::AdvisoryHeld> AdvisoryCore::send_pending(const std
       // connection closes and the server lets the locks go: their local deadlines end now.
       auto now = SteadyClock::now().time_since_epoch().count();
       std::lock_guard lock(mutex_);
-      for (auto& [key, held] : pinned->held)
-        held->local_deadline.store(std::min(held->local_deadline.load(), now));
+      for (auto& [key, held] : pinned->held) held->local_deadline.store(std::min(held->local_deadline.load(), now));
     }
     auto gone = detach_session(pinned);
     for (auto& held : gone)
-      report_lost_later(held, fmt::format("sending a release written behind failed, so its connection was given up: {}",
-                                          e.what()));
+      report_lost_later(
+          held, fmt::format("sending a release written behind failed, so its connection was given up: {}", e.what()));
     return nullptr;
   }
 }
@@ -94,7 +93,8 @@ void AdvisoryCore::answered(const std::shared_ptr<Pinned>& pinned, const std::sh
   {
     std::lock_guard lock(mutex_);
     stopping = writer_stopping_;
-    auto it = std::find(unanswered_.begin(), unanswered_.end(), std::pair<AdvisoryKey, const Pinned*>{released->target.key, pinned.get()});
+    auto it = std::find(unanswered_.begin(), unanswered_.end(),
+                        std::pair<AdvisoryKey, const Pinned*>{released->target.key, pinned.get()});
     if (it != unanswered_.end()) unanswered_.erase(it);
     --pinned->users;  // the release's pin, kept until now
   }
@@ -147,14 +147,18 @@ void AdvisoryCore::write_unlocks() {
         return true;
       }
       auto turn = pinned->pending_since + kOwnersTurn;
-      if (stopping || turn <= now) due.push_back(pinned);
-      else next = std::min(next, turn);
+      if (stopping || turn <= now)
+        due.push_back(pinned);
+      else
+        next = std::min(next, turn);
       return false;
     });
     if (stopping && to_write_.empty()) return;
     if (due.empty()) {
-      if (next == SteadyClock::time_point::max()) wake_writer_.wait(lock);
-      else wake_writer_.wait_until(lock, next);
+      if (next == SteadyClock::time_point::max())
+        wake_writer_.wait(lock);
+      else
+        wake_writer_.wait_until(lock, next);
       continue;
     }
     lock.unlock();
@@ -163,7 +167,8 @@ void AdvisoryCore::write_unlocks() {
       // A session busy with a statement sends its unlocks before its next one: the writer only
       // comes back to it in case that one started before they were queued.
       std::unique_lock use(pinned->use, std::defer_lock);
-      if (stopping) use.lock();
+      if (stopping)
+        use.lock();
       else if (!use.try_lock()) {
         busy = true;
         continue;

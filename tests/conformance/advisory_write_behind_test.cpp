@@ -7,8 +7,8 @@
 #include <iostream>
 #include <thread>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"

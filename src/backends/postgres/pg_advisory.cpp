@@ -65,8 +65,8 @@ class PgAdvisorySession final : public AdvisorySession {
   }
 
   UnlockThenTry unlock_then_try(const AdvisoryTarget& release, const AdvisoryTarget& target) override {
-    auto result = run(sql_.unlock_then_try(release, target),
-                      PgKeyParams(release.key, target.key).with_pid(server_pid_).values());
+    auto result =
+        run(sql_.unlock_then_try(release, target), PgKeyParams(release.key, target.key).with_pid(server_pid_).values());
     UnlockThenTry answer;
     answer.was_held = PQgetvalue(result.get(), 0, 0)[0] == 't';
     if (answer.was_held) --grants_;
