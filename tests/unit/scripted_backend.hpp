@@ -237,9 +237,9 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
                                    std::int64_t held_token, std::chrono::milliseconds /*lock_delay: not scripted*/) override {
     ++script_->acquires;
     if (script_->stepper)
-      return stepped<std::optional<Grant>>("acquire", owner, {std::string(name)}, {held_token}, [s = script_, n = std::string(name), o = std::string(owner), ttl, held_token] {
-        return s->apply_acquire(n, o, ttl, held_token);
-      });
+      return stepped<std::optional<Grant>>("acquire", owner, {std::string(name)}, {held_token},
+                                           [s = script_, n = std::string(name), o = std::string(owner), ttl,
+                                            held_token] { return s->apply_acquire(n, o, ttl, held_token); });
     script_->acquires_gate.pass();
     if (script_->acquire_delay.count() > 0) std::this_thread::sleep_for(script_->acquire_delay);  // a slow reply
     auto mode = script_->acquire_unknown.exchange(Unknown::no);
@@ -270,7 +270,8 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
       return grants;
     };
     if (script_->stepper)
-      return stepped<std::vector<std::optional<Grant>>>("acquire_many", owners, std::move(names), std::move(tokens), apply);
+      return stepped<std::vector<std::optional<Grant>>>("acquire_many", owners, std::move(names), std::move(tokens),
+                                                        apply);
     script_->acquires_gate.pass();
     auto mode = script_->batch_unknown.exchange(Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -298,7 +299,8 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
         deleted.push_back(s->apply_release_last(name, owner, token).has_value());
       return deleted;
     };
-    if (script_->stepper) return stepped<std::vector<bool>>("release_last_many", owners, std::move(names), std::move(tokens), apply);
+    if (script_->stepper)
+      return stepped<std::vector<bool>>("release_last_many", owners, std::move(names), std::move(tokens), apply);
     ++script_->releases;
     if (script_->sent_release_of(names)) {
       apply();
@@ -312,17 +314,19 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   }
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
     if (script_->stepper)
-      return stepped<std::optional<std::int64_t>>("release", owner, {std::string(name)}, {token}, [s = script_, n = std::string(name), o = std::string(owner), token] {
-        return s->apply_release(n, o, token);
-      });
+      return stepped<std::optional<std::int64_t>>("release", owner, {std::string(name)}, {token},
+                                                  [s = script_, n = std::string(name), o = std::string(owner), token] {
+                                                    return s->apply_release(n, o, token);
+                                                  });
     return scripted_release([&] { return script_->apply_release(name, owner, token); });
   }
   std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
     script_->releases_gate.pass();
     if (script_->stepper)
-      return stepped<std::optional<std::int64_t>>("release_last", owner, {std::string(name)}, {token}, [s = script_, n = std::string(name), o = std::string(owner), token] {
-        return s->apply_release_last(n, o, token);
-      });
+      return stepped<std::optional<std::int64_t>>("release_last", owner, {std::string(name)}, {token},
+                                                  [s = script_, n = std::string(name), o = std::string(owner), token] {
+                                                    return s->apply_release_last(n, o, token);
+                                                  });
     if (script_->sent_release_of({std::string(name)})) {
       script_->apply_release_last(name, owner, token);
       throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -340,7 +344,8 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
         names.emplace_back(ref.name);
         tokens.push_back(ref.token);
       }
-      return stepped<std::vector<std::size_t>>("renew", {}, std::move(names), std::move(tokens), [s = script_, refs] { return s->apply_renew(refs); });
+      return stepped<std::vector<std::size_t>>("renew", {}, std::move(names), std::move(tokens),
+                                               [s = script_, refs] { return s->apply_renew(refs); });
     }
     script_->renewals_gate.pass();  // a stall that ignores the reply bound, as MySQL's would
     std::vector<RenewedRef> refs;
@@ -412,7 +417,8 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   Result stepped(std::string_view what, std::string_view owner, std::vector<std::string> names,
                  std::vector<std::int64_t> tokens, Apply apply) {
     auto reply = std::make_shared<std::optional<Result>>();
-    script_->stepper->statement(what, owner, std::move(names), std::move(tokens), [reply, apply = std::move(apply)] { *reply = apply(); });
+    script_->stepper->statement(what, owner, std::move(names), std::move(tokens),
+                                [reply, apply = std::move(apply)] { *reply = apply(); });
     return std::move(**reply);
   }
   template <class Apply>
