@@ -562,21 +562,19 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
   static std::string check(Script& script, std::mutex& guards_mutex, std::vector<Guard>& guards, Tally& tally) {
     // Before any guard is asked: a guard that believes when asked believes at this instant too.
     auto now = Clock::now();
-    std::map<std::string, Script::Row> rows;
-    {
-      std::lock_guard lock(script.mutex);
-      rows = script.rows;
-    }
     std::map<std::pair<std::string, std::int64_t>, std::int64_t> believers;  // of each row's token
     std::set<std::pair<std::string, std::string>> believed_rows;             // (name, owner)
     std::lock_guard lock(guards_mutex);
     for (auto& guard : guards) {
       if (guard.excused || guard.lock.lost()) continue;
-      auto found = rows.find(guard.name);
-      if (found == rows.end())
+      // The deadline before the row: the watchdog's thread may be applying a renewal meanwhile (it
+      // is no actor the scheduler waits for), and it extends the row before the deadline.
+      auto deadline = guard.lock.local_deadline();
+      auto found = script.row(guard.name);
+      if (!found)
         return fmt::format("a guard of '{}' (token {}) believes it holds a name whose row is gone", guard.name,
                            guard.lock.token());
-      const auto& row = found->second;
+      const auto& row = *found;
       if (row.owner != guard.owner && row.owner != revoked_marker(guard.owner))
         return fmt::format("a guard of '{}' (token {}) believes it holds a name another owner holds (token {})",
                            guard.name, guard.lock.token(), row.token);
@@ -588,16 +586,20 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
       // The lease runs out in the database no sooner than the guard stops believing: with leases
       // of 10 minutes no row expires during a run, so this is what catches a belief that would
       // outlast its row once time passed.
-      if (guard.lock.local_deadline() > row.expires)
+      if (deadline > row.expires)
         return fmt::format(
             "a guard of '{}' (token {}) would believe {} ms past the end of its row's lease (token {})", guard.name,
-            guard.lock.token(),
-            std::chrono::duration_cast<std::chrono::milliseconds>(guard.lock.local_deadline() - row.expires).count(),
+            guard.lock.token(), std::chrono::duration_cast<std::chrono::milliseconds>(deadline - row.expires).count(),
             row.token);
       believed_rows.emplace(guard.name, guard.owner);
       if (row.token == guard.lock.token() && ++believers[{guard.name, row.token}] > row.count)
         return fmt::format("{} guards of '{}' believe in token {}, whose row counts {} level(s)",
                            believers[{guard.name, row.token}], guard.name, row.token, row.count);
+    }
+    std::map<std::string, Script::Row> rows;
+    {
+      std::lock_guard rows_lock(script.mutex);
+      rows = script.rows;
     }
     for (const auto& [name, row] : rows)
       if (!row.owner.starts_with('(') && row.expires > now && !believed_rows.contains({name, row.owner})) {
