@@ -583,14 +583,13 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
                            guard.name, guard.lock.token(), row.token);
       if (row.expires <= now)
         return fmt::format("a guard of '{}' (token {}) believes it holds an expired row", guard.name, guard.lock.token());
-      // The lease runs out in the database no sooner than the guard stops believing: with leases
-      // of 10 minutes no row expires during a run, so this is what catches a belief that would
-      // outlast its row once time passed.
+      // The lease runs out in the database no sooner than the guard stops believing: a belief that
+      // would outlast its row is caught here, before the row expires and is taken over.
       if (deadline > row.expires)
-        return fmt::format(
-            "a guard of '{}' (token {}) would believe {} ms past the end of its row's lease (token {})", guard.name,
-            guard.lock.token(), std::chrono::duration_cast<std::chrono::milliseconds>(deadline - row.expires).count(),
-            row.token);
+        return fmt::format("a guard of '{}' (token {}) would believe {} ms past the end of its row's lease (token {})",
+                           guard.name, guard.lock.token(),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - row.expires).count(),
+                           row.token);
       believed_rows.emplace(guard.name, guard.owner);
       if (row.token == guard.lock.token() && ++believers[{guard.name, row.token}] > row.count)
         return fmt::format("{} guards of '{}' believe in token {}, whose row counts {} level(s)",
