@@ -323,6 +323,11 @@ void TableCore::give_back(std::string_view name, const std::string& owner, Holde
       locks_.release(name, owner, token);
     else
       groups_->release_member(name, owner, kind, token);
+  } catch (const OutcomeUnknown& e) {
+    // Its decrement or DELETE may still land: a lost-reply acquisition must not take the row,
+    // whose count matches only until then.
+    if (kind == HolderKind::exclusive) remember_unsettled(name, token);
+    logger_->warn("giving back a grant of '{}' not handed out lost its reply (its lease lapses): {}", name, e.what());
   } catch (const std::exception& e) {
     logger_->warn("giving back a grant of '{}' not handed out failed (its lease lapses): {}", name, e.what());
   }
@@ -435,10 +440,12 @@ std::optional<std::int64_t> TableCore::resolve_unknown_release(const HeldLock& h
   return depth_before <= 1 ? std::optional<std::int64_t>(0) : std::nullopt;
 }
 
-void TableCore::remember_unsettled(const HeldLock& held) {
+void TableCore::remember_unsettled(const HeldLock& held) { remember_unsettled(held.name, held.token); }
+
+void TableCore::remember_unsettled(std::string_view name, std::int64_t token) {
   std::lock_guard lock(mutex_);
-  if (!unsettled_releases_.emplace(held.name, held.token).second) return;
-  unsettled_order_.emplace_back(held.name, held.token);
+  if (!unsettled_releases_.emplace(std::string(name), token).second) return;
+  unsettled_order_.emplace_back(std::string(name), token);
   if (unsettled_order_.size() > kUnsettledReleasesKept) {
     unsettled_releases_.erase(unsettled_order_.front());
     unsettled_order_.pop_front();

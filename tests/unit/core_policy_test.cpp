@@ -259,6 +259,31 @@ TEST_F(CorePolicy, AnAcquireWhoseLostReplyIsResolvedToAnEarlierLeaseOfItsOwnerEn
       << " ms past the end of the lease the row showed";
 }
 
+// A grant whose reply came later than its TTL is given back, not handed out. When the give-back
+// loses its reply, its decrement may still land: until then the row shows one level of this owner,
+// which an acquisition of the same owner whose reply is lost must not take for its grant, or the
+// late decrement deletes the row under it (found by the core model: seed 4 of
+// OwnerPerManagerCombinedWrittenBehind, a ghost give-back landing after a lost-reply adoption).
+TEST_F(CorePolicy, ALostReplyIsNeverResolvedToARowWhoseGiveBackMayStillLand) {
+  auto locks = manager({.default_ttl = 30s, .renew_interval = 50ms, .owner_scope = dblock::OwnerScope::manager});
+  script_->acquire_delay = 210ms;                       // the reply comes after the lease ended
+  script_->release_unknown = Unknown::before_applying;  // the give-back's reply is lost, unapplied
+  EXPECT_THROW((void)locks->try_acquire("given-back", {.ttl = 200ms}), dblock::ConnectionError);
+  script_->acquire_delay = 0ms;
+  auto row = script_->row("given-back");
+  ASSERT_TRUE(row) << "the give-back was to stay in flight";
+  script_->acquire_unknown = Unknown::before_applying;  // the upsert never lands
+  std::optional<dblock::Lock> adopted;
+  try {
+    adopted = locks->try_acquire("given-back", {.ttl = 30s});
+  } catch (const dblock::ConnectionError&) {
+  }
+  script_->apply_release("given-back", row->owner, row->token);  // the give-back lands now
+  EXPECT_FALSE(adopted) << "took token " << row->token << ", whose give-back was still in flight, for its grant";
+  EXPECT_FALSE(adopted && !adopted->lost() && !script_->row("given-back"))
+      << "believes it holds a name whose row the late give-back deleted";
+}
+
 // A guard whose renewal stalled past its deadline is lost and forgotten, but its row can live on (the
 // stalled renewal landed after all), and the guard's release will delete it. Another thread of the
 // same owner (OwnerScope::manager) whose acquisition loses its reply must not take that row for its

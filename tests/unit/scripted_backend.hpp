@@ -75,10 +75,11 @@ class Gate {
 class Stepper {
  public:
   virtual ~Stepper() = default;
-  /// Runs `apply` as decided; throws OutcomeUnknown when the reply is to be lost. `tokens`: the
-  /// fencing tokens the statement names (a renewal names every lock it renews).
-  virtual void statement(std::string_view what, std::string_view owner, std::vector<std::int64_t> tokens,
-                         std::function<void()> apply) = 0;
+  /// Runs `apply` as decided; throws OutcomeUnknown when the reply is to be lost (or another error
+  /// when the statement fails before it is sent). `names` and `tokens`: the lock names and the
+  /// fencing tokens the statement names, in step (a renewal names every lock it renews).
+  virtual void statement(std::string_view what, std::string_view owner, std::vector<std::string> names,
+                         std::vector<std::int64_t> tokens, std::function<void()> apply) = 0;
 };
 
 /// A lock to renew, owning its strings (a statement may run after its caller has returned).
@@ -109,6 +110,7 @@ struct Script {
   std::set<std::string> lose_release_reply;     // a last-level release of these loses its reply once applied
   std::map<std::string, int> releases_of;       // last-level release statements that named each name
   std::atomic<int> failing_reads{0};            // the next reads of rows fail (a cut connection)
+  std::atomic<int> failed_reads{0};             // reads failed so far by failing_reads
   /// Counts a last-level release statement naming `names`; true when its reply is to be lost.
   bool sent_release_of(const std::vector<std::string>& names) {
     std::lock_guard lock(mutex);
@@ -239,9 +241,9 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
                                    std::int64_t held_token, std::chrono::milliseconds /*lock_delay: not scripted*/) override {
     ++script_->acquires;
     if (script_->stepper)
-      return stepped<std::optional<Grant>>("acquire", owner, {held_token}, [s = script_, n = std::string(name), o = std::string(owner), ttl, held_token] {
-        return s->apply_acquire(n, o, ttl, held_token);
-      });
+      return stepped<std::optional<Grant>>("acquire", owner, {std::string(name)}, {held_token},
+                                           [s = script_, n = std::string(name), o = std::string(owner), ttl,
+                                            held_token] { return s->apply_acquire(n, o, ttl, held_token); });
     script_->acquires_gate.pass();
     if (script_->acquire_delay.count() > 0) std::this_thread::sleep_for(script_->acquire_delay);  // a slow reply
     auto mode = script_->acquire_unknown.exchange(Unknown::no);
@@ -257,10 +259,12 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     ++script_->batches;
     check_order(requests);
     std::vector<AcquireCopy> copies;
+    std::vector<std::string> names;
     std::vector<std::int64_t> tokens;
     std::string owners;
     for (auto& r : requests) {
       copies.push_back({std::string(r.name), std::string(r.owner), r.ttl, r.held_token});
+      names.emplace_back(r.name);
       tokens.push_back(r.held_token);
       owners += (owners.empty() ? "" : ",") + std::string(r.owner);
     }
@@ -270,7 +274,8 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
       return grants;
     };
     if (script_->stepper)
-      return stepped<std::vector<std::optional<Grant>>>("acquire_many", owners, std::move(tokens), apply);
+      return stepped<std::vector<std::optional<Grant>>>("acquire_many", owners, std::move(names), std::move(tokens),
+                                                        apply);
     script_->acquires_gate.pass();
     auto mode = script_->batch_unknown.exchange(Unknown::no);
     if (mode == Unknown::before_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -283,10 +288,12 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     ++script_->batches;
     check_order(requests);
     std::vector<std::tuple<std::string, std::string, std::int64_t>> copies;
+    std::vector<std::string> names;
     std::vector<std::int64_t> tokens;
     std::string owners;
     for (auto& r : requests) {
       copies.emplace_back(std::string(r.name), std::string(r.owner), r.token);
+      names.emplace_back(r.name);
       tokens.push_back(r.token);
       owners += (owners.empty() ? "" : ",") + std::string(r.owner);
     }
@@ -296,10 +303,9 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
         deleted.push_back(s->apply_release_last(name, owner, token).has_value());
       return deleted;
     };
-    if (script_->stepper) return stepped<std::vector<bool>>("release_last_many", owners, std::move(tokens), apply);
+    if (script_->stepper)
+      return stepped<std::vector<bool>>("release_last_many", owners, std::move(names), std::move(tokens), apply);
     ++script_->releases;
-    std::vector<std::string> names;
-    for (auto& [name, owner, token] : copies) names.push_back(name);
     if (script_->sent_release_of(names)) {
       apply();
       throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -312,17 +318,19 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   }
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
     if (script_->stepper)
-      return stepped<std::optional<std::int64_t>>("release", owner, {token}, [s = script_, n = std::string(name), o = std::string(owner), token] {
-        return s->apply_release(n, o, token);
-      });
+      return stepped<std::optional<std::int64_t>>("release", owner, {std::string(name)}, {token},
+                                                  [s = script_, n = std::string(name), o = std::string(owner), token] {
+                                                    return s->apply_release(n, o, token);
+                                                  });
     return scripted_release([&] { return script_->apply_release(name, owner, token); });
   }
   std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
     script_->releases_gate.pass();
     if (script_->stepper)
-      return stepped<std::optional<std::int64_t>>("release_last", owner, {token}, [s = script_, n = std::string(name), o = std::string(owner), token] {
-        return s->apply_release_last(n, o, token);
-      });
+      return stepped<std::optional<std::int64_t>>("release_last", owner, {std::string(name)}, {token},
+                                                  [s = script_, n = std::string(name), o = std::string(owner), token] {
+                                                    return s->apply_release_last(n, o, token);
+                                                  });
     if (script_->sent_release_of({std::string(name)})) {
       script_->apply_release_last(name, owner, token);
       throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
@@ -333,12 +341,15 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     ++script_->renewals;
     if (script_->stepper) {
       std::vector<RenewedRef> refs;
+      std::vector<std::string> names;
       std::vector<std::int64_t> tokens;
       for (auto& ref : held) {
         refs.push_back({std::string(ref.name), std::string(ref.owner), ref.token, ref.ttl});
+        names.emplace_back(ref.name);
         tokens.push_back(ref.token);
       }
-      return stepped<std::vector<std::size_t>>("renew", {}, std::move(tokens), [s = script_, refs] { return s->apply_renew(refs); });
+      return stepped<std::vector<std::size_t>>("renew", {}, std::move(names), std::move(tokens),
+                                               [s = script_, refs] { return s->apply_renew(refs); });
     }
     script_->renewals_gate.pass();  // a stall that ignores the reply bound, as MySQL's would
     std::vector<RenewedRef> refs;
@@ -380,6 +391,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   std::vector<dblock::LockInfo> list_rows(std::string_view only_name, std::size_t) override {
     if (script_->failing_reads > 0) {
       --script_->failing_reads;
+      ++script_->failed_reads;
       throw dblock::ConnectionError("read failed (scripted)");
     }
     std::lock_guard lock(script_->mutex);
@@ -406,9 +418,11 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   }
   /// Runs `apply` when and as the stepper decides; its result is the reply.
   template <class Result, class Apply>
-  Result stepped(std::string_view what, std::string_view owner, std::vector<std::int64_t> tokens, Apply apply) {
+  Result stepped(std::string_view what, std::string_view owner, std::vector<std::string> names,
+                 std::vector<std::int64_t> tokens, Apply apply) {
     auto reply = std::make_shared<std::optional<Result>>();
-    script_->stepper->statement(what, owner, std::move(tokens), [reply, apply = std::move(apply)] { *reply = apply(); });
+    script_->stepper->statement(what, owner, std::move(names), std::move(tokens),
+                                [reply, apply = std::move(apply)] { *reply = apply(); });
     return std::move(**reply);
   }
   template <class Apply>
