@@ -84,7 +84,9 @@ TEST_P(Reaping, TwoReapersNeverDeleteALiveLockWhileAcquirersTakeOver) {
   constexpr int kNames = 200;
   constexpr auto kTtl = 8ms;
   constexpr auto kMargin = 3ms;
-  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  // A bound on the run, not a requirement: on a loaded machine (TSan, SQLite's single writer) the
+  // acquirers stop at it with fewer iterations; what must hold is that enough were checked.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
   std::atomic<bool> done{false};
   std::atomic<int> grants{0}, checked{0}, violations{0}, errors{0}, transient{0};
   std::atomic<std::uint64_t> reaped{0};
@@ -137,7 +139,6 @@ TEST_P(Reaping, TwoReapersNeverDeleteALiveLockWhileAcquirersTakeOver) {
   done = true;
   reaper_a.join();
   reaper_b.join();
-  EXPECT_LT(std::chrono::steady_clock::now(), deadline) << "bounded run overran";
   EXPECT_EQ(violations, 0) << "a reaper deleted a live lock";
   EXPECT_EQ(errors, 0) << first_error;
   EXPECT_GT(checked, 100) << "too few grants were checked in time for the test to mean anything";
