@@ -40,8 +40,7 @@ struct ManagerStats {
   std::uint64_t lost = 0;          ///< leases lost while held
   std::uint64_t retried = 0;       ///< statements run again after a deadlock, lock-wait timeout or busy database
   std::chrono::milliseconds waited{0};  ///< total time spent waiting in acquire()
-  std::uint64_t combined = 0;  ///< acquisitions and releases sent in one statement with others (table mode; advisory
-                               ///< mode: an unlock written behind and the try that carried it)
+  std::uint64_t combined = 0;           ///< acquisitions and releases sent in one statement with others (table mode)
   std::uint64_t written_behind = 0;     ///< releases that returned before their statement (write_behind_releases)
 };
 

@@ -155,15 +155,12 @@ struct ManagerOptions {
   /// batch (doc/performance.md, "Combining"); each caller still gets exactly its own outcome. A
   /// lone request goes at once. false: one statement per request. Default: true.
   bool combine_requests = true;
-  /// Table mode, plain locks (advisory mode: see below): a last release that would wait for another release statement
-  /// of this manager returns at once instead, and the manager's writer thread sends it with the others queued meanwhile
-  /// (doc/semantics.md, "Releases written behind"). Such a release reports a lost lock only from what the manager knows
-  /// (its local deadline, a renewal that failed), not from the database's answer, and another process may still find
-  /// the row for a moment after it returns; acquisitions through this manager wait for it. A lone release is sent by
-  /// its caller as before. Advisory mode (PostgreSQL advisory locks, GET_LOCK): every last release the manager still
-  /// believes held returns at once; its unlock goes out with the owner's next try, in the same
-  /// statement, or before any other statement on the owner's session, or from the writer thread,
-  /// whichever comes first (doc/semantics.md, "Releases written behind").
+  /// Table mode, plain locks: a last release that would wait for another release statement of
+  /// this manager returns at once instead, and the manager's writer thread sends it with the others
+  /// queued meanwhile (doc/semantics.md, "Releases written behind"). Such a release reports a lost
+  /// lock only from what the manager knows (its local deadline, a renewal that failed), not from the
+  /// database's answer, and another process may still find the row for a moment after it returns;
+  /// acquisitions through this manager wait for it. A lone release is sent by its caller as before.
   /// Default: false.
   bool write_behind_releases = false;
 };

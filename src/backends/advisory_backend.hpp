@@ -45,17 +45,6 @@ class AdvisorySession {
   virtual std::int64_t draw_token() = 0;
   /// False when the session did not hold the lock.
   virtual bool unlock(const AdvisoryTarget& target) = 0;
-  /// What unlock_then_try() answers: the unlock's, then the try's (as lock()'s).
-  struct UnlockThenTry {
-    bool was_held = false;
-    std::optional<std::int64_t> token;
-  };
-  /// One round trip, one statement: unlocks `release` (a release written behind), then tries
-  /// `target` once, as lock(target, 0) would. Both servers evaluate the select list left to
-  /// right, and were both orders possible the end state would be the same: both lock kinds are
-  /// re-entrant per session, so even `release` == `target` ends held once.
-  /// @throws ConnectionError when the session broke (every lock on it is gone with it).
-  virtual UnlockThenTry unlock_then_try(const AdvisoryTarget& release, const AdvisoryTarget& target) = 0;
   /// One round trip. @throws ConnectionError when the session broke.
   virtual void check_alive() = 0;
 };

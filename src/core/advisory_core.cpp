@@ -13,14 +13,8 @@
 namespace dblock::detail {
 
 AdvisoryCore::AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options)
-    : ManagerBase(std::move(store), std::move(options)),
-      advisory_(StoreParts::backend(*store_).advisory().get()),
-      write_behind_(options_.write_behind_releases) {
+    : ManagerBase(std::move(store), std::move(options)), advisory_(StoreParts::backend(*store_).advisory().get()) {
   store_->check_schema();  // the token sequence and the wait function live in dblock's schema
-  if (write_behind_) {
-    writer_ = std::thread([this] { write_unlocks(); });
-    set_callback_free_thread(writer_.get_id());
-  }
 }
 
 void AdvisoryCore::start() {
@@ -84,7 +78,6 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   WaitReport wait_report(*this, name, started);
   auto pinned = pin();
   try {
-    if (write_behind_) wait_for_unlocks(key, pinned.get());
     // One try first (the cheap statement, and an honest `contended` count); then the server's own
     // blocking wait for the time that is left, bounded by lock_timeout.
     bool tried = false;
@@ -194,7 +187,6 @@ std::int64_t AdvisoryCore::token_of(HeldLock& base) {
     return LockLost(fmt::format("lock '{}': no fencing token, the lock is gone ({})", held.name, why));
   };
   if (!held.believed_held(SteadyClock::now())) throw refuse("reported lost");
-  if (write_behind_) (void)send_pending(pinned, false);
   if (!pinned->session) throw refuse("its connection was dropped");
   auto sent = SteadyClock::now();
   try {
@@ -214,29 +206,15 @@ std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::
                                                           const std::shared_ptr<Pinned>& pinned,
                                                           const AdvisoryTarget& target, std::chrono::milliseconds wait) {
   drop_if_overdue(pinned);
-  // A try carries the last unlock written behind in its own statement; a wait sends them first,
-  // alone: its reply may be long in coming, and other acquisitions of those keys wait for them.
-  std::shared_ptr<AdvisoryHeld> carried;
-  if (write_behind_) carried = send_pending(pinned, wait.count() == 0);
   if (!pinned->session) pinned->session = advisory_.pin_advisory_session();
   auto sent = SteadyClock::now();
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
   std::string why;
   try {
-    std::optional<std::int64_t> token;
-    if (carried) {
-      auto answer = pinned->session->unlock_then_try(carried->target, target);
-      answered(pinned, std::exchange(carried, nullptr), answer.was_held);
-      count_statement_share(2);  // the acquisition's share
-      count_statement_share(2);  // the release's
-      token = answer.token;
-    } else {
-      token = pinned->session->lock(target, wait);
-    }
+    auto token = pinned->session->lock(target, wait);
     prove_alive(pinned, sent);
     return token;
   } catch (const ConnectionError& e) {
-    if (carried) answered(pinned, carried, true);  // the server released it with the connection
     gone = detach_session(pinned);
     use.unlock();
     report_all_lost(gone, fmt::format("the connection holding it broke: {}", e.what()));
@@ -244,16 +222,12 @@ std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::
   } catch (const Error& e) {
     // The server may have granted the lock before the same statement failed (drawing the token,
     // a cancel at the instant of the grant): give it back, or give up the whole session.
-    // A carried unlock is sent again: the failed statement may have ended before it.
     try {
       pinned->session->unlock(target);
-      if (carried) pinned->session->unlock(carried->target);
     } catch (const std::exception& unlock_error) {
       gone = detach_session(pinned);
       why = fmt::format("a failed lock statement left its connection in doubt: {}", unlock_error.what());
     }
-    // Either way it is not held any more: "not held" here may only mean the failed statement sent it.
-    if (carried) answered(pinned, carried, true);
     if (!gone.empty()) {
       use.unlock();
       report_all_lost(gone, why);
@@ -295,8 +269,7 @@ void AdvisoryCore::deadline_passed(const std::shared_ptr<HeldLock>& held_base) {
 void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   auto held = std::static_pointer_cast<AdvisoryHeld>(held_base);
   std::int64_t depth = 0;
-  bool registered = false, written_behind = false, wake_writer = false;
-  auto now = write_behind_ ? SteadyClock::now() : SteadyClock::time_point();  // for believed_held
+  bool registered = false;
   {
     std::lock_guard lock(mutex_);
     depth = --held->depth;
@@ -305,11 +278,6 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
       auto it = owned.find(key_of(held->target));
       registered = it != owned.end() && it->second == held;
       if (registered) owned.erase(it);
-      // What the manager knows is all a release written behind can report: one past its local
-      // deadline is sent by its caller, who learns the server's answer. Its pin stays with the
-      // queued unlock (answered() lets go of it).
-      written_behind = registered && write_behind_ && held->believed_held(now);
-      if (written_behind) wake_writer = queue_unlock(held);
     }
   }
   if (depth > 0) {
@@ -317,19 +285,12 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
     return;
   }
   if (!registered) throw_lost_on_release(*held, "its connection broke or stalled, so the server may have released it");
-  if (written_behind) {
-    if (wake_writer) wake_writer_.notify_one();
-    count_written_behind();
-    emit_released(*held, 0, now);
-    return;
-  }
   std::string why;
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
   auto sent = SteadyClock::now();
   {
     std::unique_lock use(held->pinned->use);
     drop_if_overdue(held->pinned);
-    if (write_behind_) (void)send_pending(held->pinned, false);
     sent = SteadyClock::now();
     try {
       if (!held->pinned->session) why = "the connection holding it broke, so the server released it";
@@ -374,7 +335,6 @@ bool AdvisoryCore::watchdog_cycle() {
       std::unique_lock use(pinned->use, std::try_to_lock);
       if (!use.owns_lock()) continue;
       drop_if_overdue(pinned);
-      if (write_behind_) (void)send_pending(pinned, false);
       if (!pinned->session) continue;
       auto sent = SteadyClock::now();
       try {

@@ -1,13 +1,9 @@
 #pragma once
 // LockMode::advisory: PostgreSQL session advisory locks (MySQL: GET_LOCK) on one pooled session
 // per owner, pinned while the owner holds any lock. Re-entry is counted here (the server is asked once per lock);
-// the watchdog checks the pinned sessions and reports the locks of a broken one lost. With
-// ManagerOptions::write_behind_releases a last release does not wait for its unlock: it is queued
-// on the owner's session and sent by whoever uses the session next, with the owner's next
-// acquisition in one statement when it comes first, else by the writer thread.
+// the watchdog checks the pinned sessions and reports the locks of a broken one lost.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,7 +12,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -29,10 +24,6 @@ namespace dblock::detail {
 class AdvisoryCore final : public ManagerBase {
  public:
   AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options);
-  /// Sends the unlocks still written behind (the writer's last round), then stops the writer.
-  ~AdvisoryCore() override;
-  AdvisoryCore(const AdvisoryCore&) = delete;
-  AdvisoryCore& operator=(const AdvisoryCore&) = delete;
 
   std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) override;
   Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) override;
@@ -70,11 +61,6 @@ class AdvisoryCore final : public ManagerBase {
     bool overdue = false;  // guarded by mutex_: a lock on it passed its deadline; drop the session
 
     std::map<HeldKey, std::shared_ptr<AdvisoryHeld>> held;  // guarded by mutex_
-    /// Releases written behind: out of `held`, their unlocks not yet sent. Each still counts in
-    /// `users`, so the session never goes back to the pool with one pending. Guarded by mutex_.
-    std::vector<std::shared_ptr<AdvisoryHeld>> pending;
-    SteadyClock::time_point pending_since;  // guarded by mutex_: when `pending` last became non-empty
-    bool queued = false;                    // guarded by mutex_: on the writer's list
   };
   struct AdvisoryHeld final : HeldLock {
     AdvisoryHeld(std::string name, std::int64_t token, const AdvisoryTarget& target_in, std::shared_ptr<Pinned> pinned_in,
@@ -119,41 +105,8 @@ class AdvisoryCore final : public ManagerBase {
   /// lost then). REQUIRES: pinned->use held.
   void drop_if_overdue(const std::shared_ptr<Pinned>& pinned);
 
-  // Releases written behind (ManagerOptions::write_behind_releases; advisory_write_behind.cpp).
-  /// Queues the unlock of `held`, just taken out of its owner's table. True when the writer is to
-  /// be woken (its owner was not on its list yet). REQUIRES: mutex_ held.
-  bool queue_unlock(const std::shared_ptr<AdvisoryHeld>& held);
-  /// Sends the unlocks pending on the session of `pinned`, each alone, but the last one when
-  /// `keep_last`: that one is taken off the list and returned, for the caller's statement to carry
-  /// (answered() once it has). A failure drops the session (its locks are reported lost on the
-  /// deadline timer's thread), and nothing is returned. REQUIRES: pinned->use held.
-  std::shared_ptr<AdvisoryHeld> send_pending(const std::shared_ptr<Pinned>& pinned, bool keep_last);
-  /// The unlock of `released`, written behind, was answered (or made moot by the session's end:
-  /// `was_held` true): wakes the acquisitions waiting for its key; "not held" is a loss, reported
-  /// on the deadline timer's thread (the caller went on long ago, and the writer runs no user code).
-  void answered(const std::shared_ptr<Pinned>& pinned, const std::shared_ptr<AdvisoryHeld>& released, bool was_held);
-  /// The session of `pinned` was dropped: the server released its pending unlocks' locks with it.
-  /// REQUIRES: pinned->use held.
-  void pending_moot(const std::shared_ptr<Pinned>& pinned);
-  /// Waits until no unlock of `key` written behind by another owner than `mine` is unanswered, so
-  /// that this manager's release never refuses one of its own acquisitions.
-  /// @throws ConnectionError when one is still out after the connect timeout.
-  void wait_for_unlocks(const AdvisoryKey& key, const Pinned* mine);
-  /// The writer thread: sends the unlocks nobody else came to send.
-  void write_unlocks();
-
   std::map<std::uint64_t, std::shared_ptr<Pinned>> pinned_;  // by owner_key_for_this_thread(); guarded by mutex_
   std::shared_ptr<const std::function<void()>> on_pool_dry_;  // registered weakly with the pool
-
-  const bool write_behind_;  // ManagerOptions::write_behind_releases
-  /// The keys of unlocks written behind and not yet answered, with the owner whose session sends
-  /// them: a short list, scanned. Guarded by mutex_.
-  std::vector<std::pair<AdvisoryKey, const Pinned*>> unanswered_;
-  std::condition_variable unlocks_answered_;
-  std::vector<std::shared_ptr<Pinned>> to_write_;  // owners with unlocks for the writer; guarded by mutex_
-  std::condition_variable wake_writer_;
-  bool writer_stopping_ = false;  // guarded by mutex_
-  std::thread writer_;            // last: starts once everything it uses is there
 };
 
 }  // namespace dblock::detail

@@ -15,7 +15,6 @@ void AdvisoryCore::drop_if_overdue(const std::shared_ptr<Pinned>& pinned) {
   // Its locks were reported lost and taken out when their deadline passed: the server must not
   // keep holding them on a session this owner goes on using.
   pinned->session.reset();
-  pending_moot(pinned);
 }
 
 void AdvisoryCore::prove_alive(const std::shared_ptr<Pinned>& pinned, SteadyClock::time_point sent) {
@@ -54,7 +53,6 @@ void AdvisoryCore::give_back_idle_sessions(const std::vector<std::shared_ptr<Pin
 std::vector<std::shared_ptr<AdvisoryCore::AdvisoryHeld>> AdvisoryCore::detach_session(
     const std::shared_ptr<Pinned>& pinned) {
   pinned->session.reset();  // broken or untrustworthy: the pool drops it
-  pending_moot(pinned);
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
   std::lock_guard lock(mutex_);
   for (auto& [key, held] : pinned->held) gone.push_back(held);

@@ -382,26 +382,6 @@ TEST_F(CorePolicy, AdvisoryGrantThatItsStatementThenFailedOnIsGivenBack) {
   EXPECT_TRUE(taken);
 }
 
-TEST_F(CorePolicy, AdvisoryUnlockWrittenBehindAnsweredNotHeldIsALoss) {
-  std::promise<std::string> reported;
-  auto locks = manager({.mode = dblock::LockMode::advisory,
-                        .default_ttl = 1min,
-                        .on_lost = [&](std::string_view name, std::int64_t) { reported.set_value(std::string(name)); },
-                        .write_behind_releases = true});
-  auto held = locks->try_acquire("vanished");
-  ASSERT_TRUE(held);
-  {
-    std::lock_guard lock(script_->mutex);
-    script_->server_locks.erase("vanished");  // gone from the server behind the manager's back
-  }
-  EXPECT_NO_THROW(held->release()) << "written behind: the manager knew of nothing wrong";
-  EXPECT_EQ(locks->stats().written_behind, 1U);
-  auto future = reported.get_future();
-  ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "the writer's unlock is answered 'not held'";
-  EXPECT_EQ(future.get(), "vanished");
-  EXPECT_EQ(locks->stats().lost, 1U);
-}
-
 TEST_F(CorePolicy, AdvisoryWaitCancelledByTheServerIsATimeout) {
   auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 3s});
   script_->fail_after_grant = dblock::DatabaseError("canceling statement due to statement timeout", "57014");

@@ -217,10 +217,6 @@ class ScriptedSession final : public AdvisorySession {
     script_->server_locks.erase(it);
     return true;
   }
-  UnlockThenTry unlock_then_try(const AdvisoryTarget& release, const AdvisoryTarget& target) override {
-    bool was_held = unlock(release);
-    return {was_held, lock(target, std::chrono::milliseconds(0))};
-  }
   void check_alive() override { script_->checks_gate.pass(); }
   std::int64_t draw_token() override {
     std::lock_guard lock(script_->mutex);

@@ -40,21 +40,6 @@ class MyNamedLockSession final : public AdvisorySession {
     return token;
   }
 
-  UnlockThenTry unlock_then_try(const AdvisoryTarget& release, const AdvisoryTarget& target) override {
-    auto release_full = sql_.full_name(release.name);
-    auto lock_full = sql_.full_name(target.name);
-    std::array<MyParam, 3> params{release_full, lock_full, 0.0};
-    auto rows = lease_->query(sql_.unlock_then_lock_for(release_full, lock_full), params);
-    UnlockThenTry answer;
-    if (!rows.empty()) {
-      answer.was_held = rows.front().int64(0) == 1;
-      answer.token = rows.front().int64(1);
-    }
-    if (answer.was_held) --grants_;
-    if (answer.token) ++grants_;
-    return answer;
-  }
-
   bool unlock(const AdvisoryTarget& target) override {
     auto full = sql_.full_name(target.name);
     std::array<MyParam, 1> params{full};
@@ -127,17 +112,6 @@ MyNamedLockSql::MyNamedLockSql(StatementIds& ids, std::string_view database, std
       lock_hashed_{ids, "GET_LOCK", "SELECT IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
       unlock_{ids, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"},
       unlock_hashed_{ids, "RELEASE_LOCK", "SELECT RELEASE_LOCK(SHA2(?, 256))"},
-      // The select list is evaluated left to right, so the release goes first; were it the other
-      // way round, the end state would be the same: GET_LOCK is re-entrant per session (MySQL
-      // 5.7+, MariaDB 10.0.2+), so even the same name ends held once.
-      unlock_then_lock_{
-          MyStatement{ids, "RELEASE_LOCK and GET_LOCK", "SELECT RELEASE_LOCK(?), IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
-          MyStatement{ids, "RELEASE_LOCK and GET_LOCK",
-                      "SELECT RELEASE_LOCK(?), IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"},
-          MyStatement{ids, "RELEASE_LOCK and GET_LOCK",
-                      "SELECT RELEASE_LOCK(SHA2(?, 256)), IF(GET_LOCK(?, ?) = 1, 0, NULL)"},
-          MyStatement{ids, "RELEASE_LOCK and GET_LOCK",
-                      "SELECT RELEASE_LOCK(SHA2(?, 256)), IF(GET_LOCK(SHA2(?, 256), ?) = 1, 0, NULL)"}},
       namespace_(fmt::format("{}.{}:", database, prefix)) {}
 
 bool MyNamedLockSql::hashed(std::string_view full_name) noexcept {

@@ -2,7 +2,6 @@
 // GET_LOCK mode on MySQL/MariaDB: named user locks on a pinned session, the analogue of
 // PostgreSQL's session advisory locks.
 
-#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,12 +30,6 @@ class MyNamedLockSql {
   [[nodiscard]] const MyStatement& unlock_for(std::string_view full_name) const noexcept {
     return hashed(full_name) ? unlock_hashed_ : unlock_;
   }
-  /// RELEASE_LOCK of `release_full`, then GET_LOCK of `lock_full` as lock_for's (its timeout a
-  /// parameter, 0 for a try), in one statement: release's answer, then lock's.
-  [[nodiscard]] const MyStatement& unlock_then_lock_for(std::string_view release_full,
-                                                        std::string_view lock_full) const noexcept {
-    return unlock_then_lock_[(hashed(release_full) ? 2 : 0) + (hashed(lock_full) ? 1 : 0)];
-  }
   const MyStatement ping;
   /// NEXTVAL of the token sequence, written to a row (made durable by the write's commit).
   const MyStatement draw;
@@ -48,7 +41,6 @@ class MyNamedLockSql {
   [[nodiscard]] static bool hashed(std::string_view full_name) noexcept;
 
   const MyStatement lock_, lock_hashed_, unlock_, unlock_hashed_;
-  const std::array<MyStatement, 4> unlock_then_lock_;  // by (release hashed) * 2 + (lock hashed)
   std::string namespace_;
 };
 

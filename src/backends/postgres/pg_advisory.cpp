@@ -24,10 +24,7 @@ std::optional<std::int64_t> token_at(const PGresult* result) {
   return int64_at(result, 0);
 }
 
-/// `first`: the number of the key's first parameter.
-std::string key_arguments(bool two_part, int first = 1) {
-  return two_part ? fmt::format("${}::integer, ${}::integer", first, first + 1) : fmt::format("${}::bigint", first);
-}
+std::string key_arguments(bool two_part) { return two_part ? "$1::integer, $2::integer" : "$1::bigint"; }
 
 class PgAdvisorySession final : public AdvisorySession {
  public:
@@ -62,20 +59,6 @@ class PgAdvisorySession final : public AdvisorySession {
     if (token) ++grants_;
     require_same_server_process(result.get());
     return token;
-  }
-
-  UnlockThenTry unlock_then_try(const AdvisoryTarget& release, const AdvisoryTarget& target) override {
-    auto result =
-        run(sql_.unlock_then_try(release, target), PgKeyParams(release.key, target.key).with_pid(server_pid_).values());
-    UnlockThenTry answer;
-    answer.was_held = PQgetvalue(result.get(), 0, 0)[0] == 't';
-    if (answer.was_held) --grants_;
-    if (PQgetisnull(result.get(), 0, 1) == 0) {
-      answer.token = int64_at(result.get(), 1);
-      ++grants_;
-    }
-    require_same_server_process(result.get());
-    return answer;
   }
 
   bool unlock(const AdvisoryTarget& target) override {
@@ -166,21 +149,6 @@ PgAdvisorySql::PgAdvisorySql(StatementIds& ids, std::string_view schema, std::st
       unlock_.push_back({ids, fmt::format("SELECT pg_advisory_unlock{}({}), pg_backend_pid()", suffix, args)});
     }
   }
-  // Indexed variant(release) * 4 + variant(target). The select list is evaluated left to right,
-  // so the unlock goes first; were it the other way round, the end state would be the same: a
-  // session lock is re-entrant, so even the same key ends held once.
-  for (std::size_t release = 0; release < 4; ++release) {
-    for (std::size_t target = 0; target < 4; ++target) {
-      bool release_two_part = release >= 2, target_two_part = target >= 2;
-      int target_first = release_two_part ? 3 : 2;
-      int pid = target_first + (target_two_part ? 2 : 1);
-      unlock_then_try_.push_back(
-          {ids, fmt::format("SELECT pg_advisory_unlock{0}({1}), CASE WHEN (${2}::integer = 0 OR ${2}::integer = "
-                            "pg_backend_pid()) AND pg_try_advisory_lock{3}({4}) THEN 0 END, pg_backend_pid()",
-                            release % 2 == 1 ? "_shared" : "", key_arguments(release_two_part), pid,
-                            target % 2 == 1 ? "_shared" : "", key_arguments(target_two_part, target_first))});
-    }
-  }
   wait_ = {ids, fill(R"(SELECT "{schema}"."{prefix}advisory_lock"($1::bigint, $2::integer, $3::integer, $4::boolean,
   $5::boolean, $6::boolean, $7::bigint), pg_backend_pid())")};
   pid_ = {ids, "SELECT pg_backend_pid()"};
@@ -196,14 +164,7 @@ const PgStatement& PgAdvisorySql::try_lock(const AdvisoryTarget& target, bool xa
 
 const PgStatement& PgAdvisorySql::unlock(const AdvisoryTarget& target) const { return unlock_[variant(target)]; }
 
-PgKeyParams::PgKeyParams(const AdvisoryKey& key) noexcept { put(key); }
-
-PgKeyParams::PgKeyParams(const AdvisoryKey& first, const AdvisoryKey& second) noexcept {
-  put(first);
-  put(second);
-}
-
-void PgKeyParams::put(const AdvisoryKey& key) noexcept {
+PgKeyParams::PgKeyParams(const AdvisoryKey& key) noexcept {
   if (key.two_part()) {
     put(key.first());
     put(key.second());

@@ -43,11 +43,6 @@ class PgAdvisorySql {
   [[nodiscard]] const PgStatement& draw() const { return draw_; }
   /// pg_advisory_unlock(_shared): granted-before flag, then the server pid.
   [[nodiscard]] const PgStatement& unlock(const AdvisoryTarget& target) const;
-  /// unlock(release)'s flag, then try_lock(target, false)'s column, then the server pid: one
-  /// statement, the parameters of both keys (PgKeyParams's two-key form) and the pid try_lock takes.
-  [[nodiscard]] const PgStatement& unlock_then_try(const AdvisoryTarget& release, const AdvisoryTarget& target) const {
-    return unlock_then_try_[variant(release) * 4 + variant(target)];
-  }
   /// The server-side wait bounded by lock_timeout (migration 0002): the token or NULL, then the pid.
   /// `xact` false: a session lock's, with the server process it must run on as its last parameter
   /// (wait_params), as try_lock's.
@@ -60,7 +55,7 @@ class PgAdvisorySql {
 
  private:
   static std::size_t variant(const AdvisoryTarget& target) { return (target.key.two_part() ? 2 : 0) + (target.shared ? 1 : 0); }
-  std::vector<PgStatement> try_session_, try_xact_, unlock_, unlock_then_try_;
+  std::vector<PgStatement> try_session_, try_xact_, unlock_;
   PgStatement wait_, wait_session_, pid_, draw_;
 };
 
@@ -69,8 +64,6 @@ class PgAdvisorySql {
 class PgKeyParams {
  public:
   explicit PgKeyParams(const AdvisoryKey& key) noexcept;
-  /// Both keys' integers, `first`'s before `second`'s (PgAdvisorySql::unlock_then_try).
-  PgKeyParams(const AdvisoryKey& first, const AdvisoryKey& second) noexcept;
   PgKeyParams(const PgKeyParams&) = delete;
   PgKeyParams& operator=(const PgKeyParams&) = delete;
   [[nodiscard]] std::span<const char* const> values() const noexcept { return std::span(values_).first(count_); }
@@ -82,9 +75,8 @@ class PgKeyParams {
 
  private:
   void put(std::int64_t value) noexcept;
-  void put(const AdvisoryKey& key) noexcept;
-  std::array<std::array<char, 24>, 5> text_{};  // two two-part keys and a pid at most
-  std::array<const char*, 5> values_{};
+  std::array<std::array<char, 24>, 3> text_{};
+  std::array<const char*, 3> values_{};
   std::size_t count_ = 0;
 };
 
