@@ -136,6 +136,7 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
   std::shared_ptr<AdvisoryHeld> reentered;
   std::int64_t depth = 0;
   std::optional<std::int64_t> token;
+  std::shared_ptr<AdvisoryHeld> held;  // a new grant's record
   SteadyClock::time_point alive_at;  // when the new lock's session was last seen alive
   {
     // Every grant of this owner goes through `use`, so a re-entry is seen here, and the server is
@@ -161,18 +162,31 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
     // A grant after a server-side wait came at the end of it: the reply, not the request, is the
     // sign of life its deadline counts from.
     alive_at = wait.count() > 0 ? SteadyClock::now() : sent;
+    if (token) {
+      held = std::make_shared<AdvisoryHeld>(std::string(name), *token, target, pinned, options_.default_ttl, alive_at);
+      held->depth = 1;
+      bool overdue = false;
+      {
+        // Checked where deadline_passed sets it: a lock on this session that passed its deadline
+        // while the statement ran makes the session one the owner's next statement drops, and
+        // the server lets go of this grant with it. So it is never believed: dropped here, with
+        // `use` still held, and the caller told the connection was given up.
+        std::lock_guard lock(mutex_);
+        overdue = pinned->overdue;
+        if (!overdue) pinned->held[key_of(held->target)] = held;
+      }
+      if (overdue) {
+        drop_if_overdue(pinned);
+        throw ConnectionError(fmt::format(
+            "lock '{}': granted on a connection given up meanwhile (another lock on it passed its deadline)", name));
+      }
+    }
   }
   if (reentered) {  // user callbacks run outside the locks
     count_acquired(name, reentered->token, depth, std::chrono::milliseconds(0));
     return {make_guard(std::move(reentered), depth), false};
   }
-  if (!token) return {std::nullopt, false};
-  auto held = std::make_shared<AdvisoryHeld>(std::string(name), *token, target, pinned, options_.default_ttl, alive_at);
-  held->depth = 1;
-  {
-    std::lock_guard lock(mutex_);
-    pinned->held[key_of(held->target)] = held;
-  }
+  if (!held) return {std::nullopt, false};
   count_acquired(name, *token, 1, wait.count() > 0 ? count_wait(started) : std::chrono::milliseconds(0));
   return {make_guard(std::move(held), 1), true};
 }

@@ -26,6 +26,7 @@ class CorePolicy : public ::testing::Test {
     script_->renewals_gate.open();
     script_->checks_gate.open();
     script_->releases_gate.open();
+    script_->advisory_waits_gate.open();
   }
   const std::shared_ptr<dblock::Store>& store() {
     if (!store_)
@@ -407,6 +408,39 @@ TEST_F(CorePolicy, AdvisoryLockWhoseSessionCheckStallsIsLostAtItsDeadline) {
   // The stalled session is dropped by the next use, and the server lock with it.
   auto again = locks->try_acquire("quiet");
   EXPECT_TRUE(again);
+}
+
+// A server-side wait that lasts while another lock on the same session passes its deadline: that
+// session is then one the owner's next statement drops, and the server lets go of every lock on
+// it, so a grant the wait brings back must never be believed (it is taken again on a new session).
+TEST_F(CorePolicy, AnAdvisoryGrantOnASessionThatWentOverdueMeanwhileIsNeverBelieved) {
+  std::atomic<int> lost{0};
+  auto locks = manager({.mode = dblock::LockMode::advisory,
+                        .default_ttl = 150ms,
+                        .owner_scope = dblock::OwnerScope::manager,  // one owner, one session
+                        .on_lost = [&](std::string_view, std::int64_t) { ++lost; }});
+  auto first = locks->try_acquire("first");
+  ASSERT_TRUE(first);
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->server_locks["second"] = -1;  // another client's session holds it
+  }
+  script_->advisory_waits_gate.close();
+  auto second = std::async(std::launch::async, [&] { return locks->acquire("second", 5s); });
+  ASSERT_TRUE(eventually([&] { return script_->advisory_waits_gate.waiting() > 0; }));
+  // The busy session is not checked: the first lock passes its deadline while the wait lasts.
+  ASSERT_TRUE(eventually([&] { return lost.load() > 0; })) << "the first lock was not reported lost";
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->server_locks.erase("second");  // the other client lets go: the wait is granted
+  }
+  script_->advisory_waits_gate.open();
+  auto granted = second.get();
+  auto third = locks->try_acquire("third");  // the owner's next statement drops an overdue session
+  ASSERT_TRUE(third);
+  std::lock_guard lock(script_->mutex);
+  EXPECT_TRUE(granted.lost() || script_->server_locks.contains("second"))
+      << "believes a lock the server let go of with its dropped session";
 }
 
 TEST_F(CorePolicy, AdvisoryLockGrantedAfterAWaitLongerThanItsTtlIsNotBornLost) {

@@ -125,6 +125,7 @@ struct Script {
   Gate releases_gate;           // every last-level release statement passes it first
   std::atomic<int> batches{0};  // combined statements sent
   Gate renewals_gate, checks_gate;
+  Gate advisory_waits_gate;          // every advisory lock statement that waits server-side passes it first
   std::shared_ptr<Stepper> stepper;  // when set, every writing statement of table mode goes through it
   // Advisory: which session holds each key, and what the next lock statement does after granting.
   std::map<std::string, int> server_locks;
@@ -202,7 +203,10 @@ class ScriptedSession final : public AdvisorySession {
     std::erase_if(script_->server_locks, [&](const auto& entry) { return entry.second == id_; });
   }
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, std::chrono::milliseconds wait) override {
-    if (wait.count() > 0) std::this_thread::sleep_for(script_->server_wait);  // the server's queue
+    if (wait.count() > 0) {
+      script_->advisory_waits_gate.pass();
+      std::this_thread::sleep_for(script_->server_wait);  // the server's queue
+    }
     std::lock_guard lock(script_->mutex);
     auto [it, inserted] = script_->server_locks.try_emplace(std::string(target.name), id_);
     if (!inserted && it->second != id_) return std::nullopt;
