@@ -5,8 +5,7 @@ Peers: OpenStack tooz (Debian's python3-tooz: its PostgreSQL driver takes pg_adv
 MySQL driver GET_LOCK) and node's advisory-lock (npm, pg_advisory_lock). Each figure is one
 thread doing uncontended acquire+release cycles on 64 rotating names for --seconds; dblock's comes
 from `dblock bench --json` in the mode that matches the peer (advisory mode against advisory-lock
-peers, GET_LOCK mode against tooz's MySQL driver), the same with releases written behind
-(`--write-behind on`, an option that is off by default), and in table mode for reference. The rounds
+peers, GET_LOCK mode against tooz's MySQL driver), and in table mode for reference. The rounds
 alternate dblock and each peer, and the ratio printed is the median over the rounds of dblock's
 figure over the peer's from the same round.
 
@@ -28,12 +27,10 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def dblock_figure(dblock, dsn, mode, seconds, write_behind=False):
-    """One thread, uncontended, `dblock bench --json`: dblock's cycles per second (write_behind:
-    ManagerOptions::write_behind_releases on, off by default)."""
+def dblock_figure(dblock, dsn, mode, seconds):
+    """One thread, uncontended, `dblock bench --json`: dblock's cycles per second."""
     out = subprocess.run([dblock, "--dsn", dsn, "bench", "--json", "--scenario", "uncontended", "--mode", mode,
-                          "--threads", "1", "--duration", f"{round(seconds * 1000)}ms",
-                          "--write-behind", "on" if write_behind else "off"], check=True, capture_output=True, text=True)
+                          "--threads", "1", "--duration", f"{round(seconds * 1000)}ms"], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)[0]["ops_per_sec"]
 
 
@@ -92,19 +89,16 @@ def main():
     ]
     results = []
     for label, peer, dsn, mode in comparisons:
-        dblock_runs, behind_runs, dblock_table_runs, peer_runs, ratios = [], [], [], [], []
-        for _ in range(args.rounds):  # alternating: dblock, peer, dblock written behind, dblock (table mode)
+        dblock_runs, dblock_table_runs, peer_runs, ratios = [], [], [], []
+        for _ in range(args.rounds):  # alternating: dblock, peer, dblock (table mode)
             ours = dblock_figure(args.dblock, dsn, mode, args.seconds)
             theirs = peer()
-            behind_runs.append(dblock_figure(args.dblock, dsn, mode, args.seconds, write_behind=True))
             dblock_table_runs.append(dblock_figure(args.dblock, dsn, "table", args.seconds))
             dblock_runs.append(ours)
             peer_runs.append(theirs)
             ratios.append(ours / theirs)
         results.append({"peer": label, "peer_ops_per_sec": peer_runs, "dblock_mode": mode,
                         "dblock_ops_per_sec": dblock_runs, "dblock_table_ops_per_sec": dblock_table_runs,
-                        "dblock_written_behind_ops_per_sec": behind_runs,
-                        "written_behind_ratio_median": statistics.median(b / p for b, p in zip(behind_runs, peer_runs)),
                         "ratio_median": statistics.median(ratios),
                         "table_ratio_median": statistics.median(t / p for t, p in zip(dblock_table_runs, peer_runs))})
     if args.json:
@@ -113,14 +107,11 @@ def main():
         return
     span = lambda values: f"{min(values):,.0f}–{max(values):,.0f}"
     print(f"1 thread, uncontended acquire+release cycles/s, {args.rounds} alternating rounds of {args.seconds:g} s\n")
-    print("| peer | peer cycles/s | dblock, same kind of lock | dblock ÷ peer | releases written behind | ÷ peer "
-          "| dblock table mode | ÷ peer |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| peer | peer cycles/s | dblock, same kind of lock | dblock ÷ peer | dblock table mode | ÷ peer |")
+    print("|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['peer']} | {span(r['peer_ops_per_sec'])} | {span(r['dblock_ops_per_sec'])} ({r['dblock_mode']}) "
-              f"| **{r['ratio_median']:.1f}×** | {span(r['dblock_written_behind_ops_per_sec'])} "
-              f"| **{r['written_behind_ratio_median']:.1f}×** "
-              f"| {span(r['dblock_table_ops_per_sec'])} | {r['table_ratio_median']:.1f}× |")
+              f"| **{r['ratio_median']:.1f}×** | {span(r['dblock_table_ops_per_sec'])} | {r['table_ratio_median']:.1f}× |")
 
 
 if __name__ == "__main__":
