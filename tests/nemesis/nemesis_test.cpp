@@ -289,12 +289,14 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
   while (!stop) {
     auto take = pick(workload, random);
     std::optional<dblock::Lock> lock;
+    std::int64_t token = 0;
     try {
       lock.emplace(manager.acquire(take.name, 1s, take.options()));
+      token = lock->token();  // advisory mode draws it now, and throws LockLost if the lock is gone meanwhile
     } catch (const dblock::Error&) {
       continue;
     }
-    Belief belief{take.name, lock->token(), 0, 0, label, take.kind, owner};
+    Belief belief{take.name, token, 0, 0, label, take.kind, owner};
     auto until = Clock::now() + work_time(random);
     while (Clock::now() < until) {
       auto at = now_ns();
@@ -340,12 +342,14 @@ class AsyncHolders {
     while (!stop) {
       auto take = pick(workload, random);
       std::optional<dblock::Lock> lock;
+      std::int64_t token = 0;
       try {
         lock.emplace(co_await locks_.async_acquire(take.name, 1s, owner, take.options(), asio::use_awaitable));
+        token = lock->token();  // as in hold_in_thread: may throw LockLost
       } catch (const dblock::Error&) {
         continue;
       }
-      Belief belief{take.name, lock->token(), 0, 0, label, take.kind, {}};
+      Belief belief{take.name, token, 0, 0, label, take.kind, {}};
       auto until = Clock::now() + work_time(random);
       while (Clock::now() < until) {
         auto at = now_ns();
