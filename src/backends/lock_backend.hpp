@@ -76,7 +76,9 @@ class LockBackend {
   /// Insert, re-enter (same owner, live lease, token `held_token`: count+1, same token, the later
   /// of the two leases and the longer lock-delay) or take over (count 1, new token) a row whose
   /// name is free (its lease and the lock-delay after it have ended) or a live one of `owner` with
-  /// another token (a leftover the caller no longer counts), in one round trip, with one clock
+  /// another token (a leftover the caller no longer counts; it keeps the later of the two leases
+  /// and the longer lock-delay, as a re-entry does, because a guard of the owner may still believe
+  /// that row's lease: an acquisition landing after its reply was lost), in one round trip, with one clock
   /// reading; empty when another owner holds a live lease, or any owner's lease ended within its
   /// lock-delay. `held_token`: the token of the grant the caller holds on `name`, 0 for none.
   /// `lock_delay`: how long the name stays unavailable after this lease ends without a release

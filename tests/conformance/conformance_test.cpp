@@ -184,6 +184,42 @@ TEST_P(TableConformance, TheLastReleaseFreesTheNameEvenWhenTheRowCountsALevelNob
   EXPECT_TRUE(b->try_acquire("orphan-level"));
 }
 
+// An acquisition of the owner that lands after its reply was lost (the owner holds the name again
+// by then, under a longer lease) takes the row over with a new token. If it also took the shorter
+// lease, the guard believing the longer one would hold on past the row's end, when another owner
+// can be granted the name.
+TEST_P(TableConformance, ATakeoverOfTheOwnersOwnLiveRowNeverShortensItsLease) {
+  auto a = manager();
+  auto b = manager();
+  auto& backend = dblock::detail::StoreParts::backend(*store_).locks();
+  std::vector<std::string> names{"late-landing/alone"};
+  if (backend.max_batch() > 1) names.push_back("late-landing/combined");
+  for (const auto& name : names) {
+    auto lock = a->try_acquire(name, dblock::LockOptions{.ttl = 60s, .lock_delay = 2s});
+    ASSERT_TRUE(lock);
+    auto before = row(name);
+    ASSERT_TRUE(before);
+    std::optional<dblock::detail::Grant> late;
+    if (name.ends_with("alone")) {
+      late = backend.try_acquire(name, before->owner, 1s, 0);
+    } else {
+      dblock::detail::AcquireRequest request{name, before->owner, 1s, 0, 0ms};
+      late = backend.try_acquire_many(std::span(&request, 1)).at(0);
+    }
+    ASSERT_TRUE(late) << name << ": the owner's own live row is taken over";
+    EXPECT_EQ(late->count, 1);
+    EXPECT_GT(late->token, lock->token());
+    auto left = backend.lease_left(name);
+    ASSERT_TRUE(left);
+    EXPECT_GT(*left, 55s) << name << ": the takeover shortened the lease a guard of the owner believes";
+    auto after = row(name);
+    ASSERT_TRUE(after);
+    EXPECT_EQ(after->lock_delay, 2s) << name << ": the longer lock-delay is kept";
+    EXPECT_FALSE(b->try_acquire(name)) << name;
+    EXPECT_THROW(lock->release(), dblock::LockLost) << name << ": the guard's grant was taken over";
+  }
+}
+
 TEST_P(Conformance, TokensIncreaseAcrossDeleteAndRecreate) {
   auto a = manager();
   std::int64_t previous = 0;

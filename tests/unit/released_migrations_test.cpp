@@ -30,6 +30,7 @@ const std::vector<Released> kReleased{
     {"postgres", 9, "0a6f0033014adb196c6825a2efc1d26cdca31c755e4eb80d985719ce90f78051"},
     {"postgres", 10, "599165c91111209d227c1a1f1699ce0345f5c411d285538f21e013b63c88ba06"},
     {"postgres", 11, "d3adbfe274a50b2781bb0c4d1d10b3a446141d5fdac95f554c592db1033dcc89"},
+    {"postgres", 12, "f42ef17a58c5d6e15b3d45e72f1f2971fc39d0abc64c0e901413d71e30501a16"},
     {"mysql", 1, "d794f1ff94ece38147b146f7b42cd66eccf9df6643fb986f738420986c11b7d7"},
     {"mysql", 2, "45ae38f5f0ec1cac474b2f0940339442edf51582fb9abd082c559cafb581a06f"},
     {"mysql", 3, "51026c8acd9f6e07732feafc15ee6649dd534c9b36564e6a7e1f28a1538243e8"},
@@ -41,6 +42,7 @@ const std::vector<Released> kReleased{
     {"mysql", 9, "ab91e2170e85cd6614304cf10040a03dafa8492c4e1051a828fb8bd0f00f864a"},
     {"mysql", 10, "5846dcbaf55bd0d082c59d5098fa6de67f726eb62f2728b00e09ab28d9220cbf"},
     {"mysql", 11, "810670f47eb78c0e62fc07331155d2e3858299dcbc344e2b05e409ff9cf1c527"},
+    {"mysql", 12, "778a45dbde461044dc4d83f4fcc4791af5b7cbb6abbd9645257cd06dc080d19f"},
     {"galera", 1, "4353166034a867c4cee5a24df2091c0e4815bcdadffef017f9375b74fb97a158"},
     {"galera", 2, "7f62a03a205b2aa2d11f34690529d1c93da21235a8abb66bce2aee69888c40f5"},
     {"galera", 3, "d93cb40cb948293b8f249f397e9b1b1f90aa640034bc3664529079b0ae81a9c1"},
@@ -52,6 +54,7 @@ const std::vector<Released> kReleased{
     {"galera", 9, "e051a245c429ec7c7f0e8046d768d5fe0ce76e3806f136edccd266c8babd0ac6"},
     {"galera", 10, "047213dfa54d8e7669d71b48b131ae163147441feeda38c90a0d0e9010c91022"},
     {"galera", 11, "810670f47eb78c0e62fc07331155d2e3858299dcbc344e2b05e409ff9cf1c527"},
+    {"galera", 12, "778a45dbde461044dc4d83f4fcc4791af5b7cbb6abbd9645257cd06dc080d19f"},
     {"sqlite", 1, "ede1c9483360a3fdb8bb5c3be98b301f2f1ac996d52d54e28a59d63e78a7454d"},
     {"sqlite", 2, "81d1617858417603b3afab5e699b73d27c61fd0187487ecb9781a1aec6ceeff9"},
     {"sqlite", 3, "2a8169be75068d03a7ec690f160c34aa65bd41701b24cc551c7f85265da38938"},
@@ -63,6 +66,7 @@ const std::vector<Released> kReleased{
     {"sqlite", 9, "b15d96d918dbc21790c7649753ccce1549712f02dce605f12bc59300739b3b0e"},
     {"sqlite", 10, "afea1578cec01afef11e516ed613e879874d4207a12a9b21045ff6dbe847cfc0"},
     {"sqlite", 11, "45541b336c026e5882952ad3f66f927e6392f684ffed7ea9631fc4e3ebaf118f"},
+    {"sqlite", 12, "05e0f62734921de621ca35980d0326348b68e1d43d33640fe8860e38cded07e9"},
 };
 
 TEST(ReleasedMigrations, EveryReleasedFileIsEmbeddedWithItsReleasedChecksum) {

@@ -142,8 +142,10 @@ struct Script {
     if (!inserted && row.owner == owner && row.expires > now && row.token == held_token) {
       row.count += 1;
       row.expires = std::max(row.expires, now + ttl);
-    } else if (inserted || row.expires <= now || row.owner == owner) {
+    } else if (inserted || row.expires <= now) {
       row = Row{std::string(owner), 1, ++next_token, now + ttl};
+    } else if (row.owner == owner) {  // a live row of the caller's own under another token: taken over, never shortened
+      row = Row{std::string(owner), 1, ++next_token, std::max(row.expires, now + ttl)};
     } else {
       return std::nullopt;
     }

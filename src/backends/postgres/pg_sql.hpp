@@ -37,22 +37,25 @@ struct PgSql {
                                 {"{batch_lock_timeout_ms}", timeout_text}});
     };
     // The conflict branch of a grant, shared by `acquire` and `acquire_many` so that both decide
-    // by the same rules; {held} is the caller's held token.
+    // by the same rules; {held} is the caller's held token. The caller's own live row keeps the
+    // later lease and the longer delay whether it is re-entered or taken over: a takeover (a
+    // leftover, or an acquisition of this owner landing late) may find a guard of the owner
+    // believing that row's lease, and must not end it sooner.
     auto granting = [&](std::string_view sql, std::string_view held) {
       return fill(detail::fill(
-          detail::fill(
-              detail::fill(sql, {{"{conflict}", R"(ON CONFLICT (name) DO UPDATE SET
+          detail::fill(detail::fill(detail::fill(sql, {{"{conflict}", R"(ON CONFLICT (name) DO UPDATE SET
   count         = CASE WHEN {reenter} THEN l.count + 1 ELSE 1 END,
   token         = CASE WHEN {reenter} THEN l.token ELSE EXCLUDED.token END,
   acquired_at   = CASE WHEN {reenter} THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
   owner         = EXCLUDED.owner,
-  expires_at    = CASE WHEN {reenter}
+  expires_at    = CASE WHEN {own_live}
                        THEN greatest({lease_end}, EXCLUDED.expires_at - EXCLUDED.lock_delay_ms * interval '1 millisecond')
                             + greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) * interval '1 millisecond'
                        ELSE EXCLUDED.expires_at END,
-  lock_delay_ms = CASE WHEN {reenter} THEN greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) ELSE EXCLUDED.lock_delay_ms END
-WHERE (l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at) OR l.expires_at <= EXCLUDED.acquired_at)"}}),
-              {{"{reenter}", "l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at AND l.token = {held}"}}),
+  lock_delay_ms = CASE WHEN {own_live} THEN greatest(l.lock_delay_ms, EXCLUDED.lock_delay_ms) ELSE EXCLUDED.lock_delay_ms END
+WHERE {own_live} OR l.expires_at <= EXCLUDED.acquired_at)"}}),
+                                    {{"{reenter}", "{own_live} AND l.token = {held}"}}),
+                       {{"{own_live}", "(l.owner = EXCLUDED.owner AND {lease_end} > EXCLUDED.acquired_at)"}}),
           {{"{lease_end}", "(l.expires_at - l.lock_delay_ms * interval '1 millisecond')"}, {"{held}", held}}));
     };
     // Migration 0005's acquire_held as one statement (no PL/pgSQL call: less server CPU per grant):

@@ -84,11 +84,12 @@ struct SqliteSql {
   explicit SqliteSql(std::string_view prefix) : groups(prefix) {
     auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
     // A re-entry needs the token of the grant the caller holds (:held, 0 for none): a live row of
-    // the caller's with another token is a leftover it no longer counts, taken over afresh.
+    // the caller's with another token is a leftover it no longer counts, taken over afresh, but
+    // keeping the later lease and the longer delay as a re-entry does (PgSql's acquire explains why).
     // Lock-delay (migration 0008; PgSql's acquire explains it): expires_at is when the name is
     // free, the lease's end plus lock_delay_ms; re-entries and the caller's own takeovers need the
     // lease live.
-    acquire = detail::fill(fill(R"(
+    acquire = detail::fill(detail::fill(detail::fill(fill(R"(
 INSERT INTO "{prefix}locks" AS l (name, owner, count, token, acquired_at, expires_at, lock_delay_ms)
 VALUES (:name, :owner, 1, (SELECT value + 1 FROM "{prefix}token_counter" WHERE id = 1), {now}, {now} + :ttl + :delay,
         :delay)
@@ -97,15 +98,16 @@ ON CONFLICT (name) DO UPDATE SET
   token         = CASE WHEN {reenter} THEN l.token ELSE excluded.token END,
   acquired_at   = CASE WHEN {reenter} THEN l.acquired_at ELSE excluded.acquired_at END,
   owner         = excluded.owner,
-  expires_at    = CASE WHEN {reenter}
+  expires_at    = CASE WHEN {own_live}
                        THEN max({lease_end}, excluded.expires_at - excluded.lock_delay_ms)
                             + max(l.lock_delay_ms, excluded.lock_delay_ms)
                        ELSE excluded.expires_at END,
-  lock_delay_ms = CASE WHEN {reenter} THEN max(l.lock_delay_ms, excluded.lock_delay_ms) ELSE excluded.lock_delay_ms END
-WHERE (l.owner = excluded.owner AND {lease_end} > {now}) OR l.expires_at <= {now}
-RETURNING count, token)"), {{"{reenter}", "l.owner = excluded.owner AND (l.expires_at - l.lock_delay_ms) > " + std::string(kNow) +
-                                             " AND l.token = :held"},
-                            {"{lease_end}", "(l.expires_at - l.lock_delay_ms)"}});
+  lock_delay_ms = CASE WHEN {own_live} THEN max(l.lock_delay_ms, excluded.lock_delay_ms) ELSE excluded.lock_delay_ms END
+WHERE {own_live} OR l.expires_at <= {now}
+RETURNING count, token)"),
+                                                     {{"{reenter}", "{own_live} AND l.token = :held"}}),
+                                        {{"{own_live}", "(l.owner = excluded.owner AND {lease_end} > {now})"}}),
+                           {{"{lease_end}", "(l.expires_at - l.lock_delay_ms)"}, {"{now}", kNow}});
     // The caller's last level: the row goes whatever its count (LockBackend::release_last).
     release_last = fill(R"(
 DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token RETURNING 0)");

@@ -1,0 +1,65 @@
+-- dblock schema version 12 for MySQL/MariaDB (and Galera, which reads this same file): a takeover
+-- of the caller's own live row keeps the later lease and the longer lock-delay, as a re-entry does.
+-- The caller takes over its own live row when it names another token than the row's: a leftover it
+-- no longer counts, or its own acquisition landing after its reply was lost, when a guard of the
+-- owner may believe that row's lease by then. Before, the takeover wrote the new, perhaps shorter
+-- lease, and the name could be granted to another owner while that guard still believed it held
+-- (doc/semantics.md, "How the core is tested"). 0008's acquire_delayed re-defined with that one
+-- change; 0011's acquire_many calls it, so combined acquisitions get it too. 0003's acquire_held,
+-- for other languages, stays as it was.
+--
+-- Assignments run left to right and each reads the columns assigned before it: count, acquired_at
+-- and token decide from the old row; token then marks a takeover, 0 of a free row (the new lease
+-- and delay) and -1 of the caller's own live row (the later lease and the longer delay, like a
+-- re-entry); the new token is drawn for both after the upsert. expires_at picks the caller's own
+-- row (re-entered or taken over) by its live lease; lock_delay_ms, after it, by the same test,
+-- which still holds for that row because the lease just written is no earlier.
+CREATE OR REPLACE FUNCTION `{prefix}acquire_delayed`(
+  p_name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
+  p_owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
+  p_ttl_us BIGINT,
+  p_held_token BIGINT,
+  p_delay_ms BIGINT)
+RETURNS VARCHAR(64) CHARACTER SET ascii NOT DETERMINISTIC MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;
+  DECLARE v_count INT;
+  DECLARE v_token BIGINT;
+  DECLARE v_lease_end DATETIME(6);
+  INSERT INTO `{prefix}locks` (name, owner, count, token, acquired_at, expires_at, lock_delay_ms)
+  VALUES (p_name, p_owner, 1, 0, v_now, v_now + INTERVAL (p_ttl_us + p_delay_ms * 1000) MICROSECOND, p_delay_ms)
+  ON DUPLICATE KEY UPDATE
+    count         = IF(owner = VALUES(owner) AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > v_now
+                       AND token = p_held_token, count + 1,
+                       IF(expires_at <= v_now
+                          OR (owner = VALUES(owner) AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > v_now),
+                          1, count)),
+    acquired_at   = IF(expires_at <= v_now
+                       OR (owner = VALUES(owner) AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > v_now
+                           AND token <> p_held_token),
+                       VALUES(acquired_at), acquired_at),
+    token         = IF(expires_at <= v_now, 0,
+                       IF(owner = VALUES(owner) AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > v_now
+                          AND token <> p_held_token, -1, token)),
+    expires_at    = IF(token = 0, VALUES(expires_at),
+                       IF(owner = VALUES(owner) AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > v_now,
+                          GREATEST(expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND,
+                                   v_now + INTERVAL p_ttl_us MICROSECOND)
+                            + INTERVAL (GREATEST(lock_delay_ms, p_delay_ms) * 1000) MICROSECOND,
+                          expires_at)),
+    lock_delay_ms = IF(token = 0, VALUES(lock_delay_ms),
+                       IF(owner = VALUES(owner) AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > v_now,
+                          GREATEST(lock_delay_ms, p_delay_ms), lock_delay_ms)),
+    owner         = IF(token = 0, VALUES(owner), owner);
+  SELECT owner, count, token, expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND
+  INTO v_owner, v_count, v_token, v_lease_end FROM `{prefix}locks` WHERE name = p_name;
+  IF v_owner <> p_owner OR v_lease_end <= v_now THEN
+    RETURN NULL;
+  END IF;
+  IF v_token <= 0 THEN
+    SET v_token = `{prefix}draw_token`(p_name);
+    UPDATE `{prefix}locks` SET token = v_token WHERE name = p_name;
+  END IF;
+  RETURN CONCAT(v_count, ' ', v_token);
+END;

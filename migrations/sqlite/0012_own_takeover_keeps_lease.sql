@@ -1,0 +1,3 @@
+-- dblock schema version 12: a takeover of the caller's own live row keeps the later lease
+-- (migrations/mysql/0012). Nothing changes in this dialect (its statements live in the library);
+-- the version exists so that every dialect's schema has one number.
