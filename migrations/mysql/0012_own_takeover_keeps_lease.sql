@@ -6,7 +6,9 @@
 -- lease, and the name could be granted to another owner while that guard still believed it held
 -- (doc/semantics.md, "How the core is tested"). 0008's acquire_delayed re-defined with that one
 -- change; 0011's acquire_many calls it, so combined acquisitions get it too. 0003's acquire_held,
--- for other languages, stays as it was.
+-- for other languages, stays as it was: re-defining it here would be undone whenever a broken-off
+-- 0003 is completed again (`migrate repair`), and verify would then refuse the database
+-- (doc/sql-contract.md says what a caller of it must do instead).
 --
 -- Assignments run left to right and each reads the columns assigned before it: count, acquired_at
 -- and token decide from the old row; token then marks a takeover, 0 of a free row (the new lease

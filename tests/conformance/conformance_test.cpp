@@ -187,7 +187,7 @@ TEST_P(TableConformance, TheLastReleaseFreesTheNameEvenWhenTheRowCountsALevelNob
 // An acquisition of the owner that lands after its reply was lost (the owner holds the name again
 // by then, under a longer lease) takes the row over with a new token. If it also took the shorter
 // lease, the guard believing the longer one would hold on past the row's end, when another owner
-// can be granted the name.
+// can be granted the name. A takeover asking for longer than the row has takes its own lease.
 TEST_P(TableConformance, ATakeoverOfTheOwnersOwnLiveRowNeverShortensItsLease) {
   auto a = manager();
   auto b = manager();
@@ -195,28 +195,35 @@ TEST_P(TableConformance, ATakeoverOfTheOwnersOwnLiveRowNeverShortensItsLease) {
   std::vector<std::string> names{"late-landing/alone"};
   if (backend.max_batch() > 1) names.push_back("late-landing/combined");
   for (const auto& name : names) {
-    auto lock = a->try_acquire(name, dblock::LockOptions{.ttl = 60s, .lock_delay = 2s});
+    auto take_over = [&](const std::string& owner, std::chrono::milliseconds ttl, std::int64_t held_token) {
+      if (name.ends_with("alone")) return backend.try_acquire(name, owner, ttl, held_token);
+      dblock::detail::AcquireRequest request{name, owner, ttl, held_token, 0ms};
+      return backend.try_acquire_many(std::span(&request, 1)).at(0);
+    };
+    auto lock = a->try_acquire(name, dblock::LockOptions{.ttl = 60s, .lock_delay = 30s});
     ASSERT_TRUE(lock);
+    auto first_token = lock->token();
     auto before = row(name);
     ASSERT_TRUE(before);
-    std::optional<dblock::detail::Grant> late;
-    if (name.ends_with("alone")) {
-      late = backend.try_acquire(name, before->owner, 1s, 0);
-    } else {
-      dblock::detail::AcquireRequest request{name, before->owner, 1s, 0, 0ms};
-      late = backend.try_acquire_many(std::span(&request, 1)).at(0);
-    }
+    auto late = take_over(before->owner, 1s, 0);
     ASSERT_TRUE(late) << name << ": the owner's own live row is taken over";
     EXPECT_EQ(late->count, 1);
-    EXPECT_GT(late->token, lock->token());
-    auto left = backend.lease_left(name);
-    ASSERT_TRUE(left);
-    EXPECT_GT(*left, 55s) << name << ": the takeover shortened the lease a guard of the owner believes";
+    EXPECT_GT(late->token, first_token);
     auto after = row(name);
     ASSERT_TRUE(after);
-    EXPECT_EQ(after->lock_delay, 2s) << name << ": the longer lock-delay is kept";
+    EXPECT_GT(after->remaining, 55s) << name << ": the takeover shortened the lease a guard of the owner believes";
+    EXPECT_LE(after->remaining, 60s) << name << ": the lease is the longer of the two, nothing added";
+    EXPECT_EQ(after->lock_delay, 30s) << name << ": the longer lock-delay is kept";
     EXPECT_FALSE(b->try_acquire(name)) << name;
     EXPECT_THROW(lock->release(), dblock::LockLost) << name << ": the guard's grant was taken over";
+
+    auto longer = take_over(before->owner, 120s, first_token);  // a stale token: a takeover again
+    ASSERT_TRUE(longer) << name;
+    EXPECT_GT(longer->token, late->token);
+    after = row(name);
+    ASSERT_TRUE(after);
+    EXPECT_GT(after->remaining, 115s) << name << ": a takeover asking for longer gets its own lease";
+    EXPECT_EQ(after->lock_delay, 30s) << name;
   }
 }
 

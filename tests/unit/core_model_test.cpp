@@ -291,7 +291,7 @@ struct Tally {
   std::uint64_t lapses = 0;             // steps in which a short lease's time passed
 };
 
-/// The short lease, half of the acquisitions of name "a" ("b" has 10 minutes, as the other half of
+/// The short lease, three in four acquisitions of name "a" ("b" has 10 minutes, as the fourth of
 /// "a"'s): its rows expire and are taken over within a run, its guards are lost when their renewals
 /// stall through a lapse step. Mixing lease lengths on one name makes acquisitions of one owner land
 /// late with a shorter lease than the guard that holds the name by then.
