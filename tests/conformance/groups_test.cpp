@@ -209,6 +209,33 @@ TEST_P(Groups, TheReaperDeletesLapsedMembersAndLeavesLiveOnes) {
   EXPECT_TRUE(holders_of("reaped").empty());
 }
 
+// A membership of an owner taken afresh while that owner's membership row lives (its own
+// acquisition landing after its reply was lost, when the owner holds the name again by then under a
+// longer lease) must not shorten that row's lease: once it ends, the permit counts as free, or a
+// writer finds no live reader, while the guard believing the longer lease still holds on.
+TEST_P(Groups, AMembershipTakenAfreshByItsOwnerNeverShortensItsLease) {
+  auto& backend = dblock::detail::StoreParts::backend(*store_).groups().get();
+  for (auto kind : {dblock::HolderKind::permit, dblock::HolderKind::shared}) {
+    std::string name = kind == dblock::HolderKind::permit ? "member-late/permit" : "member-late/reader";
+    auto a = manager();
+    auto held =
+        a->try_acquire(name, kind == dblock::HolderKind::permit ? dblock::LockOptions{.ttl = 60s, .permits = 1}
+                                                                : dblock::LockOptions{.ttl = 60s, .shared = true});
+    ASSERT_TRUE(held) << name;
+    auto rows = holders_of(name);
+    ASSERT_EQ(rows.size(), 1u) << name;
+    auto late = backend.try_acquire_member(name, rows[0].owner, kind, 1, 1s, 0);
+    ASSERT_TRUE(late) << name << ": the owner's own membership is taken afresh";
+    EXPECT_EQ(late->count, 1) << name;
+    rows = holders_of(name);
+    ASSERT_EQ(rows.size(), 1u) << name;
+    EXPECT_GT(rows[0].remaining, 55s) << name << ": the membership's lease was shortened under its guard";
+    auto other = manager();
+    EXPECT_FALSE(other->try_acquire(name, kind == dblock::HolderKind::permit ? permits(1) : dblock::LockOptions{}))
+        << name << ": another permit holder or a writer was let in";
+  }
+}
+
 TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {
   std::string dsn;
   DBLOCK_REQUIRE_BACKEND_DSN(dsn, dblock::test::kPostgresAdvisory);
