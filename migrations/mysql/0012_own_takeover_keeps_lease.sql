@@ -70,7 +70,9 @@ END;
 -- 0004's acquire_member with the same change for a membership (its body is the same in the galera
 -- set): the caller's own membership row taken over afresh keeps the later lease. One whose lease
 -- has ended has an expiry before this call's, so it takes the new one; members of an earlier group
--- are deleted before the first member of a new group is written.
+-- are deleted before the first member of a new group is written. A reader's row taken afresh keeps
+-- its token (the epoch) and adds a level to its count, which the levels still to be released need
+-- (migrations/postgres/0012 says why); count is assigned first, so it reads the old token.
 CREATE OR REPLACE FUNCTION `{prefix}acquire_member`(
   p_name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
   p_owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin,
@@ -140,7 +142,7 @@ BEGIN
   END IF;
   INSERT INTO `{prefix}holders` (name, owner, kind, count, token, epoch, acquired_at, expires_at)
   VALUES (p_name, p_owner, p_kind, 1, v_token, v_epoch, v_now, v_expires)
-  ON DUPLICATE KEY UPDATE count = 1, token = VALUES(token), epoch = VALUES(epoch), acquired_at = VALUES(acquired_at),
-                          expires_at = GREATEST(expires_at, VALUES(expires_at));
+  ON DUPLICATE KEY UPDATE count = IF(token = VALUES(token), count + 1, 1), token = VALUES(token), epoch = VALUES(epoch),
+                          acquired_at = VALUES(acquired_at), expires_at = GREATEST(expires_at, VALUES(expires_at));
   RETURN CONCAT(1, ' ', v_token);
 END;

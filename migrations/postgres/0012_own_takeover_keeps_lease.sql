@@ -46,6 +46,11 @@ $fn$;
 -- taken over afresh (no held token, or another) keeps the later lease. A membership whose lease
 -- has ended has an expiry before this call's, so it takes the new one; members of an earlier group
 -- are deleted before the first member of a new group is written, so the row is of this group.
+-- A reader's row taken afresh keeps its token (the group's epoch), so it also keeps its count and
+-- adds one: a guard of the owner that still holds a level of it (believing, or lost and not yet
+-- released), or a release of it still in flight, each takes one level off later, and resetting
+-- the count to 1 let the first of them delete the membership under the new holder. A permit taken
+-- afresh has a new token: the old levels' releases miss it, and its count starts at 1.
 CREATE OR REPLACE FUNCTION "{schema}"."{prefix}acquire_member"(p_name text, p_owner text, p_kind text, p_capacity bigint,
                                                     p_ttl_ms bigint, p_held_token bigint)
 RETURNS TABLE (lock_count integer, lock_token bigint)
@@ -128,7 +133,8 @@ BEGIN
     INSERT INTO "{schema}"."{prefix}holders" AS m (name, owner, kind, count, token, epoch, acquired_at, expires_at)
     VALUES (p_name, p_owner, p_kind, 1, v_token, v_epoch, v_now, v_expires)
     ON CONFLICT (name, owner, kind) DO UPDATE SET
-      count = 1, token = EXCLUDED.token, epoch = EXCLUDED.epoch, acquired_at = EXCLUDED.acquired_at,
+      count = CASE WHEN m.token = EXCLUDED.token THEN m.count + 1 ELSE 1 END, token = EXCLUDED.token,
+      epoch = EXCLUDED.epoch, acquired_at = EXCLUDED.acquired_at,
       expires_at = greatest(m.expires_at, EXCLUDED.expires_at);
     lock_count := 1;
     lock_token := v_token;

@@ -230,10 +230,42 @@ TEST_P(Groups, AMembershipTakenAfreshByItsOwnerNeverShortensItsLease) {
     rows = holders_of(name);
     ASSERT_EQ(rows.size(), 1u) << name;
     EXPECT_GT(rows[0].remaining, 55s) << name << ": the membership's lease was shortened under its guard";
-    auto other = manager();
-    EXPECT_FALSE(other->try_acquire(name, kind == dblock::HolderKind::permit ? permits(1) : dblock::LockOptions{}))
-        << name << ": another permit holder or a writer was let in";
+    EXPECT_LE(rows[0].remaining, 60s) << name << ": the later of the two leases, nothing added";
+    auto longer = backend.try_acquire_member(name, rows[0].owner, kind, 1, 120s, 0);
+    ASSERT_TRUE(longer) << name;
+    EXPECT_GT(holders_of(name).at(0).remaining, 115s) << name << ": taken afresh for longer, it gets its own lease";
+    if (kind == dblock::HolderKind::permit) {
+      EXPECT_NE(late->token, held->token()) << "a permit taken afresh has a token of its own";
+      EXPECT_THROW(held->release(), dblock::LockLost) << "the guard's permit was taken afresh";
+    }
   }
+}
+
+// A reader's membership taken afresh by its owner keeps its token (the group's epoch). If it also
+// reset the count to 1, the release of a level an earlier guard still holds (an inner re-entry here;
+// a lost guard's release or one whose reply was lost behave alike) would delete the membership under
+// the other guards of the owner, and a writer would be let in beside a reader who still believes.
+TEST_P(Groups, AReadersMembershipTakenAfreshKeepsTheLevelsItsGuardsStillRelease) {
+  auto& backend = dblock::detail::StoreParts::backend(*store_).groups().get();
+  auto a = manager(), writer = manager();
+  const dblock::LockOptions reader{.ttl = 60s, .shared = true};
+  auto outer = a->try_acquire("member-late/levels", reader);
+  ASSERT_TRUE(outer);
+  auto inner = a->try_acquire("member-late/levels", reader);
+  ASSERT_TRUE(inner);
+  auto rows = holders_of("member-late/levels");
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_EQ(rows[0].count, 2);
+  auto late = backend.try_acquire_member("member-late/levels", rows[0].owner, dblock::HolderKind::shared, 0, 1s, 0);
+  ASSERT_TRUE(late) << "the owner's own membership is taken afresh";
+  EXPECT_EQ(late->token, outer->token()) << "a reader's token is its group's epoch";
+  inner->release();
+  rows = holders_of("member-late/levels");
+  ASSERT_EQ(rows.size(), 1u) << "the inner guard's release deleted the membership its outer guard holds";
+  EXPECT_GE(rows[0].count, 1);
+  EXPECT_FALSE(writer->try_acquire("member-late/levels")) << "a writer beside a reader who believes";
+  EXPECT_FALSE(outer->lost());
+  outer->release();
 }
 
 TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {

@@ -41,12 +41,14 @@ UPDATE "{prefix}locks" SET count = count + 1, expires_at = max(expires_at, :expi
 INSERT OR REPLACE INTO "{prefix}locks" (name, owner, count, token, acquired_at, expires_at)
 VALUES (:name, :owner, 1, :token, :now, :expires))");
     forget_old_members = fill(R"(DELETE FROM "{prefix}holders" WHERE name = :name AND kind <> 'writer')");
-    // The owner's own membership taken afresh (a new count and token) keeps the later lease: a
-    // guard may still believe the row's (doc/semantics.md, "Groups").
+    // The owner's own membership taken afresh keeps the later lease: a guard may still believe the
+    // row's; a reader's (same token, the epoch) also adds a level to the count its unreleased levels
+    // still need (migrations/postgres/0012 says why).
     put_member = fill(R"(
 INSERT INTO "{prefix}holders" (name, owner, kind, count, token, epoch, acquired_at, expires_at)
 VALUES (:name, :owner, :kind, 1, :token, :epoch, :now, :expires)
-ON CONFLICT (name, owner, kind) DO UPDATE SET count = 1, token = excluded.token, epoch = excluded.epoch,
+ON CONFLICT (name, owner, kind) DO UPDATE SET count = CASE WHEN token = excluded.token THEN count + 1 ELSE 1 END,
+  token = excluded.token, epoch = excluded.epoch,
   acquired_at = excluded.acquired_at, expires_at = max(expires_at, excluded.expires_at))");
     member_by_token = fill(R"(
 SELECT count, epoch FROM "{prefix}holders" WHERE name = :name AND owner = :owner AND kind = :kind AND token = :token)");
