@@ -222,8 +222,11 @@ TEST_P(Groups, AMembershipTakenAfreshByItsOwnerNeverShortensItsLease) {
         a->try_acquire(name, kind == dblock::HolderKind::permit ? dblock::LockOptions{.ttl = 60s, .permits = 1}
                                                                 : dblock::LockOptions{.ttl = 60s, .shared = true});
     ASSERT_TRUE(held) << name;
+    auto reentered = a->try_acquire(name, kind == dblock::HolderKind::permit ? permits(1) : kShared);
+    ASSERT_TRUE(reentered) << name;
     auto rows = holders_of(name);
     ASSERT_EQ(rows.size(), 1u) << name;
+    ASSERT_EQ(rows[0].count, 2) << name;
     auto late = backend.try_acquire_member(name, rows[0].owner, kind, 1, 1s, 0);
     ASSERT_TRUE(late) << name << ": the owner's own membership is taken afresh";
     EXPECT_EQ(late->count, 1) << name;
@@ -231,12 +234,21 @@ TEST_P(Groups, AMembershipTakenAfreshByItsOwnerNeverShortensItsLease) {
     ASSERT_EQ(rows.size(), 1u) << name;
     EXPECT_GT(rows[0].remaining, 55s) << name << ": the membership's lease was shortened under its guard";
     EXPECT_LE(rows[0].remaining, 60s) << name << ": the later of the two leases, nothing added";
+    auto other = manager();
+    EXPECT_FALSE(other->try_acquire(name, kind == dblock::HolderKind::permit ? permits(1) : dblock::LockOptions{}))
+        << name << ": another permit holder or a writer was let in";
     auto longer = backend.try_acquire_member(name, rows[0].owner, kind, 1, 120s, 0);
     ASSERT_TRUE(longer) << name;
-    EXPECT_GT(holders_of(name).at(0).remaining, 115s) << name << ": taken afresh for longer, it gets its own lease";
+    rows = holders_of(name);
+    ASSERT_EQ(rows.size(), 1u) << name;
+    EXPECT_GT(rows[0].remaining, 115s) << name << ": taken afresh for longer, it gets its own lease";
     if (kind == dblock::HolderKind::permit) {
       EXPECT_NE(late->token, held->token()) << "a permit taken afresh has a token of its own";
-      EXPECT_THROW(held->release(), dblock::LockLost) << "the guard's permit was taken afresh";
+      EXPECT_EQ(rows[0].count, 1) << "a permit taken afresh starts its count again";
+      EXPECT_THROW(reentered->release(), dblock::LockLost) << "the guard's permit was taken afresh";
+    } else {
+      EXPECT_EQ(late->token, held->token()) << "a reader's token is its group's epoch";
+      EXPECT_EQ(rows[0].count, 4) << "a reader taken afresh twice keeps its two levels and adds two";
     }
   }
 }
@@ -256,16 +268,25 @@ TEST_P(Groups, AReadersMembershipTakenAfreshKeepsTheLevelsItsGuardsStillRelease)
   auto rows = holders_of("member-late/levels");
   ASSERT_EQ(rows.size(), 1u);
   ASSERT_EQ(rows[0].count, 2);
-  auto late = backend.try_acquire_member("member-late/levels", rows[0].owner, dblock::HolderKind::shared, 0, 1s, 0);
+  auto owner = rows[0].owner;
+  auto late = backend.try_acquire_member("member-late/levels", owner, dblock::HolderKind::shared, 0, 1s, 0);
   ASSERT_TRUE(late) << "the owner's own membership is taken afresh";
+  EXPECT_EQ(late->count, 1);
   EXPECT_EQ(late->token, outer->token()) << "a reader's token is its group's epoch";
   inner->release();
   rows = holders_of("member-late/levels");
   ASSERT_EQ(rows.size(), 1u) << "the inner guard's release deleted the membership its outer guard holds";
-  EXPECT_GE(rows[0].count, 1);
+  EXPECT_EQ(rows[0].count, 2) << "the outer guard's level and the one taken afresh";
   EXPECT_FALSE(writer->try_acquire("member-late/levels")) << "a writer beside a reader who believes";
   EXPECT_FALSE(outer->lost());
   outer->release();
+  rows = holders_of("member-late/levels");
+  ASSERT_EQ(rows.size(), 1u) << "the level taken afresh is still held";
+  EXPECT_EQ(rows[0].count, 1);
+  EXPECT_FALSE(writer->try_acquire("member-late/levels")) << "a writer beside the level taken afresh";
+  EXPECT_TRUE(backend.release_member("member-late/levels", owner, dblock::HolderKind::shared, late->token));
+  EXPECT_TRUE(holders_of("member-late/levels").empty());
+  EXPECT_TRUE(writer->try_acquire("member-late/levels")) << "the name is free once every level is given back";
 }
 
 TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {
