@@ -650,8 +650,10 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   // reply): a generator that stopped producing them would pass without testing them. About a third
   // of the fewest seen in any scenario; they depend on thread timing, so a loaded machine (TSan) that
   // produced fewer runs more seeds, up to three times as many, before the minimums count as missed.
+  constexpr std::uint64_t kAdoptions = 3, kLostReentries = 1, kUnreadReleases = 10, kOrphaned = 500;
   auto minimums_met = [&] {
-    return tally.adoptions >= 3 && tally.lost_reentries >= 1 && tally.unread_releases >= 10 && tally.orphaned >= 500;
+    return tally.adoptions >= kAdoptions && tally.lost_reentries >= kLostReentries &&
+           tally.unread_releases >= kUnreadReleases && tally.orphaned >= kOrphaned;
   };
   auto started = Clock::now();
   int ran = 0;
@@ -676,10 +678,10 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   if (scenario.write_behind) {
     EXPECT_GT(tally.behind, 0U) << counts;
   }
-  EXPECT_GE(tally.adoptions, 3U) << counts;
-  EXPECT_GE(tally.lost_reentries, 1U) << counts;
-  EXPECT_GE(tally.unread_releases, 10U) << counts;
-  EXPECT_GE(tally.orphaned, 500U) << counts;
+  EXPECT_GE(tally.adoptions, kAdoptions) << counts;
+  EXPECT_GE(tally.lost_reentries, kLostReentries) << counts;
+  EXPECT_GE(tally.unread_releases, kUnreadReleases) << counts;
+  EXPECT_GE(tally.orphaned, kOrphaned) << counts;
 }
 
 INSTANTIATE_TEST_SUITE_P(Owners, CoreModel,
