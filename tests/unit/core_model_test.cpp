@@ -360,6 +360,29 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
       });
     };
 
+    // A holder of "a" that a stall can turn into a lost re-entry: a grant of "a" that only short
+    // leases were asked for (a re-entry asking for longer would keep it through the stall), with an
+    // idle thread of its owner's to re-enter it. Returns that actor and the guard's manager.
+    auto reentry_candidate = [&](const std::vector<int>& idle) -> std::optional<std::pair<int, std::size_t>> {
+      std::lock_guard lock(guards_mutex);
+      auto short_only = [&](const Guard& of) {
+        return std::ranges::all_of(guards, [&](const Guard& other) {
+          return other.name != of.name || other.owner != of.owner || other.lock.token() != of.lock.token() ||
+                 other.ttl == kShortTtl;
+        });
+      };
+      for (const auto& guard : guards) {
+        if (guard.name != "a" || guard.lock.lost() || guard.revoked || guard.excused || !short_only(guard)) continue;
+        if (scenario.scope == dblock::OwnerScope::thread) {
+          if (std::find(idle.begin(), idle.end(), guard.actor) != idle.end())
+            return std::pair{guard.actor, guard.manager};
+        } else if (!idle.empty()) {
+          return std::pair{idle[0], guard.manager};
+        }
+      }
+      return std::nullopt;
+    };
+
     for (int step = 0; step < scenario.steps && violation.empty(); ++step) {
       auto idle = interleaver->idle_actors();
       std::size_t held_count;
@@ -369,6 +392,9 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
       }
       auto pending = interleaver->pending_count();
       int choice = static_cast<int>(pick(1000));
+      // Guards that a stall turns into lost re-entries are few at any one step (one step in twenty
+      // or so has one), so a stall is four times as likely while there is one.
+      auto reentry = reentry_candidate(idle);
       if (choice < 300 && !idle.empty()) {
         start_acquire(step, idle[pick(idle.size())], pick(managers.size()), names[pick(names.size())]);
       } else if (choice < 550 && !idle.empty() && held_count > 0) {
@@ -478,40 +504,20 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
         note(fmt::format("{}: {} ms pass", step, (kShortTtl + 5ms).count()));
         std::this_thread::sleep_for(kShortTtl + 5ms);
         ++tally.lapses;
-      } else if (choice >= 927 && choice < 935) {
+      } else if (choice >= 927 && (choice < 935 || (reentry && choice < 960))) {
         // Renewals stall: each lands but loses its reply, for a short lease's time. The guards of
         // "a" with the short lease are lost when their deadlines pass (the last renewal they heard of is old), but
         // their rows live on from the renewal that landed last: orphan rows of guards lost and not
         // released, for about a third of a lease.
         // A holder of "a" re-enters it late in the stall, when its owner's thread is idle: the
         // re-entry lands after the guard was lost, on its row, within its own lease.
-        std::optional<std::pair<int, std::size_t>> reentry;
-        {
-          std::lock_guard lock(guards_mutex);
-          // A grant of "a" that only short leases were asked for (a re-entry asking for longer
-          // would keep it through the stall), on an idle thread of its owner's.
-          auto short_only = [&](const Guard& of) {
-            return std::ranges::all_of(guards, [&](const Guard& other) {
-              return other.name != of.name || other.owner != of.owner || other.lock.token() != of.lock.token() ||
-                     other.ttl == kShortTtl;
-            });
-          };
-          for (const auto& guard : guards) {
-            if (guard.name != "a" || guard.lock.lost() || guard.revoked || guard.excused || !short_only(guard))
-              continue;
-            if (scenario.scope == dblock::OwnerScope::thread) {
-              if (std::find(idle.begin(), idle.end(), guard.actor) == idle.end()) continue;
-              reentry.emplace(guard.actor, guard.manager);
-            } else if (!idle.empty()) {
-              reentry.emplace(idle[0], guard.manager);
-            }
-            break;
-          }
-        }
         note(fmt::format("{}: renewals land unheard for {} ms", step, (3 * 8ms).count()));
         for (int round = 0; round < 3; ++round) {
           if (round == 2 && reentry) start_acquire(step, reentry->first, reentry->second, "a", kShortTtl);
-          for (std::size_t i = 0; i < interleaver->pending_count();)
+          // Only the statements waiting when the round began: a watchdog sends its next renewal
+          // as soon as one lost its reply, and deciding those too kept the loop going for seconds.
+          for (std::size_t i = 0, waiting = interleaver->pending_count();
+               waiting > 0 && i < interleaver->pending_count(); --waiting)
             if (interleaver->peek(i)->what == "renew")
               interleaver->decide(i, Fate::lose_after_applying);
             else
