@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "support/admin.hpp"
+#include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
@@ -139,6 +140,66 @@ TEST_P(Faults, AStalledConnectionFailsWithinTheStatementTimeout) {
     }
   }
   EXPECT_TRUE(lock) << "the abandoned session was replaced";
+}
+
+// A reader whose renewals fail while its group lives (another reader holds the name) is lost, its
+// membership lapses and the reaper deletes it; its owner then takes the membership afresh, and the
+// row inserted anew carries the same token (the group's epoch). The lost guard's release must not
+// delete it: a writer would be let in beside the reader who holds it.
+TEST_P(Faults, ALostReadersReleaseLeavesTheMembershipItsOwnerTookAfresh) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
+  dblock::test::Installation installation(GetParam(), server_dsn);
+  dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn));
+  auto through_proxy =
+      dblock::Store::open(installation.dsn_on(dblock::test::with_port(server_dsn, proxy.port()), "pool=2"),
+                          {.connect_timeout = 2s, .statement_timeout = 1s});
+  dblock::LockManager owner(through_proxy, {.default_ttl = 900ms});
+  dblock::LockManager other(installation.store(), {.default_ttl = 60s});
+  dblock::LockManager writer(installation.store());
+  const dblock::LockOptions reader{.shared = true};
+  auto memberships_of_owner = [&] {
+    std::vector<dblock::LockInfo> rows;
+    for (auto& row : installation.store()->locks())
+      if (row.name == "lapsed-reader" && row.owner == owner.owner_id()) rows.push_back(row);
+    return rows;
+  };
+  auto keeper = other.try_acquire("lapsed-reader", reader);
+  ASSERT_TRUE(keeper) << "the other reader keeps the group alive";
+  auto lapsed = owner.try_acquire("lapsed-reader", reader);
+  ASSERT_TRUE(lapsed);
+  EXPECT_EQ(lapsed->token(), keeper->token()) << "readers share their group's epoch";
+
+  proxy.set_down(true);  // the owner's renewals fail from now on
+  ASSERT_TRUE(dblock::test::eventually([&] { return lapsed->lost(); }, 5s)) << "its local deadline passes";
+  ASSERT_TRUE(dblock::test::eventually([&] {
+    auto rows = memberships_of_owner();
+    // Below zero: "0 ms left" may still be a few microseconds before the expiry the reaper checks.
+    return rows.size() == 1 && rows[0].remaining.count() < 0;
+  })) << "its membership lapses";
+  dblock::Reaper reaper(installation.store());
+  EXPECT_GE(reaper.run_once().rows, 1u);
+  ASSERT_TRUE(memberships_of_owner().empty()) << "the reaper deleted the lapsed membership";
+  proxy.set_down(false);
+
+  std::optional<dblock::Lock> afresh;
+  for (int attempt = 0; attempt < 3 && !afresh; ++attempt) {
+    try {
+      afresh = owner.try_acquire("lapsed-reader", reader);
+    } catch (const dblock::ConnectionError&) {  // a session the cut left behind, now dropped
+    }
+  }
+  ASSERT_TRUE(afresh) << "the owner takes the membership afresh";
+  EXPECT_EQ(afresh->token(), lapsed->token()) << "the same token: the group's epoch";
+  EXPECT_THROW(lapsed->release(), dblock::LockLost);
+  auto rows = memberships_of_owner();
+  ASSERT_EQ(rows.size(), 1u) << "the lost guard's release deleted the membership taken afresh";
+  EXPECT_EQ(rows[0].count, 1);
+  keeper->release();
+  EXPECT_FALSE(writer.try_acquire("lapsed-reader")) << "a writer beside a reader who believes";
+  EXPECT_FALSE(afresh->lost());
+  afresh->release();
+  EXPECT_TRUE(writer.try_acquire("lapsed-reader")) << "the name is free once the reader gives it back";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Faults, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
