@@ -47,10 +47,10 @@ $fn$;
 -- has ended has an expiry before this call's, so it takes the new one; members of an earlier group
 -- are deleted before the first member of a new group is written, so the row is of this group.
 -- A reader's row taken afresh keeps its token (the group's epoch), so it also keeps its count and
--- adds one: a guard of the owner that still holds a level of it (believing, or lost and not yet
--- released), or a release of it still in flight, each takes one level off later, and resetting
--- the count to 1 let the first of them delete the membership under the new holder. A permit taken
--- afresh has a new token: the old levels' releases miss it, and its count starts at 1.
+-- adds one: a believing guard of the owner that still holds a level of it, or a release of it still
+-- in flight, each takes one level off later, and resetting the count to 1 let the first of them
+-- delete the membership under the new holder. A permit taken afresh has a new token: the old
+-- levels' releases miss it, and its count starts at 1.
 CREATE OR REPLACE FUNCTION "{schema}"."{prefix}acquire_member"(p_name text, p_owner text, p_kind text, p_capacity bigint,
                                                     p_ttl_ms bigint, p_held_token bigint)
 RETURNS TABLE (lock_count integer, lock_token bigint)

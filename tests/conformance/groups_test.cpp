@@ -255,7 +255,7 @@ TEST_P(Groups, AMembershipTakenAfreshByItsOwnerNeverShortensItsLease) {
 
 // A reader's membership taken afresh by its owner keeps its token (the group's epoch). If it also
 // reset the count to 1, the release of a level an earlier guard still holds (an inner re-entry here;
-// a lost guard's release or one whose reply was lost behave alike) would delete the membership under
+// a release whose reply was lost and lands late behaves alike) would delete the membership under
 // the other guards of the owner, and a writer would be let in beside a reader who still believes.
 TEST_P(Groups, AReadersMembershipTakenAfreshKeepsTheLevelsItsGuardsStillRelease) {
   auto& backend = dblock::detail::StoreParts::backend(*store_).groups().get();

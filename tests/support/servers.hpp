@@ -106,12 +106,28 @@ inline std::string default_schema(const BackendCase& backend) {
   return dialect == "sqlite" ? "main" : dialect == "mysql" ? "dblock" : "public";
 }
 
-/// A SQLite file per test process (ctest runs each test in its own process).
-inline std::string embedded_sqlite_path() { return fmt::format("/tmp/dblock-test-{}.db", getpid()); }
-
-inline void remove_embedded_sqlite() {
-  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((embedded_sqlite_path() + suffix).c_str());
+inline void remove_embedded_sqlite_at(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
 }
+
+/// A SQLite file per test process (ctest runs each test in its own process), removed when that
+/// process exits: an installation drops only its own tables, and several share the file.
+inline std::string embedded_sqlite_path() {
+  struct RemovedAtExit {
+    pid_t creator = getpid();
+    std::string path = fmt::format("/tmp/dblock-test-{}.db", creator);
+    RemovedAtExit() = default;
+    RemovedAtExit(const RemovedAtExit&) = delete;
+    RemovedAtExit& operator=(const RemovedAtExit&) = delete;
+    ~RemovedAtExit() {
+      if (getpid() == creator) remove_embedded_sqlite_at(path);  // not in a forked child that exits
+    }
+  };
+  static const RemovedAtExit file;
+  return getpid() == file.creator ? file.path : fmt::format("/tmp/dblock-test-{}.db", getpid());
+}
+
+inline void remove_embedded_sqlite() { remove_embedded_sqlite_at(embedded_sqlite_path()); }
 
 /// The port of a loopback TCP DSN `scheme://user:pw@127.0.0.1:PORT/db`, and the same DSN with
 /// another port (to route it through a TcpProxy).

@@ -30,7 +30,7 @@ const std::vector<Released> kReleased{
     {"postgres", 9, "0a6f0033014adb196c6825a2efc1d26cdca31c755e4eb80d985719ce90f78051"},
     {"postgres", 10, "599165c91111209d227c1a1f1699ce0345f5c411d285538f21e013b63c88ba06"},
     {"postgres", 11, "d3adbfe274a50b2781bb0c4d1d10b3a446141d5fdac95f554c592db1033dcc89"},
-    {"postgres", 12, "6f12c1e4d3e75315adeed8eb5bab511a9192d8f705a1df5877837f2e41341cee"},
+    {"postgres", 12, "8253d9394a7381b6dadc9356305d0eb5ab20e2dc6306b6bb158edd4fded03581"},
     {"mysql", 1, "d794f1ff94ece38147b146f7b42cd66eccf9df6643fb986f738420986c11b7d7"},
     {"mysql", 2, "45ae38f5f0ec1cac474b2f0940339442edf51582fb9abd082c559cafb581a06f"},
     {"mysql", 3, "51026c8acd9f6e07732feafc15ee6649dd534c9b36564e6a7e1f28a1538243e8"},
