@@ -219,7 +219,7 @@ TEST_F(Cli, ForwardsSigtermToTheCommand) {
 }
 
 TEST_F(Cli, LostLeaseStopsTheCommandAndExits70) {
-  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "fragile", "--ttl", "300ms", "--", "sh", "-c",
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "fragile", "--ttl", "1s", "--", "sh", "-c",
                        "trap 'echo got-term; exit 0' TERM; echo started; while :; do sleep 0.05; done"});
   bool running = false;
   for (int i = 0; i < 500 && !running; ++i) {
@@ -228,7 +228,7 @@ TEST_F(Cli, LostLeaseStopsTheCommandAndExits70) {
   }
   ASSERT_TRUE(running);
   ASSERT_EQ(run({"--dsn", sqlite_dsn_, "release", "--force", "fragile"}).exit_code, 0);
-  auto outcome = finish(holder);  // the watchdog notices within a renew interval (100 ms)
+  auto outcome = finish(holder);  // the watchdog notices within a renew interval (333 ms)
   EXPECT_EQ(outcome.exit_code, 70) << outcome.output;
   EXPECT_NE(outcome.output.find("got-term"), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("lost"), std::string::npos) << outcome.output;
@@ -256,7 +256,7 @@ pid_t start_with_grandchild(Started& holder, const std::function<std::string(con
 }
 
 TEST_F(Cli, ACommandIgnoringSigtermIsKilledWithItsWholeGroupAfterALoss) {
-  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "stubborn", "--ttl", "300ms", "--", "sh", "-c",
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "stubborn", "--ttl", "1s", "--", "sh", "-c",
                        "trap '' TERM; sleep 30 & echo \"started $!\"; wait"});
   auto child = start_with_grandchild(holder, [&](const Started& h) { return finish_if_done(h); });
   ASSERT_GT(child, 0);
@@ -411,7 +411,8 @@ TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
 TEST_F(Cli, UnderJsonLogFormatEveryStderrLineIsOneJsonObject) {
   const std::string hostile = "job\n\x1b[2Jnot-json";
   auto holder = start({"--dsn", sqlite_dsn_, "--log-format", "json", "--log-level", "info", "run", "--name", hostile,
-                       "--ttl", "300ms", "--", "sh", "-c", "echo started >&2; exec 2>/dev/null; trap 'exit 0' TERM; while :; do sleep 0.05; done"});
+                       "--ttl", "1s", "--", "sh", "-c",
+                       "echo started >&2; exec 2>/dev/null; trap 'exit 0' TERM; while :; do sleep 0.05; done"});
   bool running = false;
   for (int i = 0; i < 500 && !running; ++i) {
     running = finish_if_done(holder).find("started") != std::string::npos;
@@ -546,8 +547,8 @@ TEST_F(Cli, ARuntimeRoleWithOnlyThePrintedGrantsRunsEverySubcommandButCannotMigr
     EXPECT_NE(up.output.find("up to date"), std::string::npos) << up.output;
     auto status = run({"--dsn", dsn, "migrate", "status"});
     EXPECT_EQ(status.exit_code, 0) << dialect << status.output;
-    // A lease of 600 ms outlived three times over: the watchdog's renewals work for the role.
-    auto renewed = run({"--dsn", dsn, "run", "--name", "job", "--ttl", "600ms", "--", "sleep", "2"});
+    // A lease of 1 s outlived three times over: the watchdog's renewals work for the role.
+    auto renewed = run({"--dsn", dsn, "run", "--name", "job", "--ttl", "1s", "--", "sleep", "3.5"});
     EXPECT_EQ(renewed.exit_code, 0) << dialect << renewed.output;
     auto advisory = run({"--dsn", dsn, "run", "--mode", "advisory", "--name", "job", "--", "sh", "-c",
                          "test \"$DBLOCK_FENCING_TOKEN\" -gt 0"});

@@ -116,7 +116,8 @@ inline std::string embedded_sqlite_path() {
   struct RemovedAtExit {
     pid_t creator = getpid();
     std::string path = fmt::format("/tmp/dblock-test-{}.db", creator);
-    RemovedAtExit() = default;
+    // A file an earlier process of the same pid left (killed before its exit) is not this one's.
+    RemovedAtExit() { remove_embedded_sqlite_at(path); }
     RemovedAtExit(const RemovedAtExit&) = delete;
     RemovedAtExit& operator=(const RemovedAtExit&) = delete;
     ~RemovedAtExit() {
