@@ -367,6 +367,15 @@ struct Script {
     members.erase({name, owner, "writer"});
   }
 
+  /// The reaper: deletes lock rows and holders whose leases have ended, never live ones. Returns the
+  /// members it deleted.
+  int reap() {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    std::erase_if(rows, [&](const auto& entry) { return entry.second.expires <= now; });
+    return static_cast<int>(std::erase_if(members, [&](const auto& entry) { return entry.second.expires <= now; }));
+  }
+
   std::optional<Member> member(const std::string& name, const std::string& owner, HolderKind kind) {
     std::lock_guard lock(mutex);
     auto it = members.find({name, owner, std::string(dblock::detail::kind_text(kind))});
