@@ -259,9 +259,9 @@ struct Guard {
   dblock::Lock lock;
   std::string name;
   std::string owner;
-  int actor = 0;                     // whose thread acquired it (with OwnerScope::thread, the owner's)
-  std::size_t manager = 0;           // index of its manager
-  std::chrono::milliseconds ttl{0};  // the lease it asked for
+  int actor = 0;                            // whose thread acquired it (with OwnerScope::thread, the owner's)
+  std::size_t manager = 0;                  // index of its manager
+  std::chrono::milliseconds ttl{0};         // the lease it asked for
   HolderKind kind = HolderKind::exclusive;  // a reader's or a permit holder's membership, or a plain lock
   bool revoked = false;  // its row was revoked: it must learn so by a renewal
   bool excused = false;  // its row was deleted by force (unsafe): it must learn so by a renewal, and
@@ -376,8 +376,10 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           auto lock = wait.count() > 0 ? std::optional<dblock::Lock>(manager->acquire(name, wait, options))
                                        : manager->try_acquire(name, options);
           if (lock) {
-            if (kind != HolderKind::exclusive) ++members_granted;
-            else if (interleaver->acquisition_unlanded(manager->owner_id(), name)) ++adoptions;
+            if (kind != HolderKind::exclusive)
+              ++members_granted;
+            else if (interleaver->acquisition_unlanded(manager->owner_id(), name))
+              ++adoptions;
             std::lock_guard hold(guards_mutex);
             guards.push_back(Guard{std::move(*lock), name, manager->owner_id(), actor, at, ttl, kind});
           }
@@ -623,7 +625,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
         note(fmt::format("{}: '{}' (token {}) is {}", step, name, token, unsafe ? "deleted by force" : "revoked"));
         std::lock_guard lock(guards_mutex);
         for (auto& guard : guards)
-          if (guard.name == name && (guard.owner == owner || (guard.kind != HolderKind::exclusive && owner.starts_with('(')))) {
+          if (guard.name == name &&
+              (guard.owner == owner || (guard.kind != HolderKind::exclusive && owner.starts_with('(')))) {
             (unsafe ? guard.excused : guard.revoked) = true;
             guard.renewals_heard = 0;
           }
@@ -746,8 +749,8 @@ std::string CoreModel::check_members(Script& script, std::vector<Guard>& guards,
         member = it->second;
       if (auto it = script.rows.find(guard.name); it != script.rows.end()) row = it->second;
     }
-    auto what = fmt::format("a {} guard of '{}' (owner {}, token {})", kind, guard.name, guard.owner,
-                            guard.lock.token());
+    auto what =
+        fmt::format("a {} guard of '{}' (owner {}, token {})", kind, guard.name, guard.owner, guard.lock.token());
     if (!member) return what + " believes it holds a membership whose row is gone";
     if (member->expires <= now) return what + " believes it holds an expired membership";
     if (deadline > member->expires)
@@ -769,10 +772,11 @@ std::string CoreModel::check_members(Script& script, std::vector<Guard>& guards,
                          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - row->expires).count());
     if (member->token == guard.lock.token() &&
         ++levels[{guard.name, guard.owner, guard.kind, member->token}] > member->count)
-      return fmt::format("{} guards believe in the {} membership of '{}' (owner {}, token {}), whose row counts {} "
-                         "level(s)",
-                         levels[{guard.name, guard.owner, guard.kind, member->token}], kind, guard.name, guard.owner,
-                         member->token, member->count);
+      return fmt::format(
+          "{} guards believe in the {} membership of '{}' (owner {}, token {}), whose row counts {} "
+          "level(s)",
+          levels[{guard.name, guard.owner, guard.kind, member->token}], kind, guard.name, guard.owner, member->token,
+          member->count);
   }
   for (const auto& [name, believers] : by_name) {
     for (const auto& owner : believers.exclusive)
@@ -896,8 +900,8 @@ TEST_P(CoreModelGroups, NoKindsMixNorPermitsOverflowAndEveryMemberNamesItsLiveRo
       "{} lapsed members reaped, "
       "{} lapses, {} statements failed cleanly, {} combined statements, {} releases written behind",
       ran * scenario.steps, took.count(), tally.members_granted, tally.member_replies_lost, tally.readers_together,
-      tally.permits_full, tally.members_afresh, tally.readers_kept_levels, tally.writers_waited,
-      tally.readers_held_off, tally.permits_refused, tally.member_deletes, tally.members_reaped, tally.lapses, tally.failed, tally.batches,
+      tally.permits_full, tally.members_afresh, tally.readers_kept_levels, tally.writers_waited, tally.readers_held_off,
+      tally.permits_refused, tally.member_deletes, tally.members_reaped, tally.lapses, tally.failed, tally.batches,
       tally.behind);
   std::cout << "[ model    ] " << counts << "\n";
   if (replay) return;

@@ -28,11 +28,11 @@ namespace dblock_test {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using dblock::HolderKind;
 using dblock::detail::AdvisorySession;
 using dblock::detail::AdvisoryTarget;
 using dblock::detail::Grant;
 using dblock::detail::HeldRef;
-using dblock::HolderKind;
 using dblock::detail::Role;
 
 /// What a statement does when it is scripted to lose its reply.
@@ -279,8 +279,8 @@ struct Script {
 
   /// 0004's release_member: one level; the group's row goes with its last live member, else its
   /// lease shrinks to the latest live member's.
-  std::optional<std::int64_t> apply_release_member(std::string_view name_in, std::string_view owner_in,
-                                                   HolderKind kind, std::int64_t token) {
+  std::optional<std::int64_t> apply_release_member(std::string_view name_in, std::string_view owner_in, HolderKind kind,
+                                                   std::int64_t token) {
     std::lock_guard lock(mutex);
     auto now = Clock::now();
     std::string name(name_in), kind_name(dblock::detail::kind_text(kind));
@@ -340,8 +340,7 @@ struct Script {
     std::optional<Clock::time_point> first;
     if (row->second.owner == "(permits)")
       for (const auto& [key, m] : members)
-        if (std::get<0>(key) == name && std::get<2>(key) == "permit" && m.epoch == row->second.token &&
-            m.expires > now)
+        if (std::get<0>(key) == name && std::get<2>(key) == "permit" && m.epoch == row->second.token && m.expires > now)
           first = std::min(first.value_or(m.expires), m.expires);
     return std::chrono::duration_cast<std::chrono::milliseconds>(first.value_or(row->second.expires) - now);
   }
