@@ -111,11 +111,13 @@ struct Script {
   struct Member {
     std::int64_t count = 0, token = 0, epoch = 0;
     Clock::time_point expires;
+    std::int64_t serial = 0;  // which insertion made the row: one taken afresh after a delete has a new one
   };
   using MemberKey = std::tuple<std::string, std::string, std::string>;  // (name, owner, kind)
   std::mutex mutex;
   std::map<std::string, Row> rows;
   std::map<MemberKey, Member> members;
+  std::int64_t member_serials = 0;
   // Group paths taken, for tests that must know the generator still reaches them.
   std::atomic<int> members_taken_afresh{0};  // a membership row of the caller's own taken over (kept lease)
   std::atomic<int> readers_kept_levels{0};   // ... of which a reader's, keeping count+1
@@ -263,7 +265,9 @@ struct Script {
         return std::get<0>(entry.first) == name && std::get<2>(entry.first) != "writer";
       });
     }
-    auto [member, inserted] = members.try_emplace({name, owner, kind_name}, Member{1, token, epoch, expires});
+    auto [member, inserted] =
+        members.try_emplace({name, owner, kind_name}, Member{1, token, epoch, expires, member_serials + 1});
+    if (inserted) ++member_serials;
     if (!inserted) {
       // The caller's own membership taken afresh keeps the later lease; a reader's keeps its token
       // (the epoch), so its count carries the levels still to be released.
