@@ -740,6 +740,9 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
         auto name = names[pick(names.size())];
         std::int64_t token = 0;
         std::string owner;
+        // The guards first, as check() takes them: a membership granted meanwhile is handed to the
+        // test after the row is gone, and is excused then (deleted_members).
+        std::lock_guard guards_lock(guards_mutex);
         {
           std::lock_guard lock(script->mutex);
           auto it = script->rows.find(name);
@@ -751,7 +754,6 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           owner = it->second.owner;
           if (group) {
             ++tally.member_deletes;
-            std::lock_guard guards_lock(guards_mutex);
             for (const auto& [key, member] : script->members)
               if (std::get<0>(key) == name && member.epoch == token)
                 deleted_members.emplace(name, std::get<1>(key), member.token);
@@ -760,7 +762,6 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           else it->second.owner = revoked_marker(owner);
         }
         note(fmt::format("{}: '{}' (token {}) is {}", step, name, token, unsafe ? "deleted by force" : "revoked"));
-        std::lock_guard lock(guards_mutex);
         for (auto& guard : guards)
           if (guard.name == name &&
               (guard.owner == owner || (guard.kind != HolderKind::exclusive && owner.starts_with('(')))) {
