@@ -22,11 +22,13 @@
 #include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
+#include "base/holder_kind.hpp"
 
 namespace dblock_test {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using dblock::HolderKind;
 using dblock::detail::AdvisorySession;
 using dblock::detail::AdvisoryTarget;
 using dblock::detail::Grant;
@@ -89,6 +91,14 @@ struct RenewedRef {
   std::chrono::milliseconds ttl{0};
 };
 
+/// A membership to renew, owning its strings (a statement may run after its caller has returned).
+struct RenewedMember {
+  std::string name, owner;
+  HolderKind kind = HolderKind::permit;
+  std::int64_t token = 0;
+  std::chrono::milliseconds ttl{0};
+};
+
 /// The lock table's rules, in memory, by the steady clock; and an advisory lock server.
 struct Script {
   struct Row {
@@ -96,8 +106,23 @@ struct Script {
     std::int64_t count = 0, token = 0;
     Clock::time_point expires;
   };
+  /// A row of the holders table (migration 0004): a permit holder's or a reader's membership, or a
+  /// waiting writer's mark (kind "writer", count, token and epoch 0).
+  struct Member {
+    std::int64_t count = 0, token = 0, epoch = 0;
+    Clock::time_point expires;
+    std::int64_t serial = 0;  // which insertion made the row: one taken afresh after a delete has a new one
+  };
+  using MemberKey = std::tuple<std::string, std::string, std::string>;  // (name, owner, kind)
   std::mutex mutex;
   std::map<std::string, Row> rows;
+  std::map<MemberKey, Member> members;
+  std::int64_t member_serials = 0;
+  // Group paths taken, for tests that must know the generator still reaches them.
+  std::atomic<int> members_taken_afresh{0};  // a membership row of the caller's own taken over (kept lease)
+  std::atomic<int> readers_kept_levels{0};   // ... of which a reader's, keeping count+1
+  std::atomic<int> writers_marked{0}, readers_held_off{0};  // marks written; readers refused for a mark
+  std::atomic<int> permits_full{0};                         // permit acquisitions refused at capacity
   std::int64_t next_token = 0;
   std::atomic<int> acquires{0}, releases{0}, renewals{0}, unlocks{0};
   std::vector<std::chrono::milliseconds> renewed_ttls;  // of the last renewal
@@ -186,6 +211,181 @@ struct Script {
     return renewed;
   }
 
+  static std::string group_of(HolderKind kind) { return kind == HolderKind::permit ? "(permits)" : "(readers)"; }
+
+  /// migrations/postgres/0012's acquire_member: joins or re-enters a group, or starts one.
+  std::optional<Grant> apply_acquire_member(std::string_view name_in, std::string_view owner_in, HolderKind kind,
+                                            std::int64_t capacity, std::chrono::milliseconds ttl,
+                                            std::int64_t held_token) {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    auto expires = now + ttl;
+    std::string name(name_in), owner(owner_in), kind_name(dblock::detail::kind_text(kind)), group = group_of(kind);
+    auto row = rows.find(name);
+    bool free = row == rows.end() || row->second.expires <= now;
+    if (!free && row->second.owner != group) return std::nullopt;  // an exclusive holder, or the other kind
+    if (!free) {
+      auto member = members.find({name, owner, kind_name});
+      if (member != members.end() && held_token != 0 && member->second.token == held_token &&
+          member->second.epoch == row->second.token && member->second.expires > now) {
+        member->second.count += 1;
+        member->second.expires = std::max(member->second.expires, expires);
+        row->second.expires = std::max(row->second.expires, expires);
+        return Grant{member->second.count, member->second.token};
+      }
+      if (kind == HolderKind::permit) {
+        std::int64_t live = 0;
+        for (const auto& [key, m] : members)
+          if (std::get<0>(key) == name && std::get<2>(key) == "permit" && m.epoch == row->second.token &&
+              m.expires > now && std::get<1>(key) != owner)
+            ++live;
+        if (live >= capacity) {
+          ++permits_full;
+          return std::nullopt;
+        }
+      }
+    }
+    if (kind == HolderKind::shared)
+      for (const auto& [key, m] : members)
+        if (std::get<0>(key) == name && std::get<2>(key) == "writer" && m.expires > now && std::get<1>(key) != owner) {
+          ++readers_held_off;
+          return std::nullopt;  // a writer waits: new readers queue behind it
+        }
+    std::int64_t epoch = 0, token = 0;
+    if (!free) {
+      epoch = row->second.token;
+      token = kind == HolderKind::permit ? ++next_token : epoch;
+      row->second.count += 1;
+      row->second.expires = std::max(row->second.expires, expires);
+    } else {
+      epoch = token = ++next_token;
+      rows[name] = Row{group, 1, epoch, expires};
+      // Members of earlier groups of this name: every one of their leases has ended.
+      std::erase_if(members, [&](const auto& entry) {
+        return std::get<0>(entry.first) == name && std::get<2>(entry.first) != "writer";
+      });
+    }
+    auto [member, inserted] =
+        members.try_emplace({name, owner, kind_name}, Member{1, token, epoch, expires, member_serials + 1});
+    if (inserted) ++member_serials;
+    if (!inserted) {
+      // The caller's own membership taken afresh keeps the later lease; a reader's keeps its token
+      // (the epoch), so its count carries the levels still to be released.
+      ++members_taken_afresh;
+      if (member->second.token == token) ++readers_kept_levels;
+      member->second.count = member->second.token == token ? member->second.count + 1 : 1;
+      member->second.token = token;
+      member->second.epoch = epoch;
+      member->second.expires = std::max(member->second.expires, expires);
+    }
+    return Grant{1, token};
+  }
+
+  /// 0004's release_member: one level; the group's row goes with its last live member, else its
+  /// lease shrinks to the latest live member's.
+  std::optional<std::int64_t> apply_release_member(std::string_view name_in, std::string_view owner_in, HolderKind kind,
+                                                   std::int64_t token) {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    std::string name(name_in), kind_name(dblock::detail::kind_text(kind));
+    auto member = members.find({name, std::string(owner_in), kind_name});
+    if (member == members.end() || member->second.token != token) return std::nullopt;
+    auto left = --member->second.count;
+    auto epoch = member->second.epoch;
+    auto row = rows.find(name);
+    if (row == rows.end() || row->second.token != epoch || row->second.owner != group_of(kind)) {
+      members.erase(member);
+      return std::nullopt;  // a lapsed member of a group that has ended
+    }
+    if (left > 0) return left;
+    members.erase(member);
+    std::int64_t live = 0;
+    Clock::time_point latest{};
+    for (const auto& [key, m] : members)
+      if (std::get<0>(key) == name && std::get<2>(key) == kind_name && m.epoch == epoch && m.expires > now) {
+        ++live;
+        latest = std::max(latest, m.expires);
+      }
+    if (live == 0) {
+      rows.erase(row);
+    } else {
+      row->second.count = live;
+      row->second.expires = latest;
+    }
+    return 0;
+  }
+
+  /// 0004's renew_members: memberships still live in a live group of their kind, and the groups'
+  /// rows with them, never shortened.
+  std::vector<std::size_t> apply_renew_members(const std::vector<RenewedMember>& held) {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    std::vector<std::size_t> renewed;
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      auto member = members.find({held[i].name, held[i].owner, std::string(dblock::detail::kind_text(held[i].kind))});
+      if (member == members.end() || member->second.token != held[i].token || member->second.expires <= now) continue;
+      auto row = rows.find(held[i].name);
+      if (row == rows.end() || row->second.token != member->second.epoch || row->second.expires <= now ||
+          row->second.owner != group_of(held[i].kind))
+        continue;
+      member->second.expires = std::max(member->second.expires, now + held[i].ttl);
+      row->second.expires = std::max(row->second.expires, member->second.expires);
+      renewed.push_back(i);
+    }
+    return renewed;
+  }
+
+  /// The earliest lease of a permit group's live members, else the name's lease.
+  std::optional<std::chrono::milliseconds> first_lease_end(const std::string& name) {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    auto row = rows.find(name);
+    if (row == rows.end()) return std::nullopt;
+    std::optional<Clock::time_point> first;
+    if (row->second.owner == "(permits)")
+      for (const auto& [key, m] : members)
+        if (std::get<0>(key) == name && std::get<2>(key) == "permit" && m.epoch == row->second.token && m.expires > now)
+          first = std::min(first.value_or(m.expires), m.expires);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(first.value_or(row->second.expires) - now);
+  }
+
+  /// The name's lease left; while readers hold it, `owner` marked as a waiting writer.
+  std::optional<std::chrono::milliseconds> lease_left_marking_writer(const std::string& name, const std::string& owner,
+                                                                     std::chrono::milliseconds mark_for, bool& marked) {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    marked = false;
+    auto row = rows.find(name);
+    if (row == rows.end()) return std::nullopt;
+    if (row->second.owner == "(readers)" && row->second.expires > now) {
+      members.insert_or_assign({name, owner, "writer"}, Member{0, 0, 0, now + mark_for});
+      marked = true;
+      ++writers_marked;
+    }
+    return std::chrono::duration_cast<std::chrono::milliseconds>(row->second.expires - now);
+  }
+
+  void unmark_writer(const std::string& name, const std::string& owner) {
+    std::lock_guard lock(mutex);
+    members.erase({name, owner, "writer"});
+  }
+
+  /// The reaper: deletes lock rows and holders whose leases have ended, never live ones. Returns the
+  /// members it deleted.
+  int reap() {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    std::erase_if(rows, [&](const auto& entry) { return entry.second.expires <= now; });
+    return static_cast<int>(std::erase_if(members, [&](const auto& entry) { return entry.second.expires <= now; }));
+  }
+
+  std::optional<Member> member(const std::string& name, const std::string& owner, HolderKind kind) {
+    std::lock_guard lock(mutex);
+    auto it = members.find({name, owner, std::string(dblock::detail::kind_text(kind))});
+    if (it == members.end()) return std::nullopt;
+    return it->second;
+  }
+
   std::optional<Row> row(const std::string& name) {
     std::lock_guard lock(mutex);
     auto it = rows.find(name);
@@ -193,6 +393,16 @@ struct Script {
     return it->second;
   }
 };
+
+/// Runs `apply` when and as the script's stepper decides; its result is the reply.
+template <class Result, class Apply>
+Result run_stepped(Script& script, std::string_view what, std::string_view owner, std::vector<std::string> names,
+                   std::vector<std::int64_t> tokens, Apply apply) {
+  auto reply = std::make_shared<std::optional<Result>>();
+  script.stepper->statement(what, owner, std::move(names), std::move(tokens),
+                            [reply, apply = std::move(apply)] { *reply = apply(); });
+  return std::move(**reply);
+}
 
 class ScriptedSession final : public AdvisorySession {
  public:
@@ -418,14 +628,10 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
       if (!(requests[i - 1].name < requests[i].name))
         throw std::logic_error("a combined statement's names are not distinct and in byte order");
   }
-  /// Runs `apply` when and as the stepper decides; its result is the reply.
   template <class Result, class Apply>
   Result stepped(std::string_view what, std::string_view owner, std::vector<std::string> names,
                  std::vector<std::int64_t> tokens, Apply apply) {
-    auto reply = std::make_shared<std::optional<Result>>();
-    script_->stepper->statement(what, owner, std::move(names), std::move(tokens),
-                                [reply, apply = std::move(apply)] { *reply = apply(); });
-    return std::move(**reply);
+    return run_stepped<Result>(*script_, what, owner, std::move(names), std::move(tokens), std::move(apply));
   }
   template <class Apply>
   std::optional<std::int64_t> scripted_release(Apply apply) {
@@ -436,6 +642,82 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     if (mode == Unknown::after_applying) throw dblock::detail::OutcomeUnknown("reply lost (scripted)");
     return left;
   }
+  std::shared_ptr<Script> script_;
+};
+
+/// The group role over the script's lock and holders tables. With a stepper, every statement that
+/// writes goes through it ("acquire_member", "release_member", "renew_members", "mark_writer",
+/// "unmark_writer"); the waiter's read of the first lease end writes nothing and runs at once.
+class ScriptedGroups final : public dblock::detail::GroupBackend {
+ public:
+  explicit ScriptedGroups(std::shared_ptr<Script> script) : script_(std::move(script)) {}
+
+  std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                          std::int64_t capacity, std::chrono::milliseconds ttl,
+                                          std::int64_t held_token) override {
+    ++script_->acquires;
+    auto apply = [s = script_, n = std::string(name), o = std::string(owner), kind, capacity, ttl, held_token] {
+      return s->apply_acquire_member(n, o, kind, capacity, ttl, held_token);
+    };
+    if (!script_->stepper) return apply();
+    return run_stepped<std::optional<Grant>>(*script_, "acquire_member", owner, {std::string(name)}, {held_token},
+                                             apply);
+  }
+  std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
+                                             std::int64_t token) override {
+    ++script_->releases;
+    auto apply = [s = script_, n = std::string(name), o = std::string(owner), kind, token] {
+      return s->apply_release_member(n, o, kind, token);
+    };
+    if (!script_->stepper) return apply();
+    return run_stepped<std::optional<std::int64_t>>(*script_, "release_member", owner, {std::string(name)}, {token},
+                                                    apply);
+  }
+  std::vector<std::size_t> renew_members(std::span<const HeldRef> held, Clock::time_point) override {
+    ++script_->renewals;
+    std::vector<RenewedMember> refs;
+    std::vector<std::string> names;
+    std::vector<std::int64_t> tokens;
+    for (const auto& ref : held) {
+      refs.push_back({std::string(ref.name), std::string(ref.owner), ref.kind, ref.token, ref.ttl});
+      names.emplace_back(ref.name);
+      tokens.push_back(ref.token);
+    }
+    auto apply = [s = script_, refs] { return s->apply_renew_members(refs); };
+    if (!script_->stepper) return apply();
+    return run_stepped<std::vector<std::size_t>>(*script_, "renew_members", {}, std::move(names), std::move(tokens),
+                                                 apply);
+  }
+  std::optional<std::chrono::milliseconds> first_lease_end(std::string_view name) override {
+    return script_->first_lease_end(std::string(name));
+  }
+  std::optional<std::chrono::milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
+                                                                     std::chrono::milliseconds mark_for,
+                                                                     bool& marked) override {
+    using Reply = std::pair<std::optional<std::chrono::milliseconds>, bool>;
+    auto apply = [s = script_, n = std::string(name), o = std::string(owner), mark_for] {
+      bool now_marked = false;
+      auto left = s->lease_left_marking_writer(n, o, mark_for, now_marked);
+      return Reply{left, now_marked};
+    };
+    auto reply = script_->stepper ? run_stepped<Reply>(*script_, "mark_writer", owner, {std::string(name)}, {0}, apply)
+                                  : apply();
+    marked = reply.second;
+    return reply.first;
+  }
+  void unmark_writer(std::string_view name, std::string_view owner) override {
+    auto apply = [s = script_, n = std::string(name), o = std::string(owner)] {
+      s->unmark_writer(n, o);
+      return true;
+    };
+    if (!script_->stepper) {
+      apply();
+      return;
+    }
+    run_stepped<bool>(*script_, "unmark_writer", owner, {std::string(name)}, {0}, apply);
+  }
+
+ private:
   std::shared_ptr<Script> script_;
 };
 
@@ -451,15 +733,15 @@ class ScriptedAdvisory final : public dblock::detail::AdvisoryBackend {
   std::shared_ptr<Script> script_;
 };
 
-/// A backend with only the roles it fakes, locks and advisory sessions; every other role is absent.
+/// A backend with only the roles it fakes, locks, groups and advisory sessions; every other role is absent.
 class ScriptedBackend final : public dblock::detail::Backend {
  public:
   // The script is shared: the test reads and steers it while the Store owns this backend.
-  explicit ScriptedBackend(std::shared_ptr<Script> script) : locks_(script), advisory_(script) {}
+  explicit ScriptedBackend(std::shared_ptr<Script> script) : locks_(script), groups_(script), advisory_(script) {}
   dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
 
   dblock::detail::LockBackend& locks() override { return locks_; }
-  Role<dblock::detail::GroupBackend> groups() override { return absent<dblock::detail::GroupBackend>(); }
+  Role<dblock::detail::GroupBackend> groups() override { return Role<dblock::detail::GroupBackend>::of(groups_); }
   Role<dblock::detail::AdvisoryBackend> advisory() override {
     return Role<dblock::detail::AdvisoryBackend>::of(advisory_);
   }
@@ -478,6 +760,7 @@ class ScriptedBackend final : public dblock::detail::Backend {
   }
 
   ScriptedLocks locks_;
+  ScriptedGroups groups_;
   ScriptedAdvisory advisory_;
 };
 
