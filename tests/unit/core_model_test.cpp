@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -800,6 +801,33 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
   /// guard learns so at the next renewal, and nobody else holds the name meanwhile.) And a row counts at least as
   /// many levels as guards believe in its token: each believing guard's release takes one level, and the last takes
   /// the row.
+  /// Seeds run by run_seeds: how many, in how long, and whether one reported seed was replayed.
+  struct SeedsRun {
+    int ran = 0;
+    std::chrono::milliseconds took{0};
+    bool replay = false;
+    std::string failure;  // the first violation's trace, or empty
+  };
+  /// Runs `seeds` seeds from 1, or only DBLOCK_MODEL_SEED to replay a reported one. The paths a
+  /// scenario counts depend on thread timing, so while `minimums_met` says a loaded machine (TSan)
+  /// produced too few, it runs more seeds, up to three times as many.
+  SeedsRun run_seeds(const Scenario& scenario, int seeds, Tally& tally, const std::function<bool()>& minimums_met) {
+    SeedsRun result;
+    std::uint32_t first_seed = 1;
+    if (const char* seed = std::getenv("DBLOCK_MODEL_SEED")) {
+      first_seed = static_cast<std::uint32_t>(std::strtoul(seed, nullptr, 10));
+      seeds = 1;
+      result.replay = true;
+    }
+    auto started = Clock::now();
+    for (; result.ran < seeds || (!result.replay && !minimums_met() && result.ran < 3 * seeds); ++result.ran) {
+      result.failure = run(first_seed + static_cast<std::uint32_t>(result.ran), scenario, tally);
+      if (!result.failure.empty()) break;
+    }
+    result.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    return result;
+  }
+
   static std::string check_members(Script& script, std::vector<Guard>& guards, Tally& tally);
   static std::string check(Script& script, std::mutex& guards_mutex, std::vector<Guard>& guards, Tally& tally) {
     // Before any guard is asked: a guard that believes when asked believes at this instant too.
@@ -936,15 +964,7 @@ std::string CoreModel::check_members(Script& script, std::vector<Guard>& guards,
 
 TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   auto scenario = GetParam();
-  std::uint32_t first_seed = 1;
-  int seeds = 6;
   Tally tally;
-  bool replay = false;
-  if (const char* seed = std::getenv("DBLOCK_MODEL_SEED")) {  // to replay one reported seed
-    first_seed = static_cast<std::uint32_t>(std::strtoul(seed, nullptr, 10));
-    seeds = 1;
-    replay = true;
-  }
   // The situations of the lost-reply fixes (commits dca13e1, 527ff9d, and the give-back's lost
   // reply): a generator that stopped producing them would pass without testing them. About a third
   // of the fewest seen in any scenario; they depend on thread timing, so a loaded machine (TSan) that
@@ -954,13 +974,8 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
     return tally.adoptions >= kAdoptions && tally.lost_reentries >= kLostReentries &&
            tally.unread_releases >= kUnreadReleases && tally.orphaned >= kOrphaned;
   };
-  auto started = Clock::now();
-  int ran = 0;
-  for (; ran < seeds || (!replay && !minimums_met() && ran < 3 * seeds); ++ran) {
-    auto failure = run(first_seed + static_cast<std::uint32_t>(ran), scenario, tally);
-    ASSERT_TRUE(failure.empty()) << failure;
-  }
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  auto [ran, took, replay, failure] = run_seeds(scenario, 6, tally, minimums_met);
+  ASSERT_TRUE(failure.empty()) << failure;
   auto counts = fmt::format(
       "{} steps in {} ms, {} combined statements, {} release statements written behind, {} statements failed "
       "cleanly, {} lapses of a short lease, {} checks found an orphan row, {} adoptions of a row by a lost-reply "
@@ -1004,15 +1019,7 @@ class CoreModelGroups : public CoreModel {};
 
 TEST_P(CoreModelGroups, NoKindsMixNorPermitsOverflowAndEveryMemberNamesItsLiveRow) {
   auto scenario = GetParam();
-  std::uint32_t first_seed = 1;
-  int seeds = 4;
   Tally tally;
-  bool replay = false;
-  if (const char* seed = std::getenv("DBLOCK_MODEL_SEED")) {
-    first_seed = static_cast<std::uint32_t>(std::strtoul(seed, nullptr, 10));
-    seeds = 1;
-    replay = true;
-  }
   // The group paths the checks are about: a generator that stopped reaching them would pass without
   // testing them. About a third of the fewest seen in 4 seeds of any scenario; thread timing decides
   // them, so a loaded machine runs up to three times as many seeds before they count as missed.
@@ -1024,13 +1031,8 @@ TEST_P(CoreModelGroups, NoKindsMixNorPermitsOverflowAndEveryMemberNamesItsLiveRo
            tally.writers_waited >= kWritersMarked && tally.readers_held_off >= kReadersHeldOff &&
            tally.members_reaped >= kReaped && tally.member_replies_lost >= kMemberRepliesLost;
   };
-  auto started = Clock::now();
-  int ran = 0;
-  for (; ran < seeds || (!replay && !minimums_met() && ran < 3 * seeds); ++ran) {
-    auto failure = run(first_seed + static_cast<std::uint32_t>(ran), scenario, tally);
-    ASSERT_TRUE(failure.empty()) << failure;
-  }
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  auto [ran, took, replay, failure] = run_seeds(scenario, 4, tally, minimums_met);
+  ASSERT_TRUE(failure.empty()) << failure;
   auto counts = fmt::format(
       "{} steps in {} ms, {} memberships granted, {} member statements lost their reply, {} checks found readers of "
       "two owners believing, {} a full semaphore, {} own memberships taken afresh ({} a reader's keeping its levels), "
