@@ -29,9 +29,10 @@ class DBLOCK_EXPORT Lock {
 
   [[nodiscard]] const std::string& name() const;
   /// Fencing token: strictly greater than every token granted earlier for this name. Re-entries
-  /// share the token of the first acquisition; the readers of one group (LockOptions::shared)
-  /// share the group's, which every later exclusive grant exceeds. Pass it to the resource you
-  /// protect. Thread-safe.
+  /// share the token of the first acquisition. Each member of a group (permits, readers) has a
+  /// token of its own, drawn when its membership begins (a reader's membership taken afresh while
+  /// its row lives keeps it, so members' tokens need not rise in the order they are believed);
+  /// every later exclusive grant exceeds them. Pass it to the resource you protect. Thread-safe.
   /// Advisory mode (PostgreSQL advisory locks, MySQL GET_LOCK) draws it when first asked for, on
   /// the session that holds the lock (one round trip, which also proves the lock alive then), so
   /// a holder that never asks pays nothing for it; later calls return the same value.

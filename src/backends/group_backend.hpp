@@ -27,8 +27,9 @@ class GroupBackend {
   /// `kind` (permit or shared) holding `name`, or starts one when the name is free, in one round
   /// trip with one clock reading. Refused (empty) while another exclusive holder or a group of the
   /// other kind holds it, while `capacity` permits are held by others (permit), or while a writer
-  /// waits (shared). The token: a permit's own, rising per name in grant order; a reader's is its
-  /// group's, drawn when the group began.
+  /// waits (shared). The token: the membership's own, rising per name in grant order (a group's
+  /// first member's is the group's epoch); a reader's own row of the same group, live or lapsed,
+  /// taken afresh keeps its token and count.
   virtual std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
                                                   std::int64_t capacity, milliseconds ttl, std::int64_t held_token) = 0;
   /// One level of a membership: the levels left, or empty when the membership is no longer the

@@ -466,7 +466,6 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
   std::optional<std::int64_t> remaining;
   bool acknowledged = false;
   bool written_behind = false;
-  bool lapsed_reader = false;
   auto sent = SteadyClock::now();
   {
     auto pass = gates_.enter(Key{held->owner, held->name, held->kind});
@@ -484,15 +483,10 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
       }
     }
     sent = SteadyClock::now();
-    // A reader's guard that stopped believing sends nothing: its token is the group's epoch, which
-    // a membership its owner took afresh after this one lapsed and was reaped carries too, and its
-    // release would delete that membership under the guards that believe it. The level it held,
-    // if its row still lives, lapses with the lease (doc/semantics.md, Groups).
-    lapsed_reader = held->kind == HolderKind::shared && !held->believed_held(sent);
     bool last_plain = held->kind == HolderKind::exclusive && depth_before <= 1;
     // Queued while the pass is held: a re-entry of this owner waits for it (acquire_once).
     if (written_behind_ && last_plain && min_hold.count() == 0) written_behind = written_behind_->admit(held);
-    if (!written_behind && !lapsed_reader) {
+    if (!written_behind) {
       ScopeExit sent_own([&]() noexcept {
         if (written_behind_ && last_plain && min_hold.count() == 0) written_behind_->sent();
       });
@@ -510,10 +504,6 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
     emit_released(*held, 0, sent);
     return;
   }
-  if (lapsed_reader)
-    throw_lost_on_release(*held,
-                          "it was lost before (its local deadline passed, or the watchdog found it gone); a "
-                          "reader's level it held lapses with the membership's lease");
   if (acknowledged) throw_lost_on_release(*held, "it was revoked (dblock release --force); the name is free now");
   if (!remaining) throw_lost_on_release(*held, "its lease ended or another owner took it over");
   // The row was still ours and is released now, but the holder was already told it lost it.

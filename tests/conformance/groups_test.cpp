@@ -128,13 +128,13 @@ TEST_P(Groups, ReadersShareAndAWaitingWriterIsNotStarvedByLaterReaders) {
   auto first = r1->try_acquire("rw", kShared);
   auto second = r2->try_acquire("rw", kShared);
   ASSERT_TRUE(first && second) << "readers share";
-  EXPECT_EQ(first->token(), second->token()) << "readers of one group share its token";
+  EXPECT_GT(second->token(), first->token()) << "every reader has a token of its own, rising in join order";
   EXPECT_FALSE(writer->try_acquire("rw")) << "no writer beside readers";
   auto waiting = std::async(std::launch::async, [&] { return writer->acquire("rw", 30s); });
   ASSERT_TRUE(eventually([&] { return writer->stats().contended >= 2; })) << "the writer waits";
   // From the writer's first wait on, a new reader queues behind it.
   ASSERT_TRUE(eventually([&] { return !r3->try_acquire("rw", kShared).has_value(); }));
-  auto reader_token = first->token();
+  auto reader_token = second->token();
   first->release();
   second->release();
   ASSERT_EQ(waiting.wait_for(20s), std::future_status::ready);
@@ -247,13 +247,13 @@ TEST_P(Groups, AMembershipTakenAfreshByItsOwnerNeverShortensItsLease) {
       EXPECT_EQ(rows[0].count, 1) << "a permit taken afresh starts its count again";
       EXPECT_THROW(reentered->release(), dblock::LockLost) << "the guard's permit was taken afresh";
     } else {
-      EXPECT_EQ(late->token, held->token()) << "a reader's token is its group's epoch";
+      EXPECT_EQ(late->token, held->token()) << "a reader's own membership of its group keeps its token";
       EXPECT_EQ(rows[0].count, 4) << "a reader taken afresh twice keeps its two levels and adds two";
     }
   }
 }
 
-// A reader's membership taken afresh by its owner keeps its token (the group's epoch). If it also
+// A reader's membership taken afresh by its owner while its row lives keeps its token. If it also
 // reset the count to 1, the release of a level an earlier guard still holds (an inner re-entry here;
 // a release whose reply was lost and lands late behaves alike) would delete the membership under
 // the other guards of the owner, and a writer would be let in beside a reader who still believes.
@@ -272,7 +272,7 @@ TEST_P(Groups, AReadersMembershipTakenAfreshKeepsTheLevelsItsGuardsStillRelease)
   auto late = backend.try_acquire_member("member-late/levels", owner, dblock::HolderKind::shared, 0, 1s, 0);
   ASSERT_TRUE(late) << "the owner's own membership is taken afresh";
   EXPECT_EQ(late->count, 1);
-  EXPECT_EQ(late->token, outer->token()) << "a reader's token is its group's epoch";
+  EXPECT_EQ(late->token, outer->token()) << "a reader's own membership of its group keeps its token";
   inner->release();
   rows = holders_of("member-late/levels");
   ASSERT_EQ(rows.size(), 1u) << "the inner guard's release deleted the membership its outer guard holds";
@@ -287,6 +287,45 @@ TEST_P(Groups, AReadersMembershipTakenAfreshKeepsTheLevelsItsGuardsStillRelease)
   EXPECT_TRUE(backend.release_member("member-late/levels", owner, dblock::HolderKind::shared, late->token));
   EXPECT_TRUE(holders_of("member-late/levels").empty());
   EXPECT_TRUE(writer->try_acquire("member-late/levels")) << "the name is free once every level is given back";
+}
+
+// A reader's membership that lapsed and was deleted by the reaper, taken afresh by its owner, is a
+// new membership with a token of its own (schema 13). A release of the old one still in flight (a
+// statement stalled for longer than a lease) then misses it. When a reader's token was its group's
+// epoch, that release deleted the new membership, and a writer was let in beside its reader.
+TEST_P(Groups, AReadersMembershipTakenAfreshAfterItWasReapedHasATokenOfItsOwn) {
+  auto& backend = dblock::detail::StoreParts::backend(*store_).groups().get();
+  auto keeper = manager(), writer = manager();
+  auto kept = keeper->try_acquire("member-reaped", dblock::LockOptions{.ttl = 60s, .shared = true});
+  ASSERT_TRUE(kept) << "another reader keeps the group alive";
+  auto lapsed = backend.try_acquire_member("member-reaped", "lapser", dblock::HolderKind::shared, 0, 20ms, 0);
+  ASSERT_TRUE(lapsed);
+  EXPECT_NE(lapsed->token, kept->token()) << "a reader that joins a group draws a token of its own";
+  auto lapser_rows = [&] {
+    std::vector<dblock::LockInfo> rows;
+    for (auto& row : holders_of("member-reaped"))
+      if (row.owner == "lapser") rows.push_back(row);
+    return rows;
+  };
+  ASSERT_TRUE(eventually([&] {
+    auto rows = lapser_rows();
+    // Below zero: "0 ms left" may still be a few microseconds before the expiry the reaper checks.
+    return rows.size() == 1 && rows[0].remaining.count() < 0;
+  })) << "the membership lapses";
+  EXPECT_GE(dblock::Reaper(store_).run_once().rows, 1u);
+  ASSERT_TRUE(lapser_rows().empty()) << "the reaper deleted the lapsed membership";
+  auto afresh = backend.try_acquire_member("member-reaped", "lapser", dblock::HolderKind::shared, 0, 60s, 0);
+  ASSERT_TRUE(afresh) << "the owner takes the membership afresh";
+  EXPECT_NE(afresh->token, lapsed->token) << "a membership taken afresh after it was deleted has a new token";
+  EXPECT_FALSE(backend.release_member("member-reaped", "lapser", dblock::HolderKind::shared, lapsed->token))
+      << "the late release of the old membership found one to release";
+  auto rows = lapser_rows();
+  ASSERT_EQ(rows.size(), 1u) << "the late release deleted the membership taken afresh";
+  EXPECT_EQ(rows[0].count, 1);
+  kept->release();
+  EXPECT_FALSE(writer->try_acquire("member-reaped")) << "a writer beside the reader taken afresh";
+  EXPECT_TRUE(backend.release_member("member-reaped", "lapser", dblock::HolderKind::shared, afresh->token));
+  EXPECT_TRUE(writer->try_acquire("member-reaped")) << "the name is free once the reader gives it back";
 }
 
 TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {

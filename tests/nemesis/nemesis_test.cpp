@@ -128,8 +128,10 @@ class History {
 
 /// Beliefs that break exclusion or token order, one line each. Two beliefs of one name may overlap
 /// only when both are readers, or both permit holders with at most kPermits at any instant. A
-/// belief that begins after another ended has a larger token (readers of one group share theirs);
-/// permit holders have tokens of their own.
+/// belief that begins after another ended has a larger token, unless both are members of groups:
+/// every membership has a token of its own, drawn when it begins, which two owners never share, and
+/// a reader's membership taken afresh while its row lives keeps its token (a later reader of the
+/// same group may have drawn a larger one), so members' beliefs are not in token order.
 std::vector<std::string> violations(std::vector<Belief> beliefs) {
   using dblock::HolderKind;
   std::vector<std::string> found;
@@ -141,15 +143,15 @@ std::vector<std::string> violations(std::vector<Belief> beliefs) {
     int permits_at_start = 1;  // permit holders believing at `later.first_ns`, `later` included
     for (std::size_t j = i + 1; j < beliefs.size() && beliefs[j].name == earlier.name; ++j) {
       const auto& later = beliefs[j];
-      if (earlier.kind == HolderKind::permit && later.kind == HolderKind::permit) {
+      bool one_owner = !earlier.owner.empty() && earlier.owner == later.owner && earlier.token == later.token;
+      if (earlier.kind == later.kind && earlier.kind != HolderKind::exclusive) {
         // Both may hold at once, so their grant order is not the order of their beliefs: each
-        // has a token of its own (the conformance suite checks that they rise).
-        if (later.token == earlier.token)
-          found.push_back(fmt::format("'{}': {} and {} hold permits with one token {}", later.name, earlier.holder,
+        // membership has a token of its own (the conformance suite checks that they rise).
+        if (later.token == earlier.token && !one_owner)
+          found.push_back(fmt::format("'{}': {} and {} are members with one token {}", later.name, earlier.holder,
                                       later.holder, later.token));
         continue;
       }
-      bool one_owner = !earlier.owner.empty() && earlier.owner == later.owner && earlier.token == later.token;
       if (later.first_ns <= earlier.last_ns) {
         bool may_share = one_owner || (earlier.kind == later.kind && earlier.kind != HolderKind::exclusive);
         if (!may_share)
@@ -158,8 +160,7 @@ std::vector<std::string> violations(std::vector<Belief> beliefs) {
                                       earlier.holder, earlier.token));
         continue;
       }
-      bool shares_token = one_owner || (earlier.kind == HolderKind::shared && later.kind == HolderKind::shared);
-      if (shares_token ? later.token < earlier.token : later.token <= earlier.token)
+      if (one_owner ? later.token < earlier.token : later.token <= earlier.token)
         found.push_back(fmt::format("'{}': token {} of {} was granted after token {} of {} ended", later.name,
                                     later.token, later.holder, earlier.token, earlier.holder));
     }
@@ -577,12 +578,19 @@ TEST(NemesisChecker, FindsTooManyPermitHoldersAndWritersBesideReaders) {
   EXPECT_TRUE(violations({permit(1, 0, 10), permit(2, 5, 20), permit(3, 11, 30)}).empty()) << "two at a time";
   EXPECT_EQ(violations({permit(1, 0, 10), permit(2, 5, 20), permit(3, 8, 30)}).size(), 1u) << "three at once";
   EXPECT_EQ(violations({permit(2, 0, 10), permit(2, 20, 30)}).size(), 1u) << "two permits with one token";
-  Belief reader_a{"rw", 7, 0, 10, "ra", HolderKind::shared}, reader_b{"rw", 7, 5, 20, "rb", HolderKind::shared};
-  EXPECT_TRUE(violations({reader_a, reader_b}).empty()) << "readers share the name and their group's token";
-  Belief writer{"rw", 8, 15, 25, "w", HolderKind::exclusive};
+  Belief reader_a{"rw", 7, 0, 10, "ra", HolderKind::shared, "owner-a"},
+      reader_b{"rw", 8, 5, 20, "rb", HolderKind::shared};
+  EXPECT_TRUE(violations({reader_a, reader_b}).empty()) << "readers share the name, each with a token of its own";
+  Belief same_token{"rw", 7, 5, 20, "rc", HolderKind::shared};
+  EXPECT_EQ(violations({reader_a, same_token}).size(), 1u) << "two owners' memberships with one token";
+  Belief kept{"rw", 7, 22, 30, "ra2", HolderKind::shared, "owner-a"};
+  EXPECT_TRUE(violations({reader_a, reader_b, kept}).empty()) << "a reader's own membership keeps its token";
+  Belief writer{"rw", 9, 15, 25, "w", HolderKind::exclusive};
   EXPECT_EQ(violations({reader_a, reader_b, writer}).size(), 1u) << "a writer beside a reader";
-  Belief later_reader{"rw", 6, 30, 40, "rc", HolderKind::shared};
-  EXPECT_EQ(violations({reader_a, later_reader}).size(), 1u) << "a reader's token going back";
+  Belief writer_after{"rw", 9, 21, 25, "w", HolderKind::exclusive},
+      later_reader{"rw", 6, 30, 40, "rd", HolderKind::shared};
+  EXPECT_EQ(violations({reader_a, reader_b, writer_after, later_reader}).size(), 1u)
+      << "a reader's token below the writer's before it";
 }
 
 }  // namespace

@@ -152,15 +152,15 @@ class Interleaver final : public Stepper {
     std::lock_guard lock(mutex_);
     return pending_[index];
   }
-  /// A statement whose reply was lost lands now (or, `land` false, never).
-  void land_ghost(std::size_t index, bool land = true) {
+  /// A statement whose reply was lost lands now.
+  void land_ghost(std::size_t index) {
     std::shared_ptr<Pending> ghost;
     {
       std::lock_guard lock(mutex_);
       ghost = std::move(ghosts_[index]);
       ghosts_.erase(ghosts_.begin() + static_cast<std::ptrdiff_t>(index));
     }
-    if (land) ghost->apply();
+    ghost->apply();
   }
   [[nodiscard]] std::shared_ptr<Pending> peek_ghost(std::size_t index) {
     std::lock_guard lock(mutex_);
@@ -305,7 +305,7 @@ struct Tally {
   std::uint64_t members_granted = 0, member_replies_lost = 0, readers_together = 0, permits_full = 0;
   std::uint64_t writers_waited = 0, member_deletes = 0, members_reaped = 0;
   std::uint64_t lost_readers_beside_believers = 0;  // see the release step
-  std::uint64_t open_path_avoided = 0;              // see the landing of a statement whose reply was lost
+  std::uint64_t stale_reader_releases = 0;          // see the landing of a statement whose reply was lost
   // The holders table's paths (Script): own memberships taken afresh (a reader's keeping its levels),
   // readers held off by a writer's mark, permits refused at capacity.
   std::uint64_t members_afresh = 0, readers_kept_levels = 0, readers_held_off = 0, permits_refused = 0;
@@ -375,7 +375,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
       // "r" is read two times in three, "p" always one of kPermits permits; a writer of "r" waits a
       // little now and then, marking itself while readers hold the name. A reader asks for the long
       // lease one time in two: its group outlives the short readers' lapses, so their memberships
-      // are reaped and taken afresh in the same group (under the same token).
+      // are reaped and taken afresh in the same group (under a new token).
       bool shared = read || (name == "r" && !asked && pick(3) != 0);
       auto ttl =
           asked.value_or(name != "b" && pick(shared ? 2 : 4) != 0 ? kShortTtl : std::chrono::milliseconds(10min));
@@ -444,8 +444,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     };
 
     // The reaper runs after a lapse or a stall, when leases have just ended:
-    // lapsed members go, and a membership its owner takes afresh then starts at one level under the
-    // same token (a reader's: the epoch) while its lost guards remain.
+    // lapsed members go, and a membership its owner takes afresh then starts at one level under a
+    // new token while its lost guards remain.
     auto reap = [&](int step) {
       auto reaped = script->reap();
       note(fmt::format("{}: the reaper deletes {} lapsed member(s)", step, reaped));
@@ -473,7 +473,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           std::lock_guard lock(guards_mutex);
           auto at = pick(guards.size());
           // Half the time a lost reader's guard whose owner's guards believe in its token again
-          // (see the lapse step), when there is one: the release a reader's lost guard must not send.
+          // (see the lapse step), when there is one: its release must take off only its own level.
           if (scenario.groups && pick(2) == 0)
             for (std::size_t i = 0; i < guards.size(); ++i)
               if (guards[i].kind == HolderKind::shared && guards[i].lock.lost() &&
@@ -488,8 +488,9 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           guard.emplace(std::move(guards[at]));
           guards.erase(guards.begin() + static_cast<std::ptrdiff_t>(at));
           // A lost reader's guard released while guards of its owner believe in a membership of the
-          // same token (the epoch) counting no more levels than they hold: a release it sent would
-          // take one of theirs (commit 66d62a3).
+          // same token counting no more levels than they hold: its release would take one of theirs.
+          // Only a membership inserted anew under the old token (a reader's token the group's epoch,
+          // before schema 13) made that possible; the count shows whether it happens.
           if (guard->kind == HolderKind::shared && guard->lock.lost()) {
             auto believers = std::ranges::count_if(guards, [&](const Guard& other) {
               return other.kind == HolderKind::shared && other.name == guard->name && other.owner == guard->owner &&
@@ -628,7 +629,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
         // wait for anything.
         // With groups, half the time a reader of another owner than a short reader's joins its
         // group first, for long: the group outlives the lapse, and the short reader's membership is
-        // reaped and then taken afresh in it, under the same token (see below).
+        // reaped and then taken afresh in it, under a new token (see below).
         if (scenario.groups && pick(2) == 0) {
           std::optional<std::pair<int, std::size_t>> other;
           auto now_idle = interleaver->idle_actors();
@@ -655,7 +656,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           reap(step);
           // The owner of a reader's guard lost meanwhile reads again at once, for long: when the
           // reaper took its lapsed membership while the group lived on, the membership starts anew
-          // under the same token (the epoch), beside the lost guard, whose release must not touch it.
+          // (under a new token, schema 13) beside the lost guard, whose release must not touch it.
           std::optional<std::pair<int, std::size_t>> back;
           auto now_idle = interleaver->idle_actors();
           bool thread = scenario.scope == dblock::OwnerScope::thread;
@@ -714,26 +715,17 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
         auto index = pick(interleaver->ghost_count());
         auto ghost = interleaver->peek_ghost(index);
         // A reader's release (or give-back) landing after its membership lapsed, was reaped and was
-        // taken afresh by its owner: the new membership carries the same token (the epoch), and the
-        // release deletes it under the guards that believe it. doc/semantics.md, Groups, lists this
-        // as open (a statement stalled for longer than a lease); the generator does not land it.
-        bool open_path = false;
+        // taken afresh by its owner: the new membership has a token of its own (schema 13), which the
+        // late release must miss. Before, it carried the same token (the group's epoch) and the late
+        // release deleted it under the guards that believed it.
         if (auto sent_over = reader_releases_sent.find(ghost.get()); sent_over != reader_releases_sent.end()) {
           auto now_member = script->member(ghost->names[0], ghost->owner, HolderKind::shared);
-          open_path = now_member && now_member->token == ghost->tokens[0] && now_member->serial != sent_over->second;
+          if (now_member && now_member->serial != sent_over->second) ++tally.stale_reader_releases;
           reader_releases_sent.erase(sent_over);
         }
-        if (open_path) {
-          note(
-              fmt::format("{}: a reader's release of '{}' (token {}) whose reply was lost would land on the "
-                          "membership taken afresh since: never lands (the open path)",
-                          step, ghost->names[0], ghost->tokens[0]));
-          ++tally.open_path_avoided;
-        } else {
-          note(fmt::format("{}: {} of '{}' as '{}' (tokens {}) whose reply was lost lands", step, ghost->what,
-                           fmt::join(ghost->names, ","), ghost->owner, fmt::join(ghost->tokens, ",")));
-        }
-        interleaver->land_ghost(index, !open_path);
+        note(fmt::format("{}: {} of '{}' as '{}' (tokens {}) whose reply was lost lands", step, ghost->what,
+                         fmt::join(ghost->names, ","), ghost->owner, fmt::join(ghost->tokens, ",")));
+        interleaver->land_ghost(index);
       } else if (choice >= 970) {
         // A forced release: a revocation (the row keeps its lease under a marker until the holder
         // lets go), or now and then the unsafe immediate delete.
@@ -883,7 +875,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
 /// The memberships' side of check() (REQUIRES: the guards' mutex held). (a) A guard that believes
 /// it holds a membership has a live member row of its owner and kind whose lease lasts at least
 /// as long as its belief, in a live group row of its kind, as long, whose epoch is the member's. A
-/// reader's token is its group's epoch, so its row carries exactly its token; a permit's row may
+/// reader's row carries exactly its token (a row of the same group taken afresh keeps it); a permit's row may
 /// carry a later token of the same owner (its acquisition landed after the reply was lost: the
 /// guard learns so at its next renewal, and its row kept the later lease meanwhile). (b) No
 /// believing exclusive guard beside another owner's believing member, nor believing readers beside
@@ -1038,12 +1030,12 @@ TEST_P(CoreModelGroups, NoKindsMixNorPermitsOverflowAndEveryMemberNamesItsLiveRo
       "two owners believing, {} a full semaphore, {} own memberships taken afresh ({} a reader's keeping its levels), "
       "{} writers' marks, {} readers held off by one, {} permits refused at capacity, {} group rows deleted by force, "
       "{} lapsed members reaped, {} lost readers' guards released beside believers of their membership, "
-      "{} readers' releases not landed on a membership taken afresh (the open path), "
+      "{} readers' releases landed late on a membership taken afresh, "
       "{} lapses, {} statements failed cleanly, {} combined statements, {} releases written behind",
       ran * scenario.steps, took.count(), tally.members_granted, tally.member_replies_lost, tally.readers_together,
       tally.permits_full, tally.members_afresh, tally.readers_kept_levels, tally.writers_waited, tally.readers_held_off,
       tally.permits_refused, tally.member_deletes, tally.members_reaped, tally.lost_readers_beside_believers,
-      tally.open_path_avoided, tally.lapses, tally.failed, tally.batches, tally.behind);
+      tally.stale_reader_releases, tally.lapses, tally.failed, tally.batches, tally.behind);
   std::cout << "[ model    ] " << counts << "\n";
   if (replay) return;
   if (scenario.max_batch > 1) {

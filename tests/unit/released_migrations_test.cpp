@@ -31,6 +31,7 @@ const std::vector<Released> kReleased{
     {"postgres", 10, "599165c91111209d227c1a1f1699ce0345f5c411d285538f21e013b63c88ba06"},
     {"postgres", 11, "d3adbfe274a50b2781bb0c4d1d10b3a446141d5fdac95f554c592db1033dcc89"},
     {"postgres", 12, "8253d9394a7381b6dadc9356305d0eb5ab20e2dc6306b6bb158edd4fded03581"},
+    {"postgres", 13, "bd37200b18bc427954c41eac46493ce11295ad9dae1e32454e8e49dd8ff3d8e8"},
     {"mysql", 1, "d794f1ff94ece38147b146f7b42cd66eccf9df6643fb986f738420986c11b7d7"},
     {"mysql", 2, "45ae38f5f0ec1cac474b2f0940339442edf51582fb9abd082c559cafb581a06f"},
     {"mysql", 3, "51026c8acd9f6e07732feafc15ee6649dd534c9b36564e6a7e1f28a1538243e8"},
@@ -43,6 +44,7 @@ const std::vector<Released> kReleased{
     {"mysql", 10, "5846dcbaf55bd0d082c59d5098fa6de67f726eb62f2728b00e09ab28d9220cbf"},
     {"mysql", 11, "810670f47eb78c0e62fc07331155d2e3858299dcbc344e2b05e409ff9cf1c527"},
     {"mysql", 12, "25e496a30d028ce8c6f2fb6ea9868ff61128624d6db0dd2e795517136adc39e7"},
+    {"mysql", 13, "c817ad6961dbf44e6d3571f21ff43c1f6520816320d6dbcc243c216cb8598b26"},
     {"galera", 1, "4353166034a867c4cee5a24df2091c0e4815bcdadffef017f9375b74fb97a158"},
     {"galera", 2, "7f62a03a205b2aa2d11f34690529d1c93da21235a8abb66bce2aee69888c40f5"},
     {"galera", 3, "d93cb40cb948293b8f249f397e9b1b1f90aa640034bc3664529079b0ae81a9c1"},
@@ -55,6 +57,7 @@ const std::vector<Released> kReleased{
     {"galera", 10, "047213dfa54d8e7669d71b48b131ae163147441feeda38c90a0d0e9010c91022"},
     {"galera", 11, "810670f47eb78c0e62fc07331155d2e3858299dcbc344e2b05e409ff9cf1c527"},
     {"galera", 12, "25e496a30d028ce8c6f2fb6ea9868ff61128624d6db0dd2e795517136adc39e7"},
+    {"galera", 13, "c817ad6961dbf44e6d3571f21ff43c1f6520816320d6dbcc243c216cb8598b26"},
     {"sqlite", 1, "ede1c9483360a3fdb8bb5c3be98b301f2f1ac996d52d54e28a59d63e78a7454d"},
     {"sqlite", 2, "81d1617858417603b3afab5e699b73d27c61fd0187487ecb9781a1aec6ceeff9"},
     {"sqlite", 3, "2a8169be75068d03a7ec690f160c34aa65bd41701b24cc551c7f85265da38938"},
@@ -67,6 +70,7 @@ const std::vector<Released> kReleased{
     {"sqlite", 10, "afea1578cec01afef11e516ed613e879874d4207a12a9b21045ff6dbe847cfc0"},
     {"sqlite", 11, "45541b336c026e5882952ad3f66f927e6392f684ffed7ea9631fc4e3ebaf118f"},
     {"sqlite", 12, "05e0f62734921de621ca35980d0326348b68e1d43d33640fe8860e38cded07e9"},
+    {"sqlite", 13, "ef8770054f2679bbcb770867931ccc0667a0017abeed284356f5e5131e08ff8e"},
 };
 
 TEST(ReleasedMigrations, EveryReleasedFileIsEmbeddedWithItsReleasedChecksum) {

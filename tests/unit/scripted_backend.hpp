@@ -213,7 +213,7 @@ struct Script {
 
   static std::string group_of(HolderKind kind) { return kind == HolderKind::permit ? "(permits)" : "(readers)"; }
 
-  /// migrations/postgres/0012's acquire_member: joins or re-enters a group, or starts one.
+  /// migrations/postgres/0013's acquire_member: joins or re-enters a group, or starts one.
   std::optional<Grant> apply_acquire_member(std::string_view name_in, std::string_view owner_in, HolderKind kind,
                                             std::int64_t capacity, std::chrono::milliseconds ttl,
                                             std::int64_t held_token) {
@@ -254,7 +254,10 @@ struct Script {
     std::int64_t epoch = 0, token = 0;
     if (!free) {
       epoch = row->second.token;
-      token = kind == HolderKind::permit ? ++next_token : epoch;
+      // 0013: a reader's own row of this group keeps its token; any other membership draws one.
+      auto own = members.find({name, owner, kind_name});
+      bool keeps = kind == HolderKind::shared && own != members.end() && own->second.epoch == epoch;
+      token = keeps ? own->second.token : ++next_token;
       row->second.count += 1;
       row->second.expires = std::max(row->second.expires, expires);
     } else {
@@ -269,8 +272,8 @@ struct Script {
         members.try_emplace({name, owner, kind_name}, Member{1, token, epoch, expires, member_serials + 1});
     if (inserted) ++member_serials;
     if (!inserted) {
-      // The caller's own membership taken afresh keeps the later lease; a reader's keeps its token
-      // (the epoch), so its count carries the levels still to be released.
+      // The caller's own membership taken afresh keeps the later lease; a reader's of the same group
+      // keeps its token, so its count carries the levels still to be released.
       ++members_taken_afresh;
       if (member->second.token == token) ++readers_kept_levels;
       member->second.count = member->second.token == token ? member->second.count + 1 : 1;

@@ -54,11 +54,14 @@ std::optional<Grant> SqliteGroupStatements::acquire_member(std::string_view name
       soci::into(row_expires);
   bool free = !session_.got_data() || row_expires <= now;
   if (!free && row_owner != group) return std::nullopt;  // an exclusive holder, or a group of the other kind
+  std::optional<std::int64_t> own_reader_token;          // the owner's reader row of this group, live or not
   if (!free) {
     std::int64_t count = 0, token = 0, epoch = 0, member_expires = 0;
     session_ << sql.member, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(kind_name, "kind"),
         soci::into(count), soci::into(token), soci::into(epoch), soci::into(member_expires);
-    if (session_.got_data() && held_token != 0 && token == held_token && epoch == row_token && member_expires > now) {
+    bool has_member = session_.got_data();
+    if (has_member && kind == HolderKind::shared && epoch == row_token) own_reader_token = token;
+    if (has_member && held_token != 0 && token == held_token && epoch == row_token && member_expires > now) {
       session_ << sql.reenter, soci::use(expires, "expires"), soci::use(name, "name"), soci::use(owner, "owner"),
           soci::use(kind_name, "kind");
       session_ << sql.stretch_group, soci::use(expires, "expires"), soci::use(name, "name");
@@ -86,7 +89,9 @@ std::optional<Grant> SqliteGroupStatements::acquire_member(std::string_view name
   std::int64_t epoch = 0, token = 0;
   if (!free) {
     epoch = row_token;
-    token = kind == HolderKind::permit ? draw_token() : epoch;
+    // A reader's own row of this group taken afresh keeps its token and count (the levels still to
+    // be released); any other membership draws a token of its own (migrations/mysql/0013).
+    token = own_reader_token ? *own_reader_token : draw_token();
     session_ << sql.join_group, soci::use(expires, "expires"), soci::use(name, "name");
   } else {
     epoch = token = draw_token();

@@ -42,8 +42,8 @@ INSERT OR REPLACE INTO "{prefix}locks" (name, owner, count, token, acquired_at, 
 VALUES (:name, :owner, 1, :token, :now, :expires))");
     forget_old_members = fill(R"(DELETE FROM "{prefix}holders" WHERE name = :name AND kind <> 'writer')");
     // The owner's own membership taken afresh keeps the later lease: a guard may still believe the
-    // row's; a reader's (same token, the epoch) also adds a level to the count its unreleased levels
-    // still need (migrations/postgres/0012 says why).
+    // row's; a reader's (its own row of the same group: same token) also adds a level to the count
+    // its unreleased levels still need (migrations/postgres/0012 says why).
     put_member = fill(R"(
 INSERT INTO "{prefix}holders" (name, owner, kind, count, token, epoch, acquired_at, expires_at)
 VALUES (:name, :owner, :kind, 1, :token, :epoch, :now, :expires)

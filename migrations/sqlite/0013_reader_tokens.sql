@@ -1,0 +1,3 @@
+-- dblock schema version 13: every reader's membership has a token of its own (migrations/mysql/0013).
+-- Nothing changes in this dialect (its statements live in the library); the version exists so that
+-- every dialect's schema has one number.
