@@ -309,6 +309,7 @@ struct Tally {
   // The holders table's paths (Script): own memberships taken afresh (a reader's keeping its levels),
   // readers held off by a writer's mark, permits refused at capacity.
   std::uint64_t members_afresh = 0, readers_kept_levels = 0, readers_held_off = 0, permits_refused = 0;
+  std::uint64_t member_rows_read = 0;  // reads of a name (a lost reply's) that found a membership first
 };
 
 /// The capacity every acquisition of "p" asks for.
@@ -774,6 +775,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     tally.writers_waited += static_cast<std::uint64_t>(script->writers_marked.load());
     tally.members_afresh += static_cast<std::uint64_t>(script->members_taken_afresh.load());
     tally.readers_kept_levels += static_cast<std::uint64_t>(script->readers_kept_levels.load());
+    tally.member_rows_read += static_cast<std::uint64_t>(script->member_rows_read.load());
     tally.readers_held_off += static_cast<std::uint64_t>(script->readers_held_off.load());
     tally.permits_refused += static_cast<std::uint64_t>(script->permits_full.load());
     {
@@ -1016,12 +1018,14 @@ TEST_P(CoreModelGroups, NoKindsMixNorPermitsOverflowAndEveryMemberNamesItsLiveRo
   // testing them. About a third of the fewest seen in 4 seeds of any scenario; thread timing decides
   // them, so a loaded machine runs up to three times as many seeds before they count as missed.
   constexpr std::uint64_t kReadersTogether = 2, kPermitsFull = 10, kAfresh = 10, kReaderLevelsKept = 1,
-                          kWritersMarked = 3, kReadersHeldOff = 3, kReaped = 10, kMemberRepliesLost = 50;
+                          kWritersMarked = 3, kReadersHeldOff = 3, kReaped = 10, kMemberRepliesLost = 50,
+                          kMemberRowsRead = 3;
   auto minimums_met = [&] {
     return tally.readers_together >= kReadersTogether && tally.permits_full >= kPermitsFull &&
            tally.members_afresh >= kAfresh && tally.readers_kept_levels >= kReaderLevelsKept &&
            tally.writers_waited >= kWritersMarked && tally.readers_held_off >= kReadersHeldOff &&
-           tally.members_reaped >= kReaped && tally.member_replies_lost >= kMemberRepliesLost;
+           tally.members_reaped >= kReaped && tally.member_replies_lost >= kMemberRepliesLost &&
+           tally.member_rows_read >= kMemberRowsRead;
   };
   auto [ran, took, replay, failure] = run_seeds(scenario, 4, tally, minimums_met);
   ASSERT_TRUE(failure.empty()) << failure;
@@ -1030,12 +1034,12 @@ TEST_P(CoreModelGroups, NoKindsMixNorPermitsOverflowAndEveryMemberNamesItsLiveRo
       "two owners believing, {} a full semaphore, {} own memberships taken afresh ({} a reader's keeping its levels), "
       "{} writers' marks, {} readers held off by one, {} permits refused at capacity, {} group rows deleted by force, "
       "{} lapsed members reaped, {} lost readers' guards released beside believers of their membership, "
-      "{} readers' releases landed late on a membership taken afresh, "
+      "{} readers' releases landed late on a membership taken afresh, {} reads found a membership first, "
       "{} lapses, {} statements failed cleanly, {} combined statements, {} releases written behind",
       ran * scenario.steps, took.count(), tally.members_granted, tally.member_replies_lost, tally.readers_together,
       tally.permits_full, tally.members_afresh, tally.readers_kept_levels, tally.writers_waited, tally.readers_held_off,
       tally.permits_refused, tally.member_deletes, tally.members_reaped, tally.lost_readers_beside_believers,
-      tally.stale_reader_releases, tally.lapses, tally.failed, tally.batches, tally.behind);
+      tally.stale_reader_releases, tally.member_rows_read, tally.lapses, tally.failed, tally.batches, tally.behind);
   std::cout << "[ model    ] " << counts << "\n";
   if (replay) return;
   if (scenario.max_batch > 1) {
@@ -1049,6 +1053,7 @@ TEST_P(CoreModelGroups, NoKindsMixNorPermitsOverflowAndEveryMemberNamesItsLiveRo
   EXPECT_GE(tally.readers_held_off, kReadersHeldOff) << counts;
   EXPECT_GE(tally.members_reaped, kReaped) << counts;
   EXPECT_GE(tally.member_replies_lost, kMemberRepliesLost) << counts;
+  EXPECT_GE(tally.member_rows_read, kMemberRowsRead) << counts;
 }
 
 INSTANTIATE_TEST_SUITE_P(Groups, CoreModelGroups,

@@ -3,6 +3,7 @@
 // policy without a server: statements can be scripted to stall, to lose their reply, or (through a
 // Stepper) to wait for the test to decide when they run and what becomes of their reply.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -123,6 +124,7 @@ struct Script {
   std::atomic<int> readers_kept_levels{0};   // ... of which a reader's, keeping count+1
   std::atomic<int> writers_marked{0}, readers_held_off{0};  // marks written; readers refused for a mark
   std::atomic<int> permits_full{0};                         // permit acquisitions refused at capacity
+  std::atomic<int> member_rows_read{0};                     // reads of one name whose first row was a membership
   std::int64_t next_token = 0;
   std::atomic<int> acquires{0}, releases{0}, renewals{0}, unlocks{0};
   std::vector<std::chrono::milliseconds> renewed_ttls;  // of the last renewal
@@ -609,12 +611,30 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
       ++script_->failed_reads;
       throw dblock::ConnectionError("read failed (scripted)");
     }
+    // As the backends list: one row per holder, a group's members (of its epoch) instead of its row,
+    // by name and owner. So a lost-reply acquisition's read may find the caller's own membership.
     std::lock_guard lock(script_->mutex);
+    auto now = Clock::now();
+    auto left = [&](Clock::time_point expires) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(expires - now);
+    };
     std::vector<dblock::LockInfo> rows;
     for (auto& [name, row] : script_->rows)
-      if (only_name.empty() || only_name == name)
-        rows.push_back({name, row.owner, row.count, row.token,
-                        std::chrono::duration_cast<std::chrono::milliseconds>(row.expires - Clock::now())});
+      if ((only_name.empty() || only_name == name) && row.owner != "(permits)" && row.owner != "(readers)")
+        rows.push_back({name, row.owner, row.count, row.token, left(row.expires)});
+    for (auto& [key, member] : script_->members) {
+      auto& [name, owner, kind_name] = key;
+      auto group = script_->rows.find(name);
+      if ((!only_name.empty() && only_name != name) || kind_name == "writer" || group == script_->rows.end() ||
+          group->second.token != member.epoch ||
+          group->second.owner != Script::group_of(dblock::detail::kind_from_text(kind_name)))
+        continue;
+      rows.push_back(
+          {name, owner, member.count, member.token, left(member.expires), dblock::detail::kind_from_text(kind_name)});
+    }
+    std::ranges::sort(
+        rows, [](const auto& a, const auto& b) { return std::tie(a.name, a.owner) < std::tie(b.name, b.owner); });
+    if (!only_name.empty() && !rows.empty() && rows.front().kind != HolderKind::exclusive) ++script_->member_rows_read;
     return rows;
   }
 
