@@ -7,6 +7,9 @@
 # image and runs its compose stacks (tools/image_test.sh), repeats the suites
 # under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits non-zero on any failure.
 #   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
+#   DBLOCK_TEST_JOBS — tests run at once; default twice the cores (the database tests mostly wait on
+#   servers and leases: at one per core the CPU is busy under half the time), under the sanitizers
+#   one more than the cores (their tests use the CPU far more).
 #
 # tools/test.sh --quick is the developer's loop: the same packages and dev build, the style check,
 # then PostgreSQL, MariaDB and PgBouncer (no cluster) and every suite but the slow ones (nemesis,
@@ -22,6 +25,8 @@ esac
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=$(nproc)
+test_jobs=${DBLOCK_TEST_JOBS-$((2 * jobs))}
+sanitizer_test_jobs=${DBLOCK_TEST_JOBS-$((jobs + 1))}
 sanitizers=${DBLOCK_SANITIZERS-tsan asan}
 step() { printf '\n==> %s\n' "$*"; }
 slow_labels='nemesis|stress|cluster|python|bench'
@@ -50,7 +55,7 @@ eval "$("$root/tools/testdb.sh" start "$dbdir")"
 export DBLOCK_REQUIRE_SERVERS=1
 if [ "$quick" = 1 ]; then
   step "ctest (dev, quick tier: no nemesis, stress, Galera, Patroni, Python or bench tests)"
-  ctest --preset dev -j "$jobs" -LE "$slow_labels" -E "$slow_names"
+  ctest --preset dev -j "$test_jobs" -LE "$slow_labels" -E "$slow_names"
   step "quick tier passed (the full run: tools/test.sh)"
   exit 0
 fi
@@ -58,7 +63,7 @@ step "starting a three-node MariaDB Galera cluster in $dbdir"
 eval "$("$root/tools/testdb.sh" start-galera "$dbdir")"
 
 step "ctest (dev)"
-ctest --preset dev -j "$jobs"
+ctest --preset dev -j "$test_jobs"
 
 for backend in mysql postgres; do
   step "build and ctest without the $backend backend (preset no-$backend: library, CLI and the quick tier's suites that apply)"
@@ -69,7 +74,7 @@ for backend in mysql postgres; do
   fi
   # The slow suites (nemesis, stress, clusters, Python, bench) ran on every backend in the dev
   # preset above; here the question is only whether a build without one backend still works.
-  ctest --preset "no-$backend" -j "$jobs" -LE "$slow_labels" -E "$slow_names"
+  ctest --preset "no-$backend" -j "$test_jobs" -LE "$slow_labels" -E "$slow_names"
 done
 
 step "fuzz the URI, duration and name parsers (libFuzzer, 20 s)"
@@ -105,7 +110,7 @@ for preset in $sanitizers; do
   step "build and ctest under preset $preset"
   cmake --preset "$preset" > /dev/null
   cmake --build --preset "$preset" -j "$jobs"
-  ctest --preset "$preset" -j "$jobs"
+  ctest --preset "$preset" -j "$sanitizer_test_jobs"
 done
 
 step "all tests passed"

@@ -4,21 +4,11 @@
 #include <cctype>
 #include <regex>
 
+#include "base/ascii_text.hpp"
+
 namespace dblock::detail {
 
 namespace {
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) text.remove_suffix(1);
-  return text;
-}
-
-std::string upper(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
 
 /// The last part of `"schema"."name"` or `` `name` ``, unquoted.
 std::string unqualified(std::string_view name) {
@@ -31,7 +21,7 @@ std::string unqualified(std::string_view name) {
 
 /// The first word of a column or constraint line, unquoted.
 std::string first_word(std::string_view item) {
-  item = trim(item);
+  item = trim_whitespace(item);
   if (!item.empty() && (item.front() == '"' || item.front() == '`')) {
     auto end = item.find(item.front(), 1);
     return std::string(item.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1));
@@ -66,12 +56,6 @@ std::vector<std::string_view> top_level_items(std::string_view list) {
   return items;
 }
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 /// The words of a declaration, a parenthesised group kept with the word before it ("VARCHAR(255)").
 std::vector<std::string_view> words_of(std::string_view text) {
   std::vector<std::string_view> words;
@@ -104,11 +88,11 @@ std::string declared_column_type(std::string_view item, const CatalogRules& rule
   static const std::vector<std::string> constraint_words{"NOT", "NULL", "PRIMARY", "CHECK", "COLLATE", "CHARACTER",
                                                          "DEFAULT", "UNIQUE", "REFERENCES", "GENERATED", "CONSTRAINT",
                                                          "AUTO_INCREMENT"};
-  auto words = words_of(trim(item));
+  auto words = words_of(trim_whitespace(item));
   std::string type;
   std::size_t i = 1;  // words[0] is the name
   for (; i < words.size(); ++i) {
-    auto word = upper(words[i]);
+    auto word = ascii_upper(words[i]);
     if (std::find(constraint_words.begin(), constraint_words.end(), word.substr(0, word.find('('))) != constraint_words.end()) break;
     // Appended, not `"…" + std::string(…)`: GCC 12 at -O3 reports a false -Wrestrict on the latter.
     if (!type.empty()) type += ' ';
@@ -117,8 +101,8 @@ std::string declared_column_type(std::string_view item, const CatalogRules& rule
   bool not_null = false;
   std::string collation;
   for (; i < words.size(); ++i) {
-    auto word = upper(words[i]);
-    if (word == "NOT" && i + 1 < words.size() && upper(words[i + 1]) == "NULL") not_null = true;
+    auto word = ascii_upper(words[i]);
+    if (word == "NOT" && i + 1 < words.size() && ascii_upper(words[i + 1]) == "NULL") not_null = true;
     // A primary key's columns are NOT NULL, except in SQLite's rowid tables; dblock's SQLite files say NOT NULL.
     if (word == "PRIMARY" && rules.primary_key_implies_not_null()) not_null = true;
     if (word == "COLLATE" && i + 1 < words.size()) collation = first_word(words[i + 1]);
@@ -133,15 +117,15 @@ void read_table(std::string_view statement, const CatalogRules& rules, CatalogOb
   std::vector<std::string> primary_key;
   std::vector<std::string_view> column_items;
   for (auto item : top_level_items(body)) {
-    auto word = upper(first_word(item));
+    auto word = ascii_upper(first_word(item));
     if (word == "KEY" || word == "INDEX" || word == "UNIQUE") {  // MySQL: KEY `name` (columns)
-      auto rest = trim(item).substr(word.size());
+      auto rest = trim_whitespace(item).substr(word.size());
       indexes.push_back({"index", first_word(rest), table.name, key_columns(rest), {}});
     } else if (word == "PRIMARY") {  // PRIMARY KEY (a, b)
       primary_key = key_columns(item);
     } else if (word != "CONSTRAINT" && word != "CHECK" && word != "FOREIGN" && !word.empty()) {
       column_items.push_back(item);
-      if (upper(item).find("PRIMARY KEY") != std::string::npos) primary_key = {first_word(item)};
+      if (ascii_upper(item).find("PRIMARY KEY") != std::string::npos) primary_key = {first_word(item)};
     }
   }
   for (auto item : column_items) {
@@ -187,7 +171,7 @@ std::vector<CatalogObject> objects_created_by(std::string_view script, const Cat
       objects.push_back(std::move(table));
     }
     if (std::regex_search(from, script.end(), match, create, std::regex_constants::match_continuous)) {
-      auto kind = upper(match[1].str());
+      auto kind = ascii_upper(match[1].str());
       for (auto& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       CatalogObject object{kind, unqualified(match[2].str()), {}, {}, {}};
       auto statement = script.substr(line);
@@ -238,7 +222,7 @@ void merge_objects(std::vector<CatalogObject>& into, const std::vector<CatalogOb
 }
 
 std::string column_type(const CatalogRules& rules, std::string_view type, bool not_null, std::string_view collation) {
-  auto spelled = lower(trim(type));
+  auto spelled = ascii_lower(trim_whitespace(type));
   auto open = spelled.find('(');
   auto base = spelled.substr(0, open);
   auto size = open == std::string::npos ? std::string() : spelled.substr(open);

@@ -1,11 +1,11 @@
 #include "migrate/catalog_checks.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
 
+#include "base/ascii_text.hpp"
 #include "core/retry.hpp"
 #include "migrate/history.hpp"
 
@@ -16,12 +16,6 @@ namespace {
 std::string describe(const CatalogObject& object) {
   if (object.kind == "index" && !object.table.empty()) return fmt::format("index '{}' on '{}'", object.name, object.table);
   return fmt::format("{} '{}'", object.kind, object.name);
-}
-
-std::string_view trimmed(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) text.remove_suffix(1);
-  return text;
 }
 
 std::string joined(const std::vector<std::string>& items) {
@@ -168,7 +162,7 @@ std::vector<std::string> catalog_differences(MigrationBackend& backend, const st
       bodies_hidden = true;
       continue;
     }
-    if (!want.definition.empty() && trimmed(have.definition) != trimmed(want.definition))
+    if (!want.definition.empty() && trim_whitespace(have.definition) != trim_whitespace(want.definition))
       differences.push_back(fmt::format("{} is not the one dblock's migrations install (its {} was replaced)",
                                         describe(want), want.kind == "trigger" ? "statement" : "body"));
   }

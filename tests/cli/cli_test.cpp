@@ -20,6 +20,7 @@
 
 #include "support/admin.hpp"
 #include "support/json_check.hpp"
+#include "support/processes.hpp"
 #include "support/roles.hpp"
 #include "support/servers.hpp"
 
@@ -27,10 +28,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using dblock::test::process_alive;
+using Outcome = dblock::test::CommandOutcome;
 
 struct Started {
   pid_t pid;
@@ -232,14 +231,6 @@ TEST_F(Cli, LostLeaseStopsTheCommandAndExits70) {
   EXPECT_EQ(outcome.exit_code, 70) << outcome.output;
   EXPECT_NE(outcome.output.find("got-term"), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("lost"), std::string::npos) << outcome.output;
-}
-
-/// Whether `pid` still runs: neither gone nor a zombie (one nobody reaped yet is dead too).
-bool process_alive(pid_t pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto state = text.rfind(") ");
-  return state != std::string::npos && state + 2 < text.size() && text[state + 2] != 'Z';
 }
 
 /// Starts `dblock run` with a command whose shell runs `sleep 30` as a child (in its process group)

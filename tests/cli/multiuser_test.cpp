@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/processes.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -30,10 +31,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
+using Outcome = dblock::test::CommandOutcome;
 
 struct As {
   std::optional<passwd> user;  // empty: root

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "dblock/run_processes.hpp"
+#include "support/processes.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -31,30 +32,16 @@ using namespace std::chrono_literals;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-/// The state letter of /proc/PID/stat; '\0' when the process is gone (reaped).
-char process_state(pid_t pid) {
-  auto text = read_text(fmt::format("/proc/{}/stat", pid));
-  auto after_name = text.rfind(") ");
-  return after_name == std::string::npos || after_name + 2 >= text.size() ? '\0' : text[after_name + 2];
-}
+using dblock::test::process_alive;
+using dblock::test::process_state;
+using dblock::test::read_text;
+using Outcome = dblock::test::CommandOutcome;
 
 /// The parent of a process (the fourth field of its stat), 0 when it is gone.
 pid_t parent_of(pid_t pid) {
   auto text = read_text(fmt::format("/proc/{}/stat", pid));
   auto after_name = text.rfind(") ");
   return after_name == std::string::npos ? 0 : static_cast<pid_t>(std::atoi(text.c_str() + after_name + 4));
-}
-
-/// Neither gone nor a zombie.
-bool process_alive(pid_t pid) {
-  auto state = process_state(pid);
-  return state != '\0' && state != 'Z';
 }
 
 template <typename Condition>
@@ -65,11 +52,6 @@ bool eventually(Condition condition, Clock::duration limit = 10s) {
   }
   return condition();
 }
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
 
 class RunProcess : public ::testing::Test {
  protected:

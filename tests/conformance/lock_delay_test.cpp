@@ -23,6 +23,7 @@
 #include "core/store_parts.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
+#include "support/processes.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -30,12 +31,7 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using dblock::test::read_text;
 
 class LockDelay : public dblock::test::InstalledCaseTest {
  protected:

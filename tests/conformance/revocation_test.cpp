@@ -21,6 +21,7 @@
 
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
+#include "support/processes.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -28,17 +29,12 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 
+using dblock::test::read_text;
+
 struct Outcome {
   int exit_code = -1;
   std::string output;
 };
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 /// Starts the CLI with `args`, its stdout and stderr into `output`.
 pid_t start_cli(const std::vector<std::string>& args, const std::filesystem::path& output) {

@@ -17,15 +17,12 @@
 
 #include "support/every_statement_set.hpp"
 #include "support/installation.hpp"
+#include "support/pg_connection.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
-
-struct PgConnDeleter {
-  void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
-};
 
 /// Runs `sql` on the application's connection; its first value, "" when it has none.
 std::string value(PGconn* conn, const std::string& sql) {
@@ -65,7 +62,7 @@ TEST(PgOneSession, EveryStatementSetSharesOneSessionWithoutTheirPreparedStatemen
     }
 
     // A transaction-scoped lock on the application's connection, with the same store.
-    std::unique_ptr<PGconn, PgConnDeleter> app(PQconnectdb(server_dsn.c_str()));
+    dblock::test::PgConnection app(PQconnectdb(server_dsn.c_str()));
     ASSERT_EQ(PQstatus(app.get()), CONNECTION_OK) << PQerrorMessage(app.get());
     value(app.get(), "BEGIN");
     auto token = dblock::postgres::try_xact_lock(*one_session, app.get(), key);

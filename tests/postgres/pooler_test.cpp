@@ -17,6 +17,7 @@
 
 #include "backends/postgres/pg_advisory.hpp"
 #include "support/installation.hpp"
+#include "support/pg_connection.hpp"
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
@@ -25,10 +26,6 @@ namespace {
 
 /// The server connections PgBouncer keeps for the test database (tools/testdb.sh).
 constexpr int kPoolerServerConnections = 16;
-
-struct PgConnDeleter {
-  void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
-};
 
 void run_sql(PGconn* conn, const std::string& sql) {
   PGresult* result = PQexec(conn, sql.c_str());
@@ -121,7 +118,7 @@ TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
   auto key = dblock::AdvisoryKey::from_name("first-statement");
   const auto& first = sql.try_lock(dblock::detail::AdvisoryTarget{key, "first-statement"}, false);
   {
-    std::vector<std::unique_ptr<PGconn, PgConnDeleter>> pinned;
+    std::vector<dblock::test::PgConnection> pinned;
     for (int i = 0; i < kPoolerServerConnections; ++i) {
       pinned.emplace_back(PQconnectdb(pooler_dsn_.c_str()));
       ASSERT_EQ(PQstatus(pinned.back().get()), CONNECTION_OK) << PQerrorMessage(pinned.back().get());
@@ -147,7 +144,7 @@ TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
     EXPECT_NE(std::string(e.what()).find("pool_mode=transaction"), std::string::npos) << e.what();
   }
   // Nothing was locked: the statement never ran.
-  std::unique_ptr<PGconn, PgConnDeleter> direct(PQconnectdb(direct_dsn_.c_str()));
+  dblock::test::PgConnection direct(PQconnectdb(direct_dsn_.c_str()));
   auto k = static_cast<std::uint64_t>(key.key());
   PGresult* held = PQexec(direct.get(), ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
                                          std::to_string(k >> 32) + " AND objid = " + std::to_string(k & 0xffffffffu) +
@@ -188,7 +185,7 @@ TEST_F(Pooler, AdvisoryModeIsRefusedEveryTimeWithoutTheParameter) {
   }
   EXPECT_EQ(refused, kStores);
   // Nothing was taken on any server connection of the pooler.
-  std::unique_ptr<PGconn, PgConnDeleter> direct(PQconnectdb(direct_dsn_.c_str()));
+  dblock::test::PgConnection direct(PQconnectdb(direct_dsn_.c_str()));
   auto k = static_cast<std::uint64_t>(key.key());
   PGresult* held = PQexec(direct.get(), ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
                                          std::to_string(k >> 32) + " AND objid = " + std::to_string(k & 0xffffffffu) +

@@ -25,7 +25,7 @@ namespace dblock::cli {
 
 namespace {
 
-using detail::HandWritten;
+using dblock::detail::HandWritten;
 
 /// One measured cycle of the library: try to take `name`, release it if granted.
 void timed_cycle(LockManager& locks, const std::string& name, Latencies& latencies, LockOptions options = {}) {
@@ -43,7 +43,7 @@ class Bench {
 
   Result uncontended(std::size_t threads) {
     LockManager locks(store_, manager_options());
-    std::vector<std::unique_ptr<detail::RawLockClient>> raw;
+    std::vector<std::unique_ptr<dblock::detail::RawLockClient>> raw;
     for (std::size_t t = 0; t < threads; ++t) raw.push_back(floor_.raw_client());
     std::vector<std::size_t> counters(threads, 0);
     auto name_for = [&](std::size_t t) { return fmt::format("{}/u/{}/{}", run_id_, t, counters[t]++ % 64); };
@@ -111,7 +111,7 @@ class Bench {
   template <class Library>
   void compare_with_hand_written(std::size_t threads, Library& library, Result& result) {
     for (auto how : {HandWritten::synchronous, HandWritten::asynchronous_delete}) {
-      std::vector<std::unique_ptr<detail::RawLockClient>> hand;
+      std::vector<std::unique_ptr<dblock::detail::RawLockClient>> hand;
       for (std::size_t t = 0; t < threads; ++t)
         if (auto client = floor_.hand_written_client(how)) hand.push_back(std::move(client));
       if (hand.size() != threads) return;
@@ -138,7 +138,7 @@ class Bench {
   /// the same transaction unfenced with the bare driver; then the bare driver's transaction with
   /// the fence against it without, the fence statement's own cost.
   Result fence(std::size_t threads) {
-    std::vector<std::unique_ptr<detail::RawWriteClient>> raw;
+    std::vector<std::unique_ptr<dblock::detail::RawWriteClient>> raw;
     for (std::size_t t = 0; t < threads; ++t)
       if (auto client = floor_.raw_write_client()) raw.push_back(std::move(client));
     if (raw.size() != threads) throw InvalidArgument(fmt::format("--scenario fence: no floor on {}", store_->dialect()));
@@ -214,7 +214,7 @@ class Bench {
     Result result{"handoff", request_.mode, threads, dblock_figure, std::nullopt, "", std::nullopt, {}};
     result.extra["grants_per_thread"] = dblock_fairness;
     if (dblock_cpu) result.extra["server_cpu_ms_per_handoff"] = fmt::format("{:.3f}", *dblock_cpu);
-    std::vector<std::unique_ptr<detail::RawLockClient>> raw;
+    std::vector<std::unique_ptr<dblock::detail::RawLockClient>> raw;
     for (std::size_t t = 0; t < threads; ++t) raw.push_back(floor_.raw_client());
     if (raw.front()->blocking_lock(0)) {
       raw.front()->blocking_unlock(0);
@@ -241,7 +241,7 @@ class Bench {
       if (auto lock = locks.try_acquire(fmt::format("{}/renew/{}", run_id_, i))) held.push_back(std::move(*lock));
     auto acquire_seconds = std::chrono::duration<double>(Clock::now() - started).count();
     auto owner = locks.owner_id();
-    std::vector<detail::HeldRef> refs;
+    std::vector<dblock::detail::HeldRef> refs;
     for (auto& lock : held) refs.push_back({lock.name(), owner, lock.token(), std::chrono::minutes(10)});
     // The watchdog's cycle: one statement for every held lock.
     Latencies cycles;
@@ -361,7 +361,7 @@ class Bench {
  private:
   const BenchRequest& request_;
   std::shared_ptr<Store> store_;
-  detail::BenchFloor floor_;
+  dblock::detail::BenchFloor floor_;
   LockMode mode_;
   std::string run_id_;
 };

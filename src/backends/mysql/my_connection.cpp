@@ -150,6 +150,13 @@ MyConnection::MyConnection(const MyEndpoint& endpoint, std::string redacted_uri,
     std::string message = e.what();
     for (std::size_t pos = 0; !endpoint.password.empty() && (pos = message.find(endpoint.password, pos)) != std::string::npos;)
       message.replace(pos, endpoint.password.size(), "***");  // never echo the password
+    // Galera may abort a new session's set-up statements as a deadlock (seen under load while other
+    // sessions ran DDL): nothing was asked of the locks, so the caller's transient-error policy may
+    // simply try again, on a new session.
+    if (code == kDeadlock || code == kLockWaitTimeout)
+      throw TransientError(
+          fmt::format("cannot open a session to {}: {} (MySQL error {})", redacted_uri_, message, code),
+          code == kDeadlock ? "40001" : "HY000");
     throw ConnectionError(fmt::format("cannot connect to {}: {}{}", redacted_uri_, message, hint),
                           login ? "28000" : "08001");
   }

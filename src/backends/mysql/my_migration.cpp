@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 
 #include <fmt/format.h>
 
@@ -10,27 +9,22 @@
 #include "backends/mysql/my_rights.hpp"
 #include "backends/mysql/my_script.hpp"
 #include "backends/runtime_grants.hpp"
+#include "base/ascii_text.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
 
 namespace {
 
-std::string lowered(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 class MyCatalogRules final : public CatalogRules {
  public:
   /// MySQL resolves routine names without case.
   bool same_name(const CatalogObject& a, const CatalogObject& b) const override {
-    if (a.kind == "function" || a.kind == "procedure") return lowered(a.name) == lowered(b.name);
+    if (a.kind == "function" || a.kind == "procedure") return ascii_lower(a.name) == ascii_lower(b.name);
     return a.name == b.name;
   }
   bool takes_name(std::string_view planned, std::string_view live) const override {
-    return lowered(planned) == lowered(live);
+    return ascii_lower(planned) == ascii_lower(live);
   }
   bool index_names_are_per_table() const noexcept override { return true; }
   std::optional<std::string> primary_key_index(std::string_view /*table*/) const override { return "PRIMARY"; }

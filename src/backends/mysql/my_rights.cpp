@@ -1,11 +1,12 @@
 #include "backends/mysql/my_rights.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <optional>
 #include <set>
 
 #include <fmt/format.h>
+
+#include "base/ascii_text.hpp"
 
 namespace dblock::detail {
 
@@ -26,18 +27,6 @@ struct RoleRows {
   std::set<std::string> granted;
   std::set<std::string> listed;
 };
-
-std::string upper(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
-  return text;
-}
 
 /// A backquoted identifier (`` doubled inside) or a bare word, consumed from the front of `text`.
 std::optional<std::string> identifier(std::string_view& text) {
@@ -69,8 +58,9 @@ std::vector<std::string> privileges_of(std::string_view list) {
   int depth = 0;
   std::string current;
   auto flush = [&] {
-    auto privilege = upper(trim(current));
-    if (auto paren = privilege.find('('); paren != std::string::npos) privilege = std::string(trim(privilege.substr(0, paren)));
+    auto privilege = ascii_upper(trim_whitespace(current));
+    if (auto paren = privilege.find('('); paren != std::string::npos)
+      privilege = std::string(trim_whitespace(privilege.substr(0, paren)));
     if (privilege == "ALL PRIVILEGES") privilege = "ALL";
     if (!privilege.empty()) out.push_back(privilege);
     current.clear();
@@ -108,7 +98,7 @@ std::optional<GrantRow> parse_row(std::string_view line, RoleRows& roles) {
       break;
     }
   }
-  auto grantee = trim(line.substr(to + 4));
+  auto grantee = trim_whitespace(line.substr(to + 4));
   if (grantee.find('@') == std::string_view::npos && grantee != "PUBLIC") {  // a role's own grants
     auto role = identifier(grantee);
     if (role) roles.listed.insert(*role);
@@ -154,7 +144,8 @@ class Rights {
   [[nodiscard]] bool on_object(std::string_view privilege, std::string_view name, bool routine) const {
     return on_database(privilege) || std::any_of(rows_.begin(), rows_.end(), [&](const GrantRow& row) {
              return gives(row, privilege) && row.level == GrantRow::Level::object && row.routine == routine &&
-                    row.database == database_ && (routine ? upper(row.object) == upper(name) : row.object == name);
+                    row.database == database_ &&
+                    (routine ? ascii_upper(row.object) == ascii_upper(name) : row.object == name);
            });
   }
 
