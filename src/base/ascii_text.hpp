@@ -1,6 +1,8 @@
 #pragma once
-// ASCII case and whitespace helpers for SQL text and catalog rows (identifiers, keywords, grants):
-// locale-independent, so a server's or user's locale never changes what a keyword compares equal to.
+// Case and whitespace helpers for SQL text and catalog rows (identifiers, keywords, grants), one
+// byte at a time through <cctype>: meant for the ASCII keywords and names the library writes and
+// reads back; the library never calls setlocale, so these follow the "C" locale unless the
+// application changes it.
 
 #include <cctype>
 #include <string>
