@@ -25,7 +25,7 @@
 using namespace std::chrono_literals;
 /// The sidecar retries with backoff: give it longer than the default.
 template <class Predicate>
-bool eventually(Predicate predicate) {
+bool sidecar_eventually(Predicate predicate) {
   return dblock::test::eventually(predicate, 15s);
 }
 
@@ -95,8 +95,8 @@ TEST(ReaperSidecar, ServesMetricsAndHealthReapsAndStopsOnSigterm) {
 
   auto port = dblock::test::free_port();
   Sidecar sidecar(dsn, port);
-  ASSERT_TRUE(eventually([&] { return sidecar.status("/healthz") == 200; })) << "sidecar never became healthy";
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 200; })) << "sidecar never became healthy";
+  ASSERT_TRUE(sidecar_eventually([&] {
     return sidecar.body("/metrics").find("dblock_reaper_rows_reaped_total 7\n") != std::string::npos;
   })) << sidecar.body("/metrics");
   auto metrics = sidecar.body("/metrics");
@@ -117,7 +117,7 @@ TEST(ReaperSidecar, ASecondSidecarOnABusyAddressExits71NamingIt) {
           .dsn();
   auto port = dblock::test::free_port();
   Sidecar first(dsn, port);
-  ASSERT_TRUE(eventually([&] { return first.status("/healthz") == 200; }));
+  ASSERT_TRUE(sidecar_eventually([&] { return first.status("/healthz") == 200; }));
   auto address = fmt::format("127.0.0.1:{}", port);
   auto output = fmt::format("/tmp/dblock-second-reaper-{}.log", getpid());
   // Bounded: a second sidecar that shares the port (SO_REUSEPORT) would serve on and never exit.
@@ -145,24 +145,22 @@ TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
   Sidecar sidecar(proxied, port, {"--unhealthy-after", "2"});
 
   // Down from the start: the sidecar keeps retrying and says so.
-  ASSERT_TRUE(eventually([&] { return sidecar.status("/healthz") == 503; })) << "never reported unhealthy";
+  ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 503; })) << "never reported unhealthy";
   EXPECT_NE(sidecar.body("/metrics").find("dblock_database_up 0"), std::string::npos);
   proxy.set_down(false);
-  ASSERT_TRUE(eventually([&] { return sidecar.status("/healthz") == 200; })) << "never recovered";
+  ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 200; })) << "never recovered";
   admin->insert_expired("after-outage/", 4);
-  ASSERT_TRUE(eventually([&] {
-    return sidecar.body("/metrics").find("dblock_reaper_rows_reaped_total 4\n") != std::string::npos;
-  }));
+  ASSERT_TRUE(sidecar_eventually(
+      [&] { return sidecar.body("/metrics").find("dblock_reaper_rows_reaped_total 4\n") != std::string::npos; }));
 
   // Down while running: pooled sessions break, cycles fail, then it reconnects by itself.
   proxy.set_down(true);
-  ASSERT_TRUE(eventually([&] { return sidecar.status("/healthz") == 503; })) << "outage not reported";
+  ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 503; })) << "outage not reported";
   proxy.set_down(false);
-  ASSERT_TRUE(eventually([&] { return sidecar.status("/healthz") == 200; })) << "did not reconnect";
+  ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 200; })) << "did not reconnect";
   admin->insert_expired("after-second-outage/", 2);
-  ASSERT_TRUE(eventually([&] {
-    return sidecar.body("/metrics").find("dblock_reaper_rows_reaped_total 6\n") != std::string::npos;
-  }));
+  ASSERT_TRUE(sidecar_eventually(
+      [&] { return sidecar.body("/metrics").find("dblock_reaper_rows_reaped_total 6\n") != std::string::npos; }));
   EXPECT_EQ(sidecar.terminate(), 0);
 }
 

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "dblock/run_processes.hpp"
+#include "support/eventually.hpp"
 #include "support/processes.hpp"
 #include "support/servers.hpp"
 
@@ -32,6 +33,7 @@ using namespace std::chrono_literals;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using dblock::test::eventually;
 using dblock::test::process_alive;
 using dblock::test::process_state;
 using dblock::test::read_text;
@@ -42,15 +44,6 @@ pid_t parent_of(pid_t pid) {
   auto text = read_text(fmt::format("/proc/{}/stat", pid));
   auto after_name = text.rfind(") ");
   return after_name == std::string::npos ? 0 : static_cast<pid_t>(std::atoi(text.c_str() + after_name + 4));
-}
-
-template <typename Condition>
-bool eventually(Condition condition, Clock::duration limit = 10s) {
-  for (auto give_up = Clock::now() + limit; Clock::now() < give_up;) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);  // polling another process's progress, bounded
-  }
-  return condition();
 }
 
 class RunProcess : public ::testing::Test {
@@ -235,7 +228,7 @@ class Terminal {
     master_ = -1;
   }
   /// The wrapper's exit code, waiting at most `limit`; -1 while it runs.
-  int exit_code(Clock::duration limit = 10s) {
+  int exit_code(std::chrono::milliseconds limit = 10s) {
     if (exit_code_ < 0)
       eventually([&] {
         int status = 0;

@@ -30,11 +30,7 @@ using Steady = std::chrono::steady_clock;
 namespace {
 
 using dblock::test::read_text;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
+using Outcome = dblock::test::CommandOutcome;
 
 /// Starts the CLI with `args`, its stdout and stderr into `output`.
 pid_t start_cli(const std::vector<std::string>& args, const std::filesystem::path& output) {
