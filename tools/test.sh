@@ -28,7 +28,27 @@ jobs=$(nproc)
 test_jobs=${DBLOCK_TEST_JOBS-$((2 * jobs))}
 sanitizer_test_jobs=${DBLOCK_TEST_JOBS-$((jobs + 1))}
 sanitizers=${DBLOCK_SANITIZERS-tsan asan}
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed again as a table when the script ends (passed or failed): CI
+# shows the end of the log, and the table says where a slow or failed run spent its time.
+step_names=() step_starts=()
+step() {
+  step_names+=("$*") step_starts+=("$SECONDS")
+  printf '\n==> [%d s] %s\n' "$SECONDS" "$*"
+}
+print_step_times() {
+  local i end
+  printf '\n==> wall time by step (s), %d s in all\n' "$SECONDS"
+  for i in "${!step_names[@]}"; do
+    end=${step_starts[i + 1]-$SECONDS}
+    printf '%6d  %s\n' $((end - step_starts[i])) "${step_names[i]:0:100}"
+  done
+}
+dbdir=
+on_exit() {
+  print_step_times
+  if [ -n "$dbdir" ]; then "$root/tools/testdb.sh" stop "$dbdir" || true; fi
+}
+trap on_exit EXIT
 slow_labels='nemesis|stress|cluster|python|bench'
 slow_names='Patroni|patroni|Galera|galera'
 
@@ -48,8 +68,6 @@ step "style: lines changed since tools/style-baseline against .clang-format and 
 tools/style_check.sh build/dev
 
 dbdir=$(mktemp -d /tmp/dblock-test.XXXXXX)
-stop_servers() { "$root/tools/testdb.sh" stop "$dbdir" || true; }
-trap stop_servers EXIT
 step "starting throwaway servers in $dbdir"
 eval "$("$root/tools/testdb.sh" start "$dbdir")"
 export DBLOCK_REQUIRE_SERVERS=1
