@@ -151,8 +151,8 @@ std::vector<std::string> violations(std::vector<Belief> beliefs) {
       if (earlier.kind == later.kind && earlier.kind != HolderKind::exclusive) {
         // Both may hold at once, so their grant order is not the order of their beliefs: each
         // membership has a token of its own (the conformance suite checks that they rise).
-        bool kept_reader_token = earlier.kind == HolderKind::shared &&
-                                 earlier.owner_or_holder() == later.owner_or_holder();
+        bool kept_reader_token =
+            earlier.kind == HolderKind::shared && earlier.owner_or_holder() == later.owner_or_holder();
         if (later.token == earlier.token && !one_owner && !kept_reader_token)
           found.push_back(fmt::format("'{}': {} and {} are members with one token {}", later.name, earlier.holder,
                                       later.holder, later.token));
@@ -591,7 +591,8 @@ TEST(NemesisChecker, FindsTooManyPermitHoldersAndWritersBesideReaders) {
   EXPECT_EQ(violations({reader_a, same_token}).size(), 1u) << "two owners' memberships with one token";
   Belief kept{"rw", 7, 22, 30, "ra2", HolderKind::shared, "owner-a"};
   EXPECT_TRUE(violations({reader_a, reader_b, kept}).empty()) << "a reader's own membership keeps its token";
-  Belief task_reader{"rw", 11, 0, 10, "task", HolderKind::shared}, task_again{"rw", 11, 20, 30, "task", HolderKind::shared};
+  Belief task_reader{"rw", 11, 0, 10, "task", HolderKind::shared},
+      task_again{"rw", 11, 20, 30, "task", HolderKind::shared};
   EXPECT_TRUE(violations({task_reader, task_again}).empty()) << "a holder with no owner named is an owner of its own";
   Belief writer{"rw", 9, 15, 25, "w", HolderKind::exclusive};
   EXPECT_EQ(violations({reader_a, reader_b, writer}).size(), 1u) << "a writer beside a reader";
