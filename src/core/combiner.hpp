@@ -23,17 +23,9 @@
 #include <dblock/errors.hpp>
 
 #include "backends/backend_errors.hpp"
+#include "core/park_hooks.hpp"
 
 namespace dblock::detail {
-
-/// Test seam (the model-based core test): a scheduler that must know when a thread stops to wait
-/// for another thread's statement. `parked` runs on the waiting thread before it blocks;
-/// `resumed` runs on the thread that wakes it, before the wake-up, so the scheduler sees no gap.
-struct ParkHooks {
-  std::function<void()> parked;
-  std::function<void()> resumed;
-};
-inline thread_local const ParkHooks* park_hooks = nullptr;
 
 struct CombinerLimits {
   std::size_t max_batch = 1;                      // the backend's; 1: every request alone

@@ -24,7 +24,7 @@
 
 #include <dblock/errors.hpp>
 
-#include "core/combiner.hpp"
+#include "core/park_hooks.hpp"
 
 namespace dblock::detail {
 
