@@ -58,15 +58,16 @@ class KeyGates {
     std::unique_lock lock(mutex_);
     auto entry = gates_.try_emplace(key).first;
     auto& gate = entry->second;
-    // Parked before it counts as a user: a hook that throws leaves nothing behind.
-    if (gate.held && park_hooks != nullptr && park_hooks->parked) park_hooks->parked();
-    ++gate.users;
     if (!gate.held) {
+      ++gate.users;
       gate.held = true;
       return Pass(*this, entry);
     }
+    // Parked, queued, then counted: a hook or an allocation that throws leaves the gate as it was.
+    if (park_hooks != nullptr && park_hooks->parked) park_hooks->parked();
     Waiter me{{}, false, park_hooks};
     gate.waiters.push_back(&me);
+    ++gate.users;
     me.handed.wait(lock, [&] { return me.holds; });
     return Pass(*this, entry);
   }
