@@ -41,7 +41,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 /// One acquisition a manager holds; every re-entrant guard of it shares this record.
 /// The belief "held" (lost() false) ends at the latest at the local deadline: `lost` is sticky,
-/// and the deadline only moves forward while the lock is still believed held.
+/// and the deadline only moves forward while the lock is still believed held (back only by end_belief).
 struct HeldLock {
   HeldLock(std::string name_in, std::string owner_in, std::int64_t token_in, std::chrono::milliseconds ttl_in,
            SteadyClock::time_point deadline, HolderKind kind_in = HolderKind::exclusive)
@@ -65,6 +65,14 @@ struct HeldLock {
       if (lost.load() || now.time_since_epoch().count() >= current) return false;
       if (wanted <= current) return true;
       if (local_deadline.compare_exchange_weak(current, wanted)) return true;
+    }
+  }
+  /// Ends the belief at `now` (the one move of the deadline back): for a record whose row is about
+  /// to go while its loss is reported later, off the caller's gate.
+  void end_belief(SteadyClock::time_point now) {
+    auto wanted = now.time_since_epoch().count();
+    auto current = local_deadline.load();
+    while (current > wanted && !local_deadline.compare_exchange_weak(current, wanted)) {
     }
   }
   /// Raises the TTL renewals ask for to `at_least` (a re-entry with a longer TTL).

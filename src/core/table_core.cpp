@@ -346,6 +346,23 @@ std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::recor
   if (now >= deadline) {
     // The reply came so late that the lease it granted may already have run out (and been
     // granted again): never hand it to the caller. Give the row back if it is still ours.
+    // A fresh grant over our own row (or membership) took it over under a new token, and the
+    // give-back deletes it: the guards of our earlier grant must stop believing before it can land.
+    if (grant.count <= 1) {
+      std::shared_ptr<HeldLock> stale;
+      {
+        std::lock_guard lock(mutex_);
+        auto it = held_.find(Key{owner, std::string(name), request.kind});
+        if (it != held_.end() && it->second->token != grant.token) {
+          stale = std::move(it->second);
+          held_.erase(it);
+        }
+      }
+      if (stale) {
+        stale->end_belief(now);
+        report_lost_later(stale, "a later acquisition of this owner took its row over, and its reply came too late");
+      }
+    }
     give_back(name, owner, request.kind, grant.token);
     throw ConnectionError(fmt::format("lock '{}' was granted, but the reply took longer than its TTL {}",
                                       name, format_duration(ttl)));
