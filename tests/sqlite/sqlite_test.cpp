@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+
+#include "backends/sqlite/sqlite_writers.hpp"
 
 using namespace std::chrono_literals;
 
@@ -67,6 +70,31 @@ TEST(Sqlite, ProcessesRacingToOpenANewFileAllOpenItInWalMode) {
   }
   EXPECT_EQ(failed_opens, 0) << "of " << kRounds * kOpeners << " opens";
   rmdir(dir.c_str());
+}
+
+TEST(Sqlite, AWriterQueuedBehindThisProcesssOtherWritersPastTheBusyTimeoutIsToldTheFileIsBusy) {
+  // The writers of one backend take turns before SQLite's busy handler: a turn waits as long as
+  // SQLite itself would (the busy timeout), then fails as SQLite's busy answer does.
+  constexpr auto kBusyTimeout = 100ms;
+  dblock::detail::SqliteWriters writers(kBusyTimeout);
+  auto first = writers.turn("acquire", "/tmp/x.db");
+  std::string refused;
+  std::chrono::steady_clock::duration waited{};
+  std::thread second([&] {
+    auto started = std::chrono::steady_clock::now();
+    try {
+      auto turn = writers.turn("release", "/tmp/x.db");
+    } catch (const dblock::detail::TransientError& e) {
+      refused = e.what();
+    }
+    waited = std::chrono::steady_clock::now() - started;
+  });
+  second.join();
+  EXPECT_NE(refused.find("release on sqlite:///tmp/x.db: database is locked"), std::string::npos) << refused;
+  EXPECT_GE(waited, kBusyTimeout);
+  first.unlock();
+  std::thread third([&] { EXPECT_NO_THROW(writers.turn("acquire", "/tmp/x.db")); });  // a free turn is taken at once
+  third.join();
 }
 
 }  // namespace

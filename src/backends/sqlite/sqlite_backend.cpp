@@ -30,8 +30,9 @@ class SqliteBackend final : public Backend {
       : path_(uri.driver_uri),
         sql_(uri.prefix),
         logger_(std::move(logger)),
-        pool_([this, busy_timeout] { return std::make_unique<SqliteSession>(path_, busy_timeout, sql_); }, uri.redacted,
-              uri.pool_size, busy_timeout) {
+        writers_(busy_timeout),
+        pool_([this, busy_timeout] { return std::make_unique<SqliteSession>(path_, busy_timeout, sql_, writers_); },
+              uri.redacted, uri.pool_size, busy_timeout) {
     auto first = pool_.lease();  // opens (and creates) the file now, so a bad path fails at open
     locks_ = make_sqlite_locks(pool_);
     groups_ = make_sqlite_groups(pool_);
@@ -60,6 +61,7 @@ class SqliteBackend final : public Backend {
   std::string path_;
   SqliteSql sql_;
   std::shared_ptr<spdlog::logger> logger_;
+  SqliteWriters writers_;  // before pool_: its sessions share it
   SessionPool<SqliteSession> pool_;
   // After pool_: they use its sessions.
   std::unique_ptr<LockBackend> locks_;

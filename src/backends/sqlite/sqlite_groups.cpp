@@ -206,20 +206,20 @@ class SqliteGroups final : public GroupBackend {
   std::optional<Grant> try_acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
                                           std::int64_t capacity, milliseconds ttl, std::int64_t held_token) override {
     auto session = pool_.lease();
-    return session->guarded("acquire",
-                            [&] { return of(*session).acquire_member(name, owner, kind, capacity, ttl, held_token); });
+    return session->guarded_write(
+        "acquire", [&] { return of(*session).acquire_member(name, owner, kind, capacity, ttl, held_token); });
   }
 
   std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
                                              std::int64_t token) override {
     auto session = pool_.lease();
-    return session->guarded("release", [&] { return of(*session).release_member(name, owner, kind, token); });
+    return session->guarded_write("release", [&] { return of(*session).release_member(name, owner, kind, token); });
   }
 
   std::vector<std::size_t> renew_members(std::span<const HeldRef> held,
                                          std::chrono::steady_clock::time_point) override {
     auto session = pool_.lease();
-    return session->guarded("renew", [&] { return of(*session).renew_members(held); });
+    return session->guarded_write("renew", [&] { return of(*session).renew_members(held); });
   }
 
   std::optional<milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
@@ -236,7 +236,7 @@ class SqliteGroups final : public GroupBackend {
 
   void unmark_writer(std::string_view name, std::string_view owner) override {
     auto session = pool_.lease();
-    session->guarded("unmarking a writer", [&] { of(*session).unmark_writer(name, owner); });
+    session->guarded_write("unmarking a writer", [&] { of(*session).unmark_writer(name, owner); });
   }
 
  private:

@@ -46,6 +46,24 @@ std::optional<std::int64_t> SqliteLockStatements::release_last(std::string_view 
   return 0;
 }
 
+std::vector<std::optional<Grant>> SqliteLockStatements::try_acquire_many(std::span<const AcquireRequest> requests) {
+  std::vector<std::optional<Grant>> grants;
+  grants.reserve(requests.size());
+  begin_immediate_statement().execute(true);
+  for (const auto& r : requests) grants.push_back(try_acquire(r.name, r.owner, r.ttl, r.held_token, r.lock_delay));
+  commit_statement().execute(true);
+  return grants;
+}
+
+std::vector<bool> SqliteLockStatements::release_last_many(std::span<const ReleaseRequest> requests) {
+  std::vector<bool> deleted;
+  deleted.reserve(requests.size());
+  begin_immediate_statement().execute(true);
+  for (const auto& r : requests) deleted.push_back(release_last(r.name, r.owner, r.token).has_value());
+  commit_statement().execute(true);
+  return deleted;
+}
+
 std::vector<std::size_t> SqliteLockStatements::renew(std::span<const HeldRef> held, const std::string& held_json) {
   text_ = held_json;
   // SQLite's RETURNING cannot name the joined list: the row's owner and token say which it was.
@@ -142,24 +160,41 @@ int SqliteLockStatements::schema_version() {
 namespace {
 
 class SqliteLocks final : public LockBackend {
+  static constexpr std::size_t kBatch = 32;
+
  public:
   explicit SqliteLocks(SessionPool<SqliteSession>& pool) : pool_(pool) {}
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
                                    std::int64_t held_token, milliseconds lock_delay) override {
     auto session = pool_.lease();
-    return session->guarded("acquire",
-                            [&] { return of(*session).try_acquire(name, owner, ttl, held_token, lock_delay); });
+    return session->guarded_write("acquire",
+                                  [&] { return of(*session).try_acquire(name, owner, ttl, held_token, lock_delay); });
   }
 
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
     auto session = pool_.lease();
-    return session->guarded("release", [&] { return of(*session).release(name, owner, token); });
+    return session->guarded_write("release", [&] { return of(*session).release(name, owner, token); });
   }
 
   std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token) override {
     auto session = pool_.lease();
-    return session->guarded("release", [&] { return of(*session).release_last(name, owner, token); });
+    return session->guarded_write("release", [&] { return of(*session).release_last(name, owner, token); });
+  }
+
+  // One writer per file: a batch is one IMMEDIATE transaction of single statements, so it saves
+  // the commits and the writers' turns, not round trips (doc/performance.md, "SQLite: writers
+  // take turns").
+  std::size_t max_batch() const noexcept override { return kBatch; }
+
+  std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> requests) override {
+    auto session = pool_.lease();
+    return session->guarded_write("acquire", [&] { return of(*session).try_acquire_many(requests); });
+  }
+
+  std::vector<bool> release_last_many(std::span<const ReleaseRequest> requests) override {
+    auto session = pool_.lease();
+    return session->guarded_write("release", [&] { return of(*session).release_last_many(requests); });
   }
 
   std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
@@ -169,7 +204,7 @@ class SqliteLocks final : public LockBackend {
                           held[i].token, held[i].ttl.count());
     json += "]";
     auto session = pool_.lease();
-    return session->guarded("renew", [&] { return of(*session).renew(held, json); });
+    return session->guarded_write("renew", [&] { return of(*session).renew(held, json); });
   }
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
@@ -179,28 +214,29 @@ class SqliteLocks final : public LockBackend {
 
   bool force_release(std::string_view name) override {
     auto session = pool_.lease();
-    return session->guarded("force release", [&] { return of(*session).force_release(name); });
+    return session->guarded_write("force release", [&] { return of(*session).force_release(name); });
   }
 
   bool revoke(std::string_view name) override {
     auto session = pool_.lease();
-    return session->guarded("revoke", [&] { return of(*session).revoke(name); });
+    return session->guarded_write("revoke", [&] { return of(*session).revoke(name); });
   }
 
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
     auto session = pool_.lease();
-    return session->guarded("release", [&] { return of(*session).acknowledge_revoked(name, owner, token); });
+    return session->guarded_write("release", [&] { return of(*session).acknowledge_revoked(name, owner, token); });
   }
 
   bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
                        milliseconds min_hold) override {
     auto session = pool_.lease();
-    return session->guarded("release", [&] { return of(*session).release_keeping(name, owner, token, min_hold); });
+    return session->guarded_write("release",
+                                  [&] { return of(*session).release_keeping(name, owner, token, min_hold); });
   }
 
   std::size_t reap(std::size_t batch) override {
     auto session = pool_.lease();
-    return session->guarded("reaping", [&] { return of(*session).reap(batch); });
+    return session->guarded_write("reaping", [&] { return of(*session).reap(batch); });
   }
 
   LockCensus census() override {

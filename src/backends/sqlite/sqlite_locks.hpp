@@ -28,6 +28,10 @@ class SqliteLockStatements final : public SqliteSessionPart {
                                    std::int64_t held_token, std::chrono::milliseconds lock_delay);
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token);
   std::optional<std::int64_t> release_last(std::string_view name, std::string_view owner, std::int64_t token);
+  /// Combined: each request's statement in turn, in the order given, inside one IMMEDIATE
+  /// transaction (one commit for the batch; nothing of it stays if one fails).
+  std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> requests);
+  std::vector<bool> release_last_many(std::span<const ReleaseRequest> requests);
   /// `held_json`: [[name, owner, token, ttl_ms], ...]; returns the positions in `held` renewed.
   std::vector<std::size_t> renew(std::span<const HeldRef> held, const std::string& held_json);
   std::optional<std::chrono::milliseconds> lease_left(std::string_view name);

@@ -62,7 +62,7 @@ DELETE FROM "{prefix}occurrences" WHERE (name, occurrence) IN (
 
   bool claim(const OccurrenceClaimRef& claim) override {
     auto session = pool_.lease();
-    return session->guarded("claiming an occurrence", [&] {
+    return session->guarded_write("claiming an occurrence", [&] {
       std::string name(claim.name), occurrence(claim.occurrence), owner(claim.owner);
       long long token = claim.token, keep = claim.keep.count(), changed = 0;
       int retry = claim.retry_failed ? 1 : 0;
@@ -76,7 +76,7 @@ DELETE FROM "{prefix}occurrences" WHERE (name, occurrence) IN (
 
   bool finish(std::string_view name, std::string_view occurrence, std::int64_t token, int exit_code) override {
     auto session = pool_.lease();
-    return session->guarded("recording an occurrence", [&] {
+    return session->guarded_write("recording an occurrence", [&] {
       std::string name_text(name), occurrence_text(occurrence);
       long long token_value = token, changed = 0;
       session->session() << finish_, soci::use(exit_code, "code"), soci::use(exit_code, "code2"),
@@ -106,7 +106,7 @@ DELETE FROM "{prefix}occurrences" WHERE (name, occurrence) IN (
 
   std::size_t reap(std::size_t batch) override {
     auto session = pool_.lease();
-    return session->guarded("reaping occurrences", [&] {
+    return session->guarded_write("reaping occurrences", [&] {
       long long limit = static_cast<long long>(batch), changed = 0;
       session->session() << reap_, soci::use(limit, "batch");
       session->session() << "SELECT changes()", soci::into(changed);

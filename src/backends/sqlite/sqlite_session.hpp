@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <dblock/errors.hpp>
@@ -20,6 +21,7 @@
 #include "backends/backend_errors.hpp"
 #include "backends/sqlite/sqlite_sql.hpp"
 #include "backends/sqlite/sqlite_statement_cache.hpp"
+#include "backends/sqlite/sqlite_writers.hpp"
 
 namespace dblock::detail {
 
@@ -40,8 +42,9 @@ class SqliteSessionPart {
 /// once). Single-threaded, like the SOCI session it wraps; the pool hands it to one thread at a time.
 class SqliteSession {
  public:
-  SqliteSession(const std::string& path, std::chrono::milliseconds busy_timeout, const SqliteSql& sql)
-      : path_(path), sql_(sql) {
+  SqliteSession(const std::string& path, std::chrono::milliseconds busy_timeout, const SqliteSql& sql,
+                SqliteWriters& writers)
+      : path_(path), sql_(sql), writers_(writers) {
     try {
       session_.open(soci::sqlite3, fmt::format("db=\"{}\"", path));
       raw_ = static_cast<soci::sqlite3_session_backend*>(session_.get_backend())->conn_;
@@ -89,6 +92,13 @@ class SqliteSession {
     }
   }
 
+  /// guarded() for a write: it runs in this backend's writers' turn (sqlite_writers.hpp).
+  template <class Fn>
+  auto guarded_write(std::string_view what, Fn&& body) {
+    auto turn = writers_.turn(what, path_);
+    return guarded(what, std::forward<Fn>(body));
+  }
+
   void exec_script(const std::string& sql) {
     char* error = nullptr;
     if (sqlite_api::sqlite3_exec(raw_, sql.c_str(), nullptr, nullptr, &error) != 0) {
@@ -125,6 +135,7 @@ class SqliteSession {
 
   std::string path_;
   const SqliteSql& sql_;
+  SqliteWriters& writers_;
   soci::session session_;  // declared before the statements: they must be destroyed first
   sqlite_api::sqlite3* raw_ = nullptr;
   bool broken_ = false;
