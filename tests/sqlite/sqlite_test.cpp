@@ -77,23 +77,25 @@ TEST(Sqlite, AWriterQueuedBehindThisProcesssOtherWritersPastTheBusyTimeoutIsTold
   // SQLite itself would (the busy timeout), then fails as SQLite's busy answer does.
   constexpr auto kBusyTimeout = 100ms;
   dblock::detail::SqliteWriters writers(kBusyTimeout);
-  auto first = writers.turn("acquire", "/tmp/x.db");
   std::string refused;
   std::chrono::steady_clock::duration waited{};
-  std::thread second([&] {
-    auto started = std::chrono::steady_clock::now();
-    try {
-      auto turn = writers.turn("release", "/tmp/x.db");
-    } catch (const dblock::detail::TransientError& e) {
-      refused = e.what();
-    }
-    waited = std::chrono::steady_clock::now() - started;
-  });
-  second.join();
+  {
+    auto first = writers.turn("acquire", "/tmp/x.db");
+    std::thread second([&] {
+      auto started = std::chrono::steady_clock::now();
+      try {
+        auto turn = writers.turn("release", "/tmp/x.db");
+      } catch (const dblock::detail::TransientError& e) {
+        refused = e.what();
+      }
+      waited = std::chrono::steady_clock::now() - started;
+    });
+    second.join();
+  }
   EXPECT_NE(refused.find("release on sqlite:///tmp/x.db: database is locked"), std::string::npos) << refused;
   EXPECT_GE(waited, kBusyTimeout);
-  first.unlock();
-  std::thread third([&] { EXPECT_NO_THROW(writers.turn("acquire", "/tmp/x.db")); });  // a free turn is taken at once
+  // The refused writer left the queue: the turn, given back, is free for the next writer at once.
+  std::thread third([&] { EXPECT_NO_THROW(auto turn = writers.turn("acquire", "/tmp/x.db")); });
   third.join();
 }
 

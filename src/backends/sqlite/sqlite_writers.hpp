@@ -1,11 +1,14 @@
 #pragma once
 // SQLite lets one writer at a time into a file. Its busy handler makes the others sleep and retry
 // (1, 2, 5, 10 ... ms), so sixteen threads writing at once spend most of their time asleep while
-// the file is free. This backend's writers therefore take turns on a mutex first: a writer of
-// this process waits for the one before it and is woken when it is done. Writers of other
-// processes still meet in SQLite's busy handler.
+// the file is free. This backend's writers therefore take turns first, in the order they came: a
+// writer of this process waits for the ones before it and is handed the turn when they are done,
+// so no writer (a renewal included) waits behind a stream of newcomers. Writers of other
+// processes (and of other stores on the same file) still meet in SQLite's busy handler.
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <string_view>
 
@@ -17,23 +20,64 @@ namespace dblock::detail {
 
 /// Thread-safe; one per backend (its sessions share it).
 class SqliteWriters {
+  /// A writer waiting for its turn, on its own stack until the turn is handed to it.
+  struct Waiter {
+    std::condition_variable handed;
+    bool holds = false;
+  };
+
  public:
+  /// Held while one write runs; hands the turn to the first waiter when destroyed.
+  class Turn {
+   public:
+    explicit Turn(SqliteWriters& writers) : writers_(writers) {}
+    ~Turn() { writers_.hand_on(); }
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+
+   private:
+    SqliteWriters& writers_;
+  };
+
   explicit SqliteWriters(std::chrono::milliseconds busy_timeout) : busy_timeout_(busy_timeout) {}
 
-  /// Held while one write runs. @throws TransientError, as SQLite's own busy answer, when the
-  /// writers before it keep the file for longer than the busy timeout.
-  std::unique_lock<std::timed_mutex> turn(std::string_view what, std::string_view path) {
-    std::unique_lock turn(mutex_, std::defer_lock);
-    if (!turn.try_lock_for(busy_timeout_))
-      throw TransientError(fmt::format("{} on sqlite://{}: database is locked (this process's other writers kept "
-                                       "it for the busy timeout, {} ms)",
-                                       what, path, busy_timeout_.count()));
-    return turn;
+  /// Waits for the writers that came before. @throws TransientError, as SQLite's own busy answer,
+  /// when they keep the file for longer than the busy timeout.
+  [[nodiscard]] Turn turn(std::string_view what, std::string_view path) {
+    std::unique_lock lock(mutex_);
+    if (!held_) {
+      held_ = true;
+      return Turn(*this);
+    }
+    Waiter me;
+    waiters_.push_back(&me);
+    if (!me.handed.wait_for(lock, busy_timeout_, [&] { return me.holds; })) {
+      std::erase(waiters_, &me);
+      throw TransientError(
+          fmt::format("{} on sqlite://{}: database is locked (this process's other writers kept "
+                      "it for the busy timeout, {} ms)",
+                      what, path, busy_timeout_.count()));
+    }
+    return Turn(*this);
   }
 
  private:
+  void hand_on() {
+    std::lock_guard lock(mutex_);
+    if (waiters_.empty()) {
+      held_ = false;
+      return;
+    }
+    Waiter* next = waiters_.front();
+    waiters_.pop_front();
+    next->holds = true;
+    next->handed.notify_one();
+  }
+
   std::chrono::milliseconds busy_timeout_;
-  std::timed_mutex mutex_;
+  std::mutex mutex_;
+  bool held_ = false;
+  std::deque<Waiter*> waiters_;  // first come, first handed the turn
 };
 
 }  // namespace dblock::detail
