@@ -137,6 +137,12 @@ StoreUri parse_store_uri(std::string_view uri) {
           fail(fmt::format("pool_mode='{}' must be session or transaction (the pooler's pool_mode)", value));
         parsed.transaction_pooler = value == "transaction";
         parsed.session_pooler = value == "session";
+      } else if (key == "writers") {
+        if (parsed.dialect != Dialect::sqlite)
+          fail("writers= is for sqlite:// (writers=queued: many threads on one file)");
+        if (value != "queued" && value != "direct")
+          fail(fmt::format("writers='{}' must be queued or direct (SQLite's own busy handler, the default)", value));
+        parsed.queued_writers = value == "queued";
       } else if (key == "engine") {
         if (parsed.dialect != Dialect::mysql) fail("engine= is for mysql:// (engine=galera: a MariaDB Galera cluster)");
         if (value != "galera") fail(fmt::format("engine='{}' must be galera (a MariaDB Galera cluster)", value));
@@ -150,7 +156,8 @@ StoreUri parse_store_uri(std::string_view uri) {
     // sqlite:///abs/path.db -> /abs/path.db; sqlite://relative.db -> relative.db
     parsed.driver_uri = percent_decode(base.substr(scheme_end + 3), parsed.redacted);
     if (parsed.driver_uri.empty()) fail("the database file path is missing");
-    if (!kept.empty()) fail(fmt::format("unknown parameter '{}' (sqlite accepts prefix and pool)", kept.front()));
+    if (!kept.empty())
+      fail(fmt::format("unknown parameter '{}' (sqlite accepts prefix, pool and writers)", kept.front()));
     return parsed;
   }
   parsed.driver_uri = std::string(base);

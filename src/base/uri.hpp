@@ -29,6 +29,9 @@ struct StoreUri {
   /// no connection (`migrate sql`, `migrate grants`); at connect the engine is detected, and a URI
   /// that says otherwise is refused.
   bool galera = false;
+  /// `writers=queued` (SQLite): this store's writes queue in the process before SQLite's busy
+  /// handler, and concurrent acquisitions and releases are combined (sqlite_writers.hpp).
+  bool queued_writers = false;
 };
 
 /// @throws InvalidArgument naming the (redacted) URI and the problem.

@@ -347,7 +347,7 @@ TEST_P(Combining, OverlappingBatchesNeverDeadlockNorGrantANameTwice) {
 INSTANTIATE_TEST_SUITE_P(Backends, Combining,
                          ::testing::ValuesIn(dblock::test::built(
                              {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
-                              dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
+                              dblock::test::kSqliteQueued, dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

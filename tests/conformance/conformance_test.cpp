@@ -508,9 +508,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
                                            dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, TableConformance,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable,
-                                           dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                              dblock::test::kSqliteQueued, dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, AdvisoryConformance,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresAdvisory, dblock::test::kMysqlAdvisory})),

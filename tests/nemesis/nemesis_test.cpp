@@ -552,16 +552,17 @@ void Nemesis::run(Workload workload) {
   else std::cout << "[ nemesis  ] wrapper logs kept in " << dir << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Nemesis,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                           dblock::test::kSqlite, dblock::test::kPostgresAdvisory,
-                                           dblock::test::kMysqlAdvisory, dblock::test::kGaleraTable,
-                                           dblock::test::kPgBouncerTable})),
-                         [](const auto& info) { return std::string(info.param.label); });
+INSTANTIATE_TEST_SUITE_P(
+    Backends, Nemesis,
+    ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                             dblock::test::kSqlite, dblock::test::kSqliteQueued,
+                                             dblock::test::kPostgresAdvisory, dblock::test::kMysqlAdvisory,
+                                             dblock::test::kGaleraTable, dblock::test::kPgBouncerTable})),
+    [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, GroupNemesis,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kSqlite, dblock::test::kGaleraTable,
-                                                                  dblock::test::kPgBouncerTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                              dblock::test::kSqliteQueued, dblock::test::kGaleraTable, dblock::test::kPgBouncerTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {

@@ -76,7 +76,7 @@ TEST(Sqlite, AWriterQueuedBehindThisProcesssOtherWritersPastTheBusyTimeoutIsTold
   // The writers of one backend take turns before SQLite's busy handler: a turn waits as long as
   // SQLite itself would (the busy timeout), then fails as SQLite's busy answer does.
   constexpr auto kBusyTimeout = 100ms;
-  dblock::detail::SqliteWriters writers(kBusyTimeout);
+  dblock::detail::SqliteWriters writers(kBusyTimeout, true);
   std::string refused;
   std::chrono::steady_clock::duration waited{};
   {

@@ -137,7 +137,10 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
   EXPECT_GT(completed, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Crashes, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
+INSTANTIATE_TEST_SUITE_P(Backends, Crashes,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kSqlite,
+                                                                  dblock::test::kSqliteQueued})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 // The server crashes (PostgreSQL: pg_ctl stop -m immediate; MariaDB: SIGKILL) right after grants

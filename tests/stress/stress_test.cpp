@@ -284,16 +284,21 @@ TEST_P(ModeStress, EightThreadsOnTwoHotNamesCountExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ModeStress,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
-                                           dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory, dblock::test::kMysqlTable,
+                              dblock::test::kMysqlAdvisory, dblock::test::kSqlite, dblock::test::kSqliteQueued,
+                              dblock::test::kPgBouncerTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
-INSTANTIATE_TEST_SUITE_P(Backends, Stress, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
-                                                             dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
+INSTANTIATE_TEST_SUITE_P(Backends, Stress,
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                              dblock::test::kSqliteQueued, dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
-INSTANTIATE_TEST_SUITE_P(Backends, GroupStress, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
-                                                             dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
+INSTANTIATE_TEST_SUITE_P(Backends, GroupStress,
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                              dblock::test::kSqliteQueued, dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -27,7 +27,10 @@ std::unique_ptr<Admin> make_dialect_admin(const std::string& dialect, const std:
 #endif
   (void)schema;
   (void)client_found_rows;
-  if (dialect == "sqlite") return make_sqlite_admin(dsn.substr(std::string("sqlite://").size()), prefix);
+  if (dialect == "sqlite") {  // the file's path: the URI without its scheme and dblock's parameters
+    auto path = dsn.substr(std::string("sqlite://").size());
+    return make_sqlite_admin(path.substr(0, path.find('?')), prefix);
+  }
   throw std::runtime_error("no test admin for dialect " + dialect + " in this build");
 }
 

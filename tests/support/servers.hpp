@@ -78,6 +78,8 @@ inline const BackendCase kGaleraTable{"galera_table", "mysql", "DBLOCK_TEST_GALE
                                       nullptr, nullptr, "DBLOCK_TEST_GALERA_DSNS"};
 inline const BackendCase kMysqlAdvisory{"mysql_advisory", "mysql", "DBLOCK_TEST_MYSQL_DSN", dblock::LockMode::advisory};
 inline const BackendCase kSqlite{"sqlite", "sqlite", nullptr};
+/// SQLite with its writers queued in the process and requests combined (`writers=queued`).
+inline const BackendCase kSqliteQueued{"sqlite_queued", "sqlite", nullptr, dblock::LockMode::table, "writers=queued"};
 /// Table mode through PgBouncer in transaction mode; the test's own checks go to PostgreSQL directly.
 inline const BackendCase kPgBouncerTable{"pgbouncer_table", "postgresql", "DBLOCK_TEST_PGBOUNCER_DSN",
                                          dblock::LockMode::table, "pool_mode=transaction", "DBLOCK_TEST_PG_DSN"};

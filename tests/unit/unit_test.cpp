@@ -168,6 +168,21 @@ TEST(Uri, EngineGaleraIsForMysqlAndNamesTheOnlyEngineItKnows) {
                dblock::InvalidArgument);
 }
 
+TEST(Uri, WritersQueuedIsForSqliteAndNamesItsTwoValues) {
+  using dblock::detail::resolve_store_uri;
+  EXPECT_TRUE(resolve_store_uri("sqlite:///tmp/x.db?writers=queued", {}).queued_writers);
+  EXPECT_FALSE(resolve_store_uri("sqlite:///tmp/x.db?writers=direct", {}).queued_writers);
+  EXPECT_FALSE(resolve_store_uri("sqlite:///tmp/x.db", {}).queued_writers);
+  EXPECT_EQ(resolve_store_uri("sqlite:///tmp/x.db?writers=queued&pool=32", {}).driver_uri, "/tmp/x.db");
+  try {
+    (void)resolve_store_uri("sqlite:///tmp/x.db?writers=fast", {});
+    ADD_FAILURE() << "writers=fast was accepted";
+  } catch (const dblock::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("must be queued or direct"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)resolve_store_uri("postgresql://u@127.0.0.1/app?writers=queued", {}), dblock::InvalidArgument);
+}
+
 #if DBLOCK_TEST_WITH_POSTGRES
 TEST(PgEngine, CockroachAndYugabyteAreToldByWhatTheyReportAtConnect) {
   using dblock::detail::PgEngine;

@@ -30,11 +30,11 @@ class SqliteBackend final : public Backend {
       : path_(uri.driver_uri),
         sql_(uri.prefix),
         logger_(std::move(logger)),
-        writers_(busy_timeout),
+        writers_(busy_timeout, uri.queued_writers),
         pool_([this, busy_timeout] { return std::make_unique<SqliteSession>(path_, busy_timeout, sql_, writers_); },
               uri.redacted, uri.pool_size, busy_timeout) {
     auto first = pool_.lease();  // opens (and creates) the file now, so a bad path fails at open
-    locks_ = make_sqlite_locks(pool_);
+    locks_ = make_sqlite_locks(pool_, writers_.queued());
     groups_ = make_sqlite_groups(pool_);
     migrations_ = make_sqlite_migrations(pool_, sql_, uri.prefix);
     bench_ = make_sqlite_bench(pool_, path_, busy_timeout, sql_, uri.prefix);

@@ -163,7 +163,7 @@ class SqliteLocks final : public LockBackend {
   static constexpr std::size_t kBatch = 32;
 
  public:
-  explicit SqliteLocks(SessionPool<SqliteSession>& pool) : pool_(pool) {}
+  SqliteLocks(SessionPool<SqliteSession>& pool, bool combine) : pool_(pool), max_batch_(combine ? kBatch : 1) {}
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, milliseconds ttl,
                                    std::int64_t held_token, milliseconds lock_delay) override {
@@ -183,9 +183,10 @@ class SqliteLocks final : public LockBackend {
   }
 
   // One writer per file: a batch is one IMMEDIATE transaction of single statements, so it saves
-  // the commits and the writers' turns, not round trips (doc/performance.md, "SQLite: writers
-  // take turns").
-  std::size_t max_batch() const noexcept override { return kBatch; }
+  // the commits and the writers' turns, not round trips. Only with queued writers: without them
+  // the combined statements' writers collide in SQLite's sleeping busy handler (doc/performance.md,
+  // "SQLite: writers take turns").
+  std::size_t max_batch() const noexcept override { return max_batch_; }
 
   std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> requests) override {
     auto session = pool_.lease();
@@ -258,12 +259,13 @@ class SqliteLocks final : public LockBackend {
   }
 
   SessionPool<SqliteSession>& pool_;
+  std::size_t max_batch_;
 };
 
 }  // namespace
 
-std::unique_ptr<LockBackend> make_sqlite_locks(SessionPool<SqliteSession>& pool) {
-  return std::make_unique<SqliteLocks>(pool);
+std::unique_ptr<LockBackend> make_sqlite_locks(SessionPool<SqliteSession>& pool, bool combine) {
+  return std::make_unique<SqliteLocks>(pool, combine);
 }
 
 }  // namespace dblock::detail

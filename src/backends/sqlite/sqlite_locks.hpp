@@ -138,6 +138,6 @@ class SqliteLockStatements final : public SqliteSessionPart {
 };
 
 /// The lock role over `pool`'s sessions.
-[[nodiscard]] std::unique_ptr<LockBackend> make_sqlite_locks(SessionPool<SqliteSession>& pool);
+[[nodiscard]] std::unique_ptr<LockBackend> make_sqlite_locks(SessionPool<SqliteSession>& pool, bool combine);
 
 }  // namespace dblock::detail
