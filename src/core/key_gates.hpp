@@ -2,27 +2,20 @@
 // A gate per key, there only while someone uses it: statements for one key go one at a time, in
 // the order their callers came, while different keys never wait for each other.
 
-#include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
 
+#include "base/fifo_turn.hpp"
 #include "core/park_hooks.hpp"
 
 namespace dblock::detail {
 
 template <class Key>
 class KeyGates {
-  /// A caller waiting for a gate, on its own stack until the gate is handed to it.
-  struct Waiter {
-    std::condition_variable handed;
-    bool holds = false;
-    const ParkHooks* hooks = nullptr;
-  };
+  using Turn = FifoTurn<const ParkHooks*>;  // a waiter carries the hooks that park it
   struct Gate {
-    bool held = false;
-    std::deque<Waiter*> waiters;  // first come, first handed the gate
-    int users = 0;                // the holder and the waiters
+    Turn turn;
+    int users = 0;  // the holder and the waiters
   };
   using Entry = typename std::map<Key, Gate>::iterator;
 
@@ -34,15 +27,9 @@ class KeyGates {
     ~Pass() {
       std::lock_guard lock(gates_.mutex_);
       auto& gate = entry_->second;
-      if (gate.waiters.empty()) {
-        gate.held = false;
-      } else {
-        Waiter* next = gate.waiters.front();
-        gate.waiters.pop_front();
-        next->holds = true;
-        if (next->hooks != nullptr && next->hooks->resumed) next->hooks->resumed();
-        next->handed.notify_one();
-      }
+      gate.turn.hand_on([](const ParkHooks* hooks) {
+        if (hooks != nullptr && hooks->resumed) hooks->resumed();
+      });
       if (--gate.users == 0) gates_.gates_.erase(entry_);
     }
     Pass(const Pass&) = delete;
@@ -58,17 +45,17 @@ class KeyGates {
     std::unique_lock lock(mutex_);
     auto entry = gates_.try_emplace(key).first;
     auto& gate = entry->second;
-    if (!gate.held) {
+    if (gate.turn.try_take()) {
       ++gate.users;
-      gate.held = true;
       return Pass(*this, entry);
     }
     // Parked, queued, then counted: a hook or an allocation that throws leaves the gate as it was.
     if (park_hooks != nullptr && park_hooks->parked) park_hooks->parked();
-    Waiter me{{}, false, park_hooks};
-    gate.waiters.push_back(&me);
+    typename Turn::Waiter me;
+    me.tag = park_hooks;
+    gate.turn.queue(me);
     ++gate.users;
-    me.handed.wait(lock, [&] { return me.holds; });
+    gate.turn.wait(lock, me);
     return Pass(*this, entry);
   }
 

@@ -9,25 +9,18 @@
 // more than the rare collisions in SQLite do (doc/performance.md, "SQLite: writers take turns").
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "backends/backend_errors.hpp"
+#include "base/fifo_turn.hpp"
 
 namespace dblock::detail {
 
 /// Thread-safe; one per backend (its sessions share it).
 class SqliteWriters {
-  /// A writer waiting for its turn, on its own stack until the turn is handed to it.
-  struct Waiter {
-    std::condition_variable handed;
-    bool holds = false;
-  };
-
  public:
   /// Held while one write runs; hands the turn to the first waiter when destroyed.
   class Turn {
@@ -53,14 +46,10 @@ class SqliteWriters {
   [[nodiscard]] Turn turn(std::string_view what, std::string_view path) {
     if (!queued_) return Turn(nullptr);
     std::unique_lock lock(mutex_);
-    if (!held_) {
-      held_ = true;
-      return Turn(this);
-    }
-    Waiter me;
-    waiters_.push_back(&me);
-    if (!me.handed.wait_for(lock, busy_timeout_, [&] { return me.holds; })) {
-      std::erase(waiters_, &me);
+    if (turn_.try_take()) return Turn(this);
+    FifoTurn<>::Waiter me;
+    turn_.queue(me);
+    if (!turn_.wait_for(lock, me, busy_timeout_)) {
       throw TransientError(
           fmt::format("{} on sqlite://{}: database is locked (this process's other writers kept "
                       "it for the busy timeout, {} ms)",
@@ -72,21 +61,13 @@ class SqliteWriters {
  private:
   void hand_on() {
     std::lock_guard lock(mutex_);
-    if (waiters_.empty()) {
-      held_ = false;
-      return;
-    }
-    Waiter* next = waiters_.front();
-    waiters_.pop_front();
-    next->holds = true;
-    next->handed.notify_one();
+    turn_.hand_on();
   }
 
   std::chrono::milliseconds busy_timeout_;
   bool queued_;
   std::mutex mutex_;
-  bool held_ = false;
-  std::deque<Waiter*> waiters_;  // first come, first handed the turn
+  FifoTurn<> turn_;
 };
 
 }  // namespace dblock::detail
