@@ -33,7 +33,9 @@ class FifoTurn {
   void queue(Waiter& me) { waiters_.push_back(&me); }
 
   /// Waits, releasing `lock` meanwhile, until `me` (queued) is handed the turn.
-  void wait(std::unique_lock<std::mutex>& lock, Waiter& me) { me.handed.wait(lock, [&] { return me.holds; }); }
+  void wait(std::unique_lock<std::mutex>& lock, Waiter& me) {
+    me.handed.wait(lock, [&] { return me.holds; });
+  }
 
   /// As wait(), for at most `timeout`; false when it passed, and `me` has then left the queue.
   bool wait_for(std::unique_lock<std::mutex>& lock, Waiter& me, std::chrono::milliseconds timeout) {
