@@ -1,4 +1,5 @@
-// SQLite properties the shared suites cannot express: openers racing on a new file.
+// SQLite properties the shared suites cannot express: openers racing on a new file, and the
+// writers' turns of `writers=queued` (what every write waits for, and what a failed one leaves).
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,10 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "backends/session_pool.hpp"
+#include "backends/sqlite/sqlite_groups.hpp"
+#include "backends/sqlite/sqlite_locks.hpp"
+#include "backends/sqlite/sqlite_session.hpp"
 #include "backends/sqlite/sqlite_writers.hpp"
 
 using namespace std::chrono_literals;
@@ -27,6 +32,28 @@ bool in_wal_mode(const std::string& path) {
   if (!file.read(header.data(), header.size())) return false;
   return header[18] == 2 && header[19] == 2;
 }
+
+/// A migrated database file in a directory of its own, removed at the end.
+class MigratedFile {
+ public:
+  MigratedFile() {
+    char pattern[] = "/tmp/dblock-sqlite.XXXXXX";
+    dir_ = mkdtemp(pattern);
+    path_ = dir_ + "/locks.db";
+    auto store = dblock::Store::open("sqlite://" + path_);
+    dblock::migrate(*store);
+  }
+  ~MigratedFile() {
+    for (auto suffix : {"", "-wal", "-shm"}) std::remove((path_ + suffix).c_str());
+    rmdir(dir_.c_str());
+  }
+  MigratedFile(const MigratedFile&) = delete;
+  MigratedFile& operator=(const MigratedFile&) = delete;
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
+};
 
 TEST(Sqlite, ProcessesRacingToOpenANewFileAllOpenItInWalMode) {
   // Two openers of a new file race to switch it to WAL, and SQLite answers the loser SQLITE_BUSY
@@ -97,6 +124,59 @@ TEST(Sqlite, AWriterQueuedBehindThisProcesssOtherWritersPastTheBusyTimeoutIsTold
   // The refused writer left the queue: the turn, given back, is free for the next writer at once.
   std::thread third([&] { EXPECT_NO_THROW(auto turn = writers.turn("acquire", "/tmp/x.db")); });
   third.join();
+}
+
+TEST(Sqlite, ACombinedAcquisitionThatFailsMidwayIsRolledBackInItsWritersTurn) {
+  // Rolled back at once, not when the failed session is closed later: until then SQLite's write
+  // lock would stay held, and the writer handed the turn next would sleep in the busy handler.
+  MigratedFile file;
+  dblock::detail::SqliteSql sql("dblock_");
+  dblock::detail::SqliteWriters writers(1s, true);
+  dblock::detail::SqliteSession session(file.path(), 1s, sql, writers);
+  session.exec_script(R"(CREATE TRIGGER refuse_b AFTER INSERT ON dblock_locks WHEN NEW.name = 'b'
+                         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;)");
+  std::vector<dblock::detail::AcquireRequest> batch{{.name = "a", .owner = "o", .ttl = 60s},
+                                                    {.name = "b", .owner = "o", .ttl = 60s}};
+  EXPECT_THROW(
+      session.guarded_write(
+          "acquire", [&] { return session.part<dblock::detail::SqliteLockStatements>().try_acquire_many(batch); }),
+      dblock::Error);
+  EXPECT_NE(sqlite_api::sqlite3_get_autocommit(session.raw()), 0) << "the failed batch's transaction is still open";
+  auto store = dblock::Store::open("sqlite://" + file.path());
+  EXPECT_TRUE(store->locks().empty()) << "the batch's first grant was kept";
+}
+
+TEST(Sqlite, AWriterMarkingItselfBehindReadersWaitsForItsTurnLikeEveryOtherWrite) {
+  // Polling a name the readers hold, a waiting writer marks itself in the holders table: a write,
+  // so with writers=queued it takes its turn (here: longer than the busy timeout, so it is refused
+  // as SQLite's own busy answer would be), rather than meeting the turn's holder in SQLite.
+  constexpr auto kBusyTimeout = 150ms;
+  MigratedFile file;
+  dblock::detail::SqliteSql sql("dblock_");
+  dblock::detail::SqliteWriters writers(kBusyTimeout, true);
+  dblock::detail::SessionPool<dblock::detail::SqliteSession> pool(
+      [&] { return std::make_unique<dblock::detail::SqliteSession>(file.path(), kBusyTimeout, sql, writers); },
+      "sqlite://" + file.path(), 2, kBusyTimeout);
+  auto groups = dblock::detail::make_sqlite_groups(pool);
+  ASSERT_TRUE(groups->try_acquire_member("shared", "reader", dblock::HolderKind::shared, 0, 60s, 0));
+  std::string refused;
+  bool marked = false;
+  {
+    auto held = writers.turn("acquire", file.path());
+    std::thread waiting_writer([&] {
+      try {
+        groups->lease_left_marking_writer("shared", "writer", 1s, marked);
+      } catch (const dblock::detail::TransientError& e) {
+        refused = e.what();
+      }
+    });
+    waiting_writer.join();
+  }
+  EXPECT_NE(refused.find("marking a waiting writer on sqlite://"), std::string::npos) << refused;
+  EXPECT_FALSE(marked);
+  // Its turn come, it marks itself.
+  EXPECT_TRUE(groups->lease_left_marking_writer("shared", "writer", 1s, marked));
+  EXPECT_TRUE(marked);
 }
 
 }  // namespace

@@ -11,25 +11,17 @@ std::string group_owner(HolderKind kind) { return kind == HolderKind::permit ? "
 /// BEGIN IMMEDIATE now, COMMIT by commit(), ROLLBACK when the scope ends before it.
 class ImmediateTransaction {
  public:
-  explicit ImmediateTransaction(soci::session& session) : session_(session) { session_ << "BEGIN IMMEDIATE"; }
-  ~ImmediateTransaction() {
-    if (open_) {
-      try {
-        session_ << "ROLLBACK";
-      } catch (...) {  // the session is marked broken by guarded() and not reused
-      }
-    }
+  explicit ImmediateTransaction(soci::session& session) : session_(session), rollback_(session) {
+    session_ << "BEGIN IMMEDIATE";
   }
-  ImmediateTransaction(const ImmediateTransaction&) = delete;
-  ImmediateTransaction& operator=(const ImmediateTransaction&) = delete;
   void commit() {
     session_ << "COMMIT";
-    open_ = false;
+    rollback_.committed();
   }
 
  private:
   soci::session& session_;
-  bool open_ = true;
+  RollbackUnlessCommitted rollback_;
 };
 
 std::int64_t read_now(soci::session& session, const SqliteGroupSql& sql) {
@@ -162,25 +154,26 @@ std::vector<std::size_t> SqliteGroupStatements::renew_members(std::span<const He
   return renewed;
 }
 
-std::optional<std::chrono::milliseconds> SqliteGroupStatements::lease_left_marking_writer(
-    std::string_view name_in, std::string_view owner_in, std::chrono::milliseconds mark_for, bool& marked) {
-  // No transaction: waiting stays read-only unless readers hold the name.
+std::optional<SqliteGroupStatements::LeaseRow> SqliteGroupStatements::lease_row(std::string_view name_in) {
   const auto& sql = sql_.groups;
-  std::string name(name_in), owner(owner_in);
-  marked = false;
+  std::string name(name_in);
   std::int64_t now = read_now(session_, sql);
   std::string row_owner;
   std::int64_t row_token = 0, row_expires = 0;
   session_ << sql.lock_row, soci::use(name, "name"), soci::into(row_owner), soci::into(row_token),
       soci::into(row_expires);
   if (!session_.got_data()) return std::nullopt;
-  if (row_owner == "(readers)" && row_expires > now) {
-    std::int64_t until = now + mark_for.count();
-    session_ << sql.mark_writer, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(now, "now"),
-        soci::use(until, "expires");
-    marked = true;
-  }
-  return std::chrono::milliseconds(row_expires - now);
+  return LeaseRow{std::chrono::milliseconds(row_expires - now), row_owner == "(readers)" && row_expires > now};
+}
+
+void SqliteGroupStatements::mark_writer(std::string_view name_in, std::string_view owner_in,
+                                        std::chrono::milliseconds mark_for) {
+  const auto& sql = sql_.groups;
+  std::string name(name_in), owner(owner_in);
+  std::int64_t now = read_now(session_, sql);
+  std::int64_t until = now + mark_for.count();
+  session_ << sql.mark_writer, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(now, "now"),
+      soci::use(until, "expires");
 }
 
 std::optional<std::chrono::milliseconds> SqliteGroupStatements::first_lease_end(std::string_view name_in) {
@@ -225,8 +218,14 @@ class SqliteGroups final : public GroupBackend {
   std::optional<milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
                                                         milliseconds mark_for, bool& marked) override {
     auto session = pool_.lease();
-    return session->guarded("reading a lease",
-                            [&] { return of(*session).lease_left_marking_writer(name, owner, mark_for, marked); });
+    marked = false;
+    auto row = session->guarded("reading a lease", [&] { return of(*session).lease_row(name); });
+    if (!row) return std::nullopt;
+    if (row->held_by_readers) {
+      session->guarded_write("marking a waiting writer", [&] { of(*session).mark_writer(name, owner, mark_for); });
+      marked = true;
+    }
+    return row->left;
   }
 
   std::optional<milliseconds> first_lease_end(std::string_view name) override {

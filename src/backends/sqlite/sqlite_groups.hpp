@@ -22,15 +22,21 @@ class SqliteGroupStatements final : public SqliteSessionPart {
  public:
   explicit SqliteGroupStatements(SqliteSession& session) : session_(session.session()), sql_(session.sql()) {}
 
-  // One IMMEDIATE transaction each, on this part's session; callers run them inside
-  // SqliteSession::guarded().
+  // The writes are one IMMEDIATE transaction each, on this part's session; callers run them inside
+  // SqliteSession::guarded_write(), and the reads inside guarded().
   std::optional<Grant> acquire_member(std::string_view name, std::string_view owner, HolderKind kind,
                                       std::int64_t capacity, std::chrono::milliseconds ttl, std::int64_t held_token);
   std::optional<std::int64_t> release_member(std::string_view name, std::string_view owner, HolderKind kind,
                                              std::int64_t token);
   std::vector<std::size_t> renew_members(std::span<const HeldRef> held);
-  std::optional<std::chrono::milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,
-                                                                     std::chrono::milliseconds mark_for, bool& marked);
+  /// What a waiting writer reads each time (no transaction: waiting stays read-only unless readers
+  /// hold the name, and then the caller runs mark_writer() as a write of its own).
+  struct LeaseRow {
+    std::chrono::milliseconds left;
+    bool held_by_readers;
+  };
+  std::optional<LeaseRow> lease_row(std::string_view name);
+  void mark_writer(std::string_view name, std::string_view owner, std::chrono::milliseconds mark_for);
   void unmark_writer(std::string_view name, std::string_view owner);
   std::optional<std::chrono::milliseconds> first_lease_end(std::string_view name);
 

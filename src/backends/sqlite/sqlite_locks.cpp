@@ -29,11 +29,11 @@ std::optional<std::int64_t> SqliteLockStatements::release(std::string_view name,
   owner_ = owner;
   number_ = token;
   // Delete-at-one and decrement are two statements: one IMMEDIATE transaction makes them atomic.
-  begin_immediate_statement().execute(true);
+  auto transaction = begin_immediate();
   std::optional<std::int64_t> remaining;
   if (execute_single(release_at_one_statement())) remaining = 0;
   else if (execute_single(release_inner_statement())) remaining = result_a_;
-  commit_statement().execute(true);
+  commit(transaction);
   return remaining;
 }
 
@@ -49,18 +49,18 @@ std::optional<std::int64_t> SqliteLockStatements::release_last(std::string_view 
 std::vector<std::optional<Grant>> SqliteLockStatements::try_acquire_many(std::span<const AcquireRequest> requests) {
   std::vector<std::optional<Grant>> grants;
   grants.reserve(requests.size());
-  begin_immediate_statement().execute(true);
+  auto transaction = begin_immediate();
   for (const auto& r : requests) grants.push_back(try_acquire(r.name, r.owner, r.ttl, r.held_token, r.lock_delay));
-  commit_statement().execute(true);
+  commit(transaction);
   return grants;
 }
 
 std::vector<bool> SqliteLockStatements::release_last_many(std::span<const ReleaseRequest> requests) {
   std::vector<bool> deleted;
   deleted.reserve(requests.size());
-  begin_immediate_statement().execute(true);
+  auto transaction = begin_immediate();
   for (const auto& r : requests) deleted.push_back(release_last(r.name, r.owner, r.token).has_value());
-  commit_statement().execute(true);
+  commit(transaction);
   return deleted;
 }
 

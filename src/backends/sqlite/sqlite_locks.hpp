@@ -104,6 +104,15 @@ class SqliteLockStatements final : public SqliteSessionPart {
   soci::statement& commit_statement() {
     return prepared(commit_, [&] { return soci::statement((session_.prepare << "COMMIT")); });
   }
+  /// BEGIN IMMEDIATE; the transaction is rolled back at once unless commit() is reached.
+  [[nodiscard]] RollbackUnlessCommitted begin_immediate() {
+    begin_immediate_statement().execute(true);
+    return RollbackUnlessCommitted(session_);
+  }
+  void commit(RollbackUnlessCommitted& transaction) {
+    commit_statement().execute(true);
+    transaction.committed();
+  }
   soci::statement& reap_statement() {
     return prepared(reap_, [&] {
       return soci::statement((session_.prepare << sql_.reap, soci::use(number_, "batch"), soci::into(out_name_)));

@@ -32,6 +32,30 @@ namespace dblock::detail {
 /// autocommit write only when its statement finishes, and SOCI stops stepping after the first row.
 bool execute_single(soci::statement& statement);
 
+/// Ends a transaction its caller began with ROLLBACK when the scope ends before committed() (an
+/// error mid-transaction). Rolled back at once, in the writer's turn: left open until the failed
+/// session is closed, SQLite's write lock would stay held, and the next writer in line would
+/// sleep in the busy handler meanwhile.
+class RollbackUnlessCommitted {
+ public:
+  explicit RollbackUnlessCommitted(soci::session& session) : session_(session) {}
+  ~RollbackUnlessCommitted() {
+    if (open_) {
+      try {
+        session_ << "ROLLBACK";
+      } catch (...) {  // none was open, or the session is broken: guarded() drops it
+      }
+    }
+  }
+  RollbackUnlessCommitted(const RollbackUnlessCommitted&) = delete;
+  RollbackUnlessCommitted& operator=(const RollbackUnlessCommitted&) = delete;
+  void committed() noexcept { open_ = false; }
+
+ private:
+  soci::session& session_;
+  bool open_ = true;
+};
+
 /// A role's per-session state (SqliteSession::part).
 class SqliteSessionPart {
  public:
