@@ -61,7 +61,15 @@ class Combiner {
     const auto deadline = std::chrono::steady_clock::now() + limits_.queue_timeout;
     while (slot.state != State::done) {
       if (slot.state == State::queued && queue_.front() == &slot && in_flight_ < limits_.in_flight) {
-        lead(lock, slot);
+        try {
+          lead(lock, slot);
+        } catch (...) {  // no memory for the batch: nothing was taken or sent, so this slot leaves first
+          if (slot.state == State::queued) {
+            queue_.pop_front();
+            if (!queue_.empty() && in_flight_ < limits_.in_flight) wake(*queue_.front());
+          }
+          throw;
+        }
         continue;
       }
       if (slot.state == State::queued && std::chrono::steady_clock::now() >= deadline) {
@@ -101,7 +109,8 @@ class Combiner {
     std::condition_variable wake;
   };
 
-  /// REQUIRES: lock held, `mine` queued at the front, a statement's place free.
+  /// REQUIRES: lock held, `mine` queued at the front, a statement's place free. Throws only
+  /// before it takes anything (std::bad_alloc); from there on every slot it takes is completed.
   void lead(std::unique_lock<std::mutex>& lock, Slot& mine) {
     std::vector<Slot*> batch = take_batch(mine);
     ++in_flight_;
@@ -144,7 +153,9 @@ class Combiner {
   /// `mine` first, then in queue order the requests that may join it (not `alone`, a name not
   /// yet in the batch), up to max_batch; takes them off the queue.
   std::vector<Slot*> take_batch(Slot& mine) {
-    std::vector<Slot*> batch{&mine};
+    std::vector<Slot*> batch;
+    batch.reserve(limits_.max_batch);  // the one allocation, before the queue changes
+    batch.push_back(&mine);
     queue_.pop_front();
     if (mine.mode == Combine::yes) {
       for (auto it = queue_.begin(); it != queue_.end() && batch.size() < limits_.max_batch;) {
@@ -168,8 +179,16 @@ class Combiner {
   /// catch it, read it and let it go; an exception object shared between threads (or a copy of
   /// one, which shares the message's reference-counted buffer) is destroyed by whichever thread
   /// lets go last, with no ordering the others can see (ThreadSanitizer reports it). Made on the
-  /// leader's thread before it hands the outcomes over under the mutex.
-  static std::exception_ptr own_copy(const std::exception_ptr& error) {
+  /// leader's thread before it hands the outcomes over under the mutex. Without memory for a copy,
+  /// the shared error: every caller must be completed.
+  static std::exception_ptr own_copy(const std::exception_ptr& error) noexcept {
+    try {
+      return copy_of(error);
+    } catch (...) {
+      return error;
+    }
+  }
+  static std::exception_ptr copy_of(const std::exception_ptr& error) {
     try {
       std::rethrow_exception(error);
     } catch (const OutcomeUnknown& e) {

@@ -47,6 +47,21 @@ void ManagerBase::stop_threads() {
     if (thread->get_id() == std::this_thread::get_id()) thread->detach();
     else thread->join();
   }
+  // No timer reports what is left to report, nor what the manager's end finds (its releases
+  // written behind): both are only logged now.
+  std::vector<std::pair<std::shared_ptr<HeldLock>, std::string>> left;
+  {
+    std::lock_guard lock(timer_mutex_);
+    timer_stopped_ = true;
+    left.swap(lost_later_);
+  }
+  for (auto& [held, why] : left) log_loss_at_end(*held, why);
+}
+
+void ManagerBase::log_loss_at_end(HeldLock& held, std::string_view why) {
+  if (held.lost.exchange(true)) return;
+  lost_.fetch_add(1, std::memory_order_relaxed);
+  logger_->warn("lock '{}' (token {}) lost as its manager ended: {}", held.name, held.token.load(), why);
 }
 
 std::shared_ptr<ManagerBase> ManagerBase::start_for_users(std::shared_ptr<ManagerBase> core) {
@@ -192,7 +207,20 @@ void ManagerBase::count_renewal(std::int64_t renewed, std::chrono::microseconds 
 void ManagerBase::report_lost_later(std::shared_ptr<HeldLock> held, std::string why) {
   {
     std::lock_guard lock(timer_mutex_);
-    lost_later_.emplace_back(std::move(held), std::move(why));
+    if (!timer_stopped_) {
+      lost_later_.emplace_back(std::move(held), std::move(why));
+      wake_timer_.notify_all();
+      return;
+    }
+  }
+  log_loss_at_end(*held, why);
+}
+
+void ManagerBase::watch_deadline(SteadyClock::time_point deadline) {
+  {
+    std::lock_guard lock(timer_mutex_);
+    if (deadline >= timer_wakes_at_) return;
+    sooner_deadline_ = true;
   }
   wake_timer_.notify_all();
 }
@@ -201,6 +229,11 @@ void ManagerBase::deadline_timer(std::stop_token stop) {
   while (!stop.stop_requested()) {
     auto self = weak_from_this().lock();  // keeps this alive through user callbacks
     if (!self) return;
+    {
+      // Set before the snapshot: a record added from here on is either in it or wakes this thread.
+      std::lock_guard lock(timer_mutex_);
+      timer_wakes_at_ = SteadyClock::time_point::max();
+    }
     auto now = SteadyClock::now();
     // Waking at least every check interval sees every new lock long before its deadline
     // (a TTL is at least three check intervals).
@@ -224,7 +257,9 @@ void ManagerBase::deadline_timer(std::stop_token stop) {
     self.reset();  // may destroy *this on this thread; the destructor then requested stop
     if (stop.stop_requested()) return;
     std::unique_lock lock(timer_mutex_);
-    wake_timer_.wait_until(lock, stop, next, [&] { return !lost_later_.empty(); });
+    timer_wakes_at_ = next;
+    wake_timer_.wait_until(lock, stop, next, [&] { return !lost_later_.empty() || sooner_deadline_; });
+    sooner_deadline_ = false;
   }
 }
 

@@ -56,20 +56,24 @@ struct HeldLock {
   }
   /// Not reported lost and before the deadline at `now`.
   [[nodiscard]] bool believed_held(SteadyClock::time_point now) const { return !lost.load() && now < deadline(); }
-  /// Moves the deadline to `later` (never back), unless the lock was lost or its deadline had
-  /// passed at `now`: a lease that lapsed, even for an instant, may have been granted to another.
+  /// Moves the deadline to `later` (never back), unless the lock was lost, its belief ended, or
+  /// its deadline had passed at `now`: a lease that lapsed, even for an instant, may have been
+  /// granted to another.
   bool extend(SteadyClock::time_point later, SteadyClock::time_point now) {
     auto current = local_deadline.load();
     auto wanted = later.time_since_epoch().count();
     while (true) {
-      if (lost.load() || now.time_since_epoch().count() >= current) return false;
+      if (lost.load() || ended.load() || now.time_since_epoch().count() >= current) return false;
       if (wanted <= current) return true;
       if (local_deadline.compare_exchange_weak(current, wanted)) return true;
     }
   }
-  /// Ends the belief at `now` (the one move of the deadline back): for a record whose row is about
-  /// to go while its loss is reported later, off the caller's gate.
+  /// Ends the belief at `now` for good (the one move of the deadline back): for a record whose row
+  /// is about to go while its loss is reported later, off the caller's gate. For good, because a
+  /// renewal answered before the row went may be handled after this, with a `now` read earlier
+  /// than ours: the deadline alone would let it extend the record again.
   void end_belief(SteadyClock::time_point now) {
+    ended.store(true);
     auto wanted = now.time_since_epoch().count();
     auto current = local_deadline.load();
     while (current > wanted && !local_deadline.compare_exchange_weak(current, wanted)) {
@@ -88,6 +92,7 @@ struct HeldLock {
   const HolderKind kind;  // table mode: exclusive, or a member of a group (permit, shared)
   std::atomic<std::chrono::milliseconds> ttl;  // the longest any re-entry asked for: what the database holds
   std::atomic<bool> lost{false};
+  std::atomic<bool> ended{false};  // end_belief() ran: no renewal extends it again
   std::atomic<SteadyClock::rep> local_deadline;
   std::int64_t depth = 0;  // guarded by the manager's mutex_
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
@@ -212,6 +217,12 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   /// report_lost, on the deadline timer's thread (which may end the manager), for a loss found on a
   /// callback-free thread.
   void report_lost_later(std::shared_ptr<HeldLock> held, std::string why);
+  /// What report_lost_later does once the timer has stopped: the loss is logged and counted.
+  void log_loss_at_end(HeldLock& held, std::string_view why);
+  /// For a record whose deadline may come before the deadline timer's next round (one adopted with
+  /// the lease left on its row, which can be any length): wakes the timer to plan for it, so that
+  /// its loss is reported at that deadline, not up to a check interval later.
+  void watch_deadline(SteadyClock::time_point deadline);
 
   std::shared_ptr<Store> store_;
   const ManagerOptions options_;
@@ -237,6 +248,11 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   std::mutex timer_mutex_;
   std::condition_variable_any wake_timer_;
   std::vector<std::pair<std::shared_ptr<HeldLock>, std::string>> lost_later_;  // guarded by timer_mutex_
+  // Guarded by timer_mutex_: when the timer wakes next (max() while it plans a round: any deadline
+  // may be sooner), and whether watch_deadline() found one sooner.
+  SteadyClock::time_point timer_wakes_at_ = SteadyClock::time_point::max();
+  bool sooner_deadline_ = false;
+  bool timer_stopped_ = false;  // guarded by timer_mutex_: stop_threads() joined the timer
   std::atomic<std::thread::id> callback_free_thread_{};
   std::weak_ptr<ManagerBase> user_handle_;  // set by start_for_users
   std::jthread watchdog_;  // last two: joined before the members above go

@@ -400,6 +400,9 @@ std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::recor
                     "try again",
                     name));
   }
+  // A TTL is at least three check intervals, so only a deadline capped by the lease left on an
+  // adopted row can come before the timer's next round.
+  if (granted.lease_ends_by && deadline < now + check_interval_) watch_deadline(deadline);
   return {std::move(held), std::move(replaced)};
 }
 

@@ -66,8 +66,15 @@ class WriteBehind {
       ++out_;
       return false;
     }
-    queue_.push_back(item);
-    pending_.insert(item->name);
+    // Pending before queued: the writer erases what it sends from pending_, so a queued item must
+    // be there (an allocation that fails leaves neither).
+    auto pending = pending_.insert(item->name);
+    try {
+      queue_.push_back(item);
+    } catch (...) {
+      pending_.erase(pending);
+      throw;
+    }
     changed_.notify_all();
     return true;
   }

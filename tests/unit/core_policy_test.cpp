@@ -7,12 +7,14 @@
 
 #include <atomic>
 #include <future>
+#include <set>
 #include <thread>
 
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
 
 #include "core/combiner.hpp"
+#include "core/manager_base.hpp"
 #include "core/store_parts.hpp"
 #include "scripted_backend.hpp"
 
@@ -258,6 +260,56 @@ TEST_F(CorePolicy, AnAcquireWhoseLostReplyIsResolvedToAnEarlierLeaseOfItsOwnerEn
   EXPECT_LE(held->local_deadline(), row_ends)
       << "believed " << std::chrono::duration_cast<std::chrono::milliseconds>(held->local_deadline() - row_ends).count()
       << " ms past the end of the lease the row showed";
+}
+
+// Such a grant's deadline can come long before the deadline timer's next round (a check interval,
+// here 10 s): the timer must plan for it, or on_lost (and a leader's on_revoked) would come up to a
+// check interval after the row's lease ended and the name could be granted to another.
+TEST_F(CorePolicy, AGrantAdoptedWithLittleLeaseLeftIsReportedLostAtThatDeadlineNotAtTheTimersNextRound) {
+  std::mutex mutex;
+  std::set<std::string> reported;
+  auto was_reported = [&](const std::string& name) {
+    std::lock_guard lock(mutex);
+    return reported.contains(name);
+  };
+  auto locks = manager({.default_ttl = 30s, .on_lost = [&](std::string_view name, std::int64_t) {
+                          std::lock_guard lock(mutex);
+                          reported.emplace(name);
+                        }});
+  // The owner's row of `name` with `lease_left`, read as the grant of an acquisition whose reply is lost.
+  auto adopt = [&](const std::string& name, std::chrono::milliseconds lease_left) {
+    auto first = locks->try_acquire(name);
+    EXPECT_TRUE(first);
+    auto owner = script_->row(name)->owner;
+    first->release();
+    {
+      std::lock_guard lock(script_->mutex);
+      script_->rows[name] = {owner, 1, ++script_->next_token, Clock::now() + lease_left};
+    }
+    script_->acquire_unknown = Unknown::before_applying;  // the upsert never lands
+    auto held = locks->try_acquire(name);
+    EXPECT_TRUE(held) << "the row of its own owner reads as this acquisition's grant";
+    return held;
+  };
+  // The first loss is reported by the deadline timer (at once, or at its next round if it planned
+  // before this record existed): once reported, the timer has planned its next round without the next.
+  auto first = adopt("left-behind/1", 100ms);
+  ASSERT_TRUE(eventually([&] { return was_reported("left-behind/1"); }, 15s));
+  auto second = adopt("left-behind/2", 200ms);
+  EXPECT_TRUE(eventually([&] { return was_reported("left-behind/2"); }, 3s))
+      << "on_lost not called within 3 s of a deadline 200 ms away";
+}
+
+// A renewal answered before the row went can be handled after the record's belief was ended (the
+// late-grant path gives the row back), with a time read before that end: it must not extend the
+// record again, or its guards would believe a row that is gone.
+TEST(HeldLockRecord, ABeliefEndedStaysEndedWhateverRenewalIsHandledAfterIt) {
+  auto start = dblock::detail::SteadyClock::now();
+  dblock::detail::HeldLock held("name", "owner", 7, 30s, start + 10s);
+  held.end_belief(start + 2s);
+  EXPECT_FALSE(held.extend(start + 20s, start + 1s)) << "a renewal read at 1 s revived a belief ended at 2 s";
+  EXPECT_FALSE(held.believed_held(start + 2s));
+  EXPECT_LE(held.deadline(), start + 2s);
 }
 
 // A grant whose reply came later than its TTL is given back, not handed out. When the give-back
