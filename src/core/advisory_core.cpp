@@ -143,15 +143,26 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
     // asked once per lock however deep the re-entry goes.
     std::unique_lock use(pinned->use);
     bool holds_others = false;
+    bool overdue_record = false;
     {
       std::lock_guard lock(mutex_);
       auto it = pinned->held.find(key_of(target));
       if (it != pinned->held.end()) {
-        depth = ++it->second->depth;
-        reentered = it->second;
+        // A record past its deadline that the deadline timer has not reached yet (it may be busy
+        // with another lock's on_lost) is no longer believed: nothing is handed out on it.
+        overdue_record = !it->second->believed_held(SteadyClock::now());
+        if (!overdue_record) {
+          depth = ++it->second->depth;
+          reentered = it->second;
+        }
       }
       holds_others = !pinned->held.empty();
     }
+    if (overdue_record)
+      throw ConnectionError(
+          fmt::format("lock '{}': not re-entered: the lock it would re-enter passed its local "
+                      "deadline (its connection gave no sign of life) and is being reported lost",
+                      name));
     // While the owner holds other locks on this session, a server-side wait ends every check
     // interval: each return proves the session (so those locks) alive, as the watchdog's check,
     // which skips a busy session, would.
@@ -201,6 +212,12 @@ std::int64_t AdvisoryCore::token_of(HeldLock& base) {
     return LockLost(fmt::format("lock '{}': no fencing token, the lock is gone ({})", held.name, why));
   };
   if (!held.believed_held(SteadyClock::now())) throw refuse("reported lost");
+  {
+    // A lock its connection was detached from is out of the owner's records before it is reported
+    // lost: a token drawn on the owner's next connection would fence for a lock it no longer holds.
+    std::lock_guard lock(mutex_);
+    if (!registered(held)) throw refuse("its connection was dropped");
+  }
   if (!pinned->session) throw refuse("its connection was dropped");
   auto sent = SteadyClock::now();
   try {
@@ -287,15 +304,15 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   {
     std::lock_guard lock(mutex_);
     depth = --held->depth;
-    if (depth <= 0) {
-      auto& owned = held->pinned->held;
-      auto it = owned.find(key_of(held->target));
-      registered = it != owned.end() && it->second == held;
-      if (registered) owned.erase(it);
-    }
+    registered = this->registered(*held);
+    if (depth <= 0 && registered) held->pinned->held.erase(key_of(held->target));
   }
   if (depth > 0) {
-    emit_released(*held, depth, SteadyClock::now());
+    auto now = SteadyClock::now();
+    // An inner level of a lock that was lost meanwhile is not released "fine" (as in table mode).
+    if (!registered || !held->believed_held(now))
+      throw_lost_on_release(*held, "its connection broke or stalled, so the server may have released it");
+    emit_released(*held, depth, now);
     return;
   }
   if (!registered) throw_lost_on_release(*held, "its connection broke or stalled, so the server may have released it");
@@ -320,6 +337,11 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   unpin(held->pinned);
   if (!why.empty()) throw_lost_on_release(*held, why);
   emit_released(*held, 0, sent);
+}
+
+bool AdvisoryCore::registered(const AdvisoryHeld& held) const {
+  auto it = held.pinned->held.find(key_of(held.target));
+  return it != held.pinned->held.end() && it->second.get() == &held;
 }
 
 void AdvisoryCore::report_all_lost(const std::vector<std::shared_ptr<AdvisoryHeld>>& gone, std::string_view why) {

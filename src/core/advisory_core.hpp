@@ -89,6 +89,9 @@ class AdvisoryCore final : public ManagerBase {
   /// letting go of `use`: the user's callback may release guards.
   std::vector<std::shared_ptr<AdvisoryHeld>> detach_session(const std::shared_ptr<Pinned>& pinned);
   void report_all_lost(const std::vector<std::shared_ptr<AdvisoryHeld>>& gone, std::string_view why);
+  /// Whether `held` is still its owner's record of the lock (not released, its connection not
+  /// detached, not taken out at its deadline). REQUIRES: mutex_ held.
+  bool registered(const AdvisoryHeld& held) const;
   /// Hands the sessions of owners without locks back to the pool (skipping any busy right now).
   void give_back_idle_sessions(const std::vector<std::shared_ptr<Pinned>>& owners);
   bool watchdog_cycle() override;

@@ -13,6 +13,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
 
+#include "base/scope_exit.hpp"
 #include "core/combiner.hpp"
 #include "core/manager_base.hpp"
 #include "core/store_parts.hpp"
@@ -493,6 +494,87 @@ TEST_F(CorePolicy, AnAdvisoryGrantOnASessionThatWentOverdueMeanwhileIsNeverBelie
   std::lock_guard lock(script_->mutex);
   EXPECT_TRUE(granted.lost() || script_->server_locks.contains("second"))
       << "believes a lock the server let go of with its dropped session";
+}
+
+/// An on_lost report that stops in the callback until the test lets it go: whichever thread runs
+/// it (the watchdog, the deadline timer) waits there.
+struct HeldReport {
+  std::promise<void> entered, let_go;
+  std::shared_future<void> released = let_go.get_future().share();
+  std::atomic<int> reports{0};
+  void hold() {
+    entered.set_value();
+    released.wait();
+  }
+};
+
+// A connection found broken is taken out of its owner's records, then its locks are reported lost
+// one by one (each report runs on_lost). A lock not reported yet must not draw its fencing token on
+// the connection the owner opened meanwhile: that token would fence for a lock it no longer holds.
+TEST_F(CorePolicy, AnAdvisoryLockWhoseConnectionBrokeDrawsNoTokenOnTheOwnersNextConnection) {
+  script_->lazy_tokens = true;
+  auto held_report = std::make_shared<HeldReport>();  // shared: the watchdog reports on after the test
+  dblock::detail::ScopeExit release_reports([&] { held_report->let_go.set_value(); });
+  auto locks = manager({.mode = dblock::LockMode::advisory,
+                        .default_ttl = 6s,  // the test ends long before any deadline
+                        .on_lost = [held_report](std::string_view, std::int64_t) {
+                          if (held_report->reports++ == 0) held_report->hold();
+                        }});
+  auto first = locks->try_acquire("first");
+  auto second = locks->try_acquire("second");  // re-uses the owner's connection (session 1)
+  ASSERT_TRUE(first && second);
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->broken_sessions.insert(1);
+  }
+  ASSERT_EQ(held_report->entered.get_future().wait_for(5s), std::future_status::ready);
+  auto& unreported = first->lost() ? *second : *first;
+  ASSERT_FALSE(unreported.lost()) << "both were reported: the watchdog did not stop in the first report";
+  auto third = locks->try_acquire("third");  // on the owner's next connection
+  ASSERT_TRUE(third);
+  EXPECT_THROW((void)unreported.token(), dblock::LockLost);
+}
+
+// The deadline timer reports a lock lost when it gets to it: while it runs another lock's on_lost, a
+// lock past its local deadline is still in its owner's records, and must not be re-entered.
+TEST_F(CorePolicy, AnAdvisoryLockPastItsDeadlineIsNotReEnteredBeforeTheTimerReportsIt) {
+  auto held_report = std::make_shared<HeldReport>();
+  dblock::detail::ScopeExit release_reports([&] { held_report->let_go.set_value(); });
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->stalled_sessions = {1};  // only the first connection's checks hang
+  }
+  script_->checks_gate.close();
+  auto locks = manager({.mode = dblock::LockMode::advisory,
+                        .default_ttl = 300ms,
+                        .on_lost = [held_report](std::string_view name, std::int64_t) {
+                          if (name == "a") held_report->hold();  // holds the deadline timer
+                        }});
+  std::optional<dblock::Lock> a;
+  std::thread([&] { a = locks->try_acquire("a"); }).join();  // an owner of its own: connection 1
+  auto b = locks->try_acquire("b");                          // connection 2
+  ASSERT_TRUE(a && b);
+  // The watchdog hangs in connection 1's check; "a" passes its deadline, and its report holds the timer.
+  ASSERT_EQ(held_report->entered.get_future().wait_for(5s), std::future_status::ready);
+  ASSERT_TRUE(eventually([&] { return Clock::now() >= b->local_deadline(); }));
+  EXPECT_THROW((void)locks->try_acquire("b"), dblock::ConnectionError) << "re-entered a lock past its deadline";
+}
+
+TEST_F(CorePolicy, ReleasingAnInnerLevelOfALostAdvisoryLockThrowsLockLost) {
+  auto reported = std::make_shared<std::promise<void>>();
+  auto locks = manager({.mode = dblock::LockMode::advisory,
+                        .default_ttl = 6s,
+                        .on_lost = [reported](std::string_view, std::int64_t) { reported->set_value(); }});
+  auto outer = locks->try_acquire("nested");
+  auto inner = locks->try_acquire("nested");
+  ASSERT_TRUE(outer && inner);
+  {
+    std::lock_guard lock(script_->mutex);
+    script_->broken_sessions.insert(1);
+  }
+  ASSERT_EQ(reported->get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_THROW(inner->release(), dblock::LockLost);
+  EXPECT_THROW(outer->release(), dblock::LockLost);
 }
 
 TEST_F(CorePolicy, AdvisoryLockGrantedAfterAWaitLongerThanItsTtlIsNotBornLost) {

@@ -158,6 +158,9 @@ struct Script {
   std::map<std::string, int> server_locks;
   int next_session = 0;
   std::optional<dblock::DatabaseError> fail_after_grant;
+  bool lazy_tokens = false;                  // grants draw no token: each is drawn when first asked for
+  std::set<int> stalled_sessions;            // when not empty, only these sessions' checks pass checks_gate
+  std::set<int> broken_sessions;             // these sessions' checks fail as a broken connection's do
   std::chrono::milliseconds server_wait{0};  // how long a waiting lock statement takes to be granted
 
   std::optional<Grant> apply_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
@@ -428,7 +431,7 @@ class ScriptedSession final : public AdvisorySession {
     auto [it, inserted] = script_->server_locks.try_emplace(std::string(target.name), id_);
     if (!inserted && it->second != id_) return std::nullopt;
     if (script_->fail_after_grant) throw *std::exchange(script_->fail_after_grant, std::nullopt);
-    return ++script_->next_token;
+    return script_->lazy_tokens ? 0 : ++script_->next_token;
   }
   bool unlock(const AdvisoryTarget& target) override {
     ++script_->unlocks;
@@ -438,7 +441,15 @@ class ScriptedSession final : public AdvisorySession {
     script_->server_locks.erase(it);
     return true;
   }
-  void check_alive() override { script_->checks_gate.pass(); }
+  void check_alive() override {
+    bool stalls = false;
+    {
+      std::lock_guard lock(script_->mutex);
+      if (script_->broken_sessions.contains(id_)) throw dblock::ConnectionError("connection lost (scripted)");
+      stalls = script_->stalled_sessions.empty() || script_->stalled_sessions.contains(id_);
+    }
+    if (stalls) script_->checks_gate.pass();
+  }
   std::int64_t draw_token() override {
     std::lock_guard lock(script_->mutex);
     return ++script_->next_token;

@@ -22,7 +22,7 @@ class MyNamedLockSession final : public AdvisorySession {
   MyNamedLockSession(SessionPool<MyConnection>::Lease lease, const MyNamedLockSql& sql)
       : lease_(std::move(lease)), sql_(sql) {}
   ~MyNamedLockSession() override {
-    if (grants_ == 0) return;
+    if (grants_ == 0 && !grant_in_doubt_) return;
     try {  // nothing of ours may stay locked on a session the pool hands to someone else
       lease_->execute("DO RELEASE_ALL_LOCKS()");
     } catch (...) {
@@ -35,7 +35,14 @@ class MyNamedLockSession final : public AdvisorySession {
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
     auto full = sql_.full_name(target.name);
     std::array<MyParam, 2> params{full, static_cast<double>(wait.count()) / 1e3};
-    auto token = first_int64(lease_->query(sql_.lock_for(full), params));
+    auto token = [&] {
+      try {
+        return first_int64(lease_->query(sql_.lock_for(full), params));
+      } catch (...) {
+        grant_in_doubt_ = true;  // as in PostgreSQL's session: it may have been granted before it failed
+        throw;
+      }
+    }();
     if (token) ++grants_;
     return token;
   }
@@ -56,6 +63,7 @@ class MyNamedLockSession final : public AdvisorySession {
   SessionPool<MyConnection>::Lease lease_;
   const MyNamedLockSql& sql_;
   std::int64_t grants_ = 0;  // server-side grants not yet released
+  bool grant_in_doubt_ = false;  // a lock statement failed: it may have left a grant the count misses
 };
 
 /// The longest one GET_LOCK wait may last on sessions with this statement timeout: it must end

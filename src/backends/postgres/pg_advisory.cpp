@@ -37,7 +37,7 @@ class PgAdvisorySession final : public AdvisorySession {
         server_pid_(session_pooler ? 0 : PQbackendPID(lease_->raw())) {}
 
   ~PgAdvisorySession() override {
-    if (grants_ == 0) return;
+    if (grants_ == 0 && !grant_in_doubt_) return;
     try {  // nothing of ours may stay locked on a session the pool hands to someone else
       lease_->exec("SELECT pg_advisory_unlock_all()");
     } catch (...) {
@@ -51,9 +51,18 @@ class PgAdvisorySession final : public AdvisorySession {
   std::optional<std::int64_t> lock(const AdvisoryTarget& target, milliseconds wait) override {
     // The statement takes the lock only on server_pid_: a lock a transaction pooler let another
     // server process take could never be reached again.
-    auto result = wait.count() == 0
-                      ? run(sql_.try_lock(target, false), PgKeyParams(target.key).with_pid(server_pid_).values())
-                      : run(sql_.wait(false), PgAdvisorySql::wait_params(target, false, wait, server_pid_), wait);
+    auto result = [&] {
+      try {
+        return wait.count() == 0
+                   ? run(sql_.try_lock(target, false), PgKeyParams(target.key).with_pid(server_pid_).values())
+                   : run(sql_.wait(false), PgAdvisorySql::wait_params(target, false, wait, server_pid_), wait);
+      } catch (...) {
+        // It may have been granted before it failed (the token's draw, a cancel at the grant), and
+        // the count cannot say: the session is cleaned up whatever the count when it goes back.
+        grant_in_doubt_ = true;
+        throw;
+      }
+    }();
     // Counted before the pid check: a grant through a pooler must still be cleaned up if it can be.
     auto token = token_at(result.get());
     if (token) ++grants_;
@@ -124,6 +133,7 @@ class PgAdvisorySession final : public AdvisorySession {
   std::int64_t server_pid_;  // the server process every lock statement must run on; 0: the next reply's
   bool confirmed_ = false;   // a reply came from server_pid_
   std::int64_t grants_ = 0;  // server-side grants not yet unlocked
+  bool grant_in_doubt_ = false;  // a lock statement failed: it may have left a grant the count misses
 };
 
 }  // namespace
