@@ -294,6 +294,10 @@ TEST_P(OccurrenceRecords, AbandonedRunsFollowTheRetryRuleAndTheReaperClearsOldRe
   done.finish(0);
   auto running = dblock::Occurrence::claim(store_, *next, {.key = "k3", .keep = 1ms});
   ASSERT_TRUE(running.claimed());
+  // A second claim under the same grant (another thread of one owner, a re-entry) while it runs.
+  auto again = dblock::Occurrence::claim(store_, *next, {.key = "k3", .keep = 1ms});
+  EXPECT_FALSE(again.claimed()) << "an occurrence still running was claimed a second time";
+  EXPECT_FALSE(dblock::Occurrence::claim(store_, *next, {.key = "k3", .retry_failed = true}).claimed());
   dblock::Reaper reaper(store_);
   auto until = std::chrono::steady_clock::now() + 5s;
   while (record("k2") && std::chrono::steady_clock::now() < until) {

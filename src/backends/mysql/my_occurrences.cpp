@@ -14,10 +14,12 @@ constexpr std::string_view kLive = R"(EXISTS (SELECT 1 FROM `{prefix}locks` l
 
 // The claim: INSERT ... SELECT inserts only while the caller's grant is live; the primary key lets
 // one claimer win. ON DUPLICATE KEY UPDATE assigns left to right, each assignment seeing the ones
-// before it, so `attempts` and `token` decide from the old row ({take}), and the columns after them
-// follow the token (now the caller's only if taken, or the caller's already); status goes last.
-// {retry}: TRUE or FALSE, one statement each. A 'running' row with another token is abandoned: the
-// caller's live exclusive grant on the name proves that lease ended.
+// before it, so `owner` decides from the old row ({take}), and the columns after it follow the owner
+// ({ours}: the caller's owner, a nonce per claim, is there only if this claim took the row, now or
+// before its reply was lost); status goes last. {retry}: TRUE or FALSE, one statement each. A
+// 'running' row with another token is abandoned: the caller's live exclusive grant on the name
+// proves that lease ended. One with the caller's token is taken only by the same claim, never by a
+// second claim of the same grant.
 // Affected rows (no CLIENT_FOUND_ROWS): 1 inserted, 2 taken over, 0 refused.
 constexpr std::string_view kClaim = R"(
 INSERT INTO `{prefix}occurrences`
@@ -25,17 +27,18 @@ INSERT INTO `{prefix}occurrences`
 SELECT ?, ?, ?, ?, 'running', 1, NULL, UTC_TIMESTAMP(6), NULL, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM DUAL
 WHERE EXISTS (SELECT 1 FROM `{prefix}locks` l WHERE l.name = ? AND l.token = ? AND l.expires_at > UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE
-  attempts    = IF({take}, attempts + (token <> VALUES(token)), attempts),
-  token       = IF({take}, VALUES(token), token),
-  owner       = IF({ours}, VALUES(owner), owner),
+  owner       = IF({take}, VALUES(owner), owner),
+  attempts    = IF({ours}, attempts + (token <> VALUES(token)), attempts),
+  token       = IF({ours}, VALUES(token), token),
   exit_code   = IF({ours}, NULL, exit_code),
   finished_at = IF({ours}, NULL, finished_at),
   keep_until  = IF({ours}, GREATEST(keep_until, VALUES(keep_until)), keep_until),
   claimed_at  = IF({ours}, VALUES(claimed_at), claimed_at),
   status      = IF({ours}, 'running', status))";
-constexpr std::string_view kTake = "((status = 'running' AND token = VALUES(token)) OR ({retry} AND (status = 'failed' "
-                                   "OR (status = 'running' AND token <> VALUES(token)))))";
-constexpr std::string_view kOurs = "(token = VALUES(token) AND (status = 'running' OR ({retry} AND status = 'failed')))";
+constexpr std::string_view kTake =
+    "((status = 'running' AND token = VALUES(token) AND owner = VALUES(owner)) OR ({retry} AND (status = 'failed' "
+    "OR (status = 'running' AND token <> VALUES(token)))))";
+constexpr std::string_view kOurs = "(owner = VALUES(owner))";
 
 class MyOccurrences final : public OccurrenceBackend {
  public:

@@ -25,7 +25,9 @@ class PgOccurrences final : public OccurrenceBackend {
     // One statement: the row is inserted only while the caller's grant is live, and the primary key
     // lets one claimer of (name, occurrence) win; ON CONFLICT locks the existing row, so two
     // retries of a failed occurrence cannot both take it over. A 'running' row with another token
-    // is abandoned here: the caller's live exclusive grant on the name proves that lease ended.
+    // is abandoned here: the caller's live exclusive grant on the name proves that lease ended. A
+    // 'running' row with the caller's token is taken only by the same claim (its owner, a nonce
+    // per claim) whose reply was lost: a second claim under the same grant is refused.
     claim_ = {ids, fill(R"(
 WITH c AS (SELECT clock_timestamp() AS now)
 INSERT INTO "{schema}"."{prefix}occurrences" AS o
@@ -37,7 +39,7 @@ ON CONFLICT (name, occurrence) DO UPDATE SET
   owner = EXCLUDED.owner, token = EXCLUDED.token, status = 'running', exit_code = NULL,
   attempts = CASE WHEN o.token = EXCLUDED.token THEN o.attempts ELSE o.attempts + 1 END,
   claimed_at = EXCLUDED.claimed_at, finished_at = NULL, keep_until = greatest(o.keep_until, EXCLUDED.keep_until)
-WHERE (o.token = EXCLUDED.token AND o.status = 'running')
+WHERE (o.token = EXCLUDED.token AND o.owner = EXCLUDED.owner AND o.status = 'running')
    OR ($6::boolean AND (o.status = 'failed' OR (o.status = 'running' AND o.token <> EXCLUDED.token)))
 RETURNING o.attempts)")};
     finish_ = {ids, fill(R"(

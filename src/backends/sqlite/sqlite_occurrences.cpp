@@ -21,7 +21,8 @@ class SqliteOccurrences final : public OccurrenceBackend {
     clock_ = fill("SELECT {now}");
     // One statement (SQLite serialises writes): inserted only while the caller's grant is live;
     // the primary key lets one claimer win. A 'running' row with another token is abandoned: the
-    // caller's live exclusive grant on the name proves that lease ended.
+    // caller's live exclusive grant on the name proves that lease ended. One with the caller's token
+    // is taken only by the claim (owner) whose reply was lost, never by a second claim of the grant.
     claim_ = fill(R"(
 INSERT INTO "{prefix}occurrences"
   (name, occurrence, owner, token, status, attempts, exit_code, claimed_at, finished_at, keep_until)
@@ -32,7 +33,7 @@ ON CONFLICT (name, occurrence) DO UPDATE SET
   owner = excluded.owner, token = excluded.token, status = 'running', exit_code = NULL,
   attempts = attempts + (token <> excluded.token), claimed_at = excluded.claimed_at, finished_at = NULL,
   keep_until = max(keep_until, excluded.keep_until)
-WHERE (token = excluded.token AND status = 'running')
+WHERE (token = excluded.token AND owner = excluded.owner AND status = 'running')
    OR (:retry AND (status = 'failed' OR (status = 'running' AND token <> excluded.token))))");
     finish_ = fill(R"(
 UPDATE "{prefix}occurrences" SET status = CASE WHEN :code = 0 THEN 'succeeded' ELSE 'failed' END,
