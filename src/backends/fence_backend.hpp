@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "base/terminal_text.hpp"
 
@@ -32,6 +33,32 @@ class FencedSession {
   virtual std::int64_t execute(std::string_view sql, std::span<const std::string> params) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
+};
+
+/// Runs one statement of a fenced transaction, and after any failure refuses the rest, as PostgreSQL
+/// does itself (25P02): MySQL ends the whole transaction on a deadlock (and SQLite on a full disk),
+/// after which the next statements would commit one by one, unfenced.
+class FailedStatementStop {
+ public:
+  template <class Statement>
+  auto run(Statement&& statement) {
+    if (failed_) throw failed();
+    try {
+      return statement();
+    } catch (...) {
+      failed_ = true;
+      throw;
+    }
+  }
+  /// True when a statement failed: commit() must roll back and throw failed() instead.
+  [[nodiscard]] bool stopped() const noexcept { return failed_; }
+  static DatabaseError failed() {
+    return DatabaseError(
+        "the fenced transaction was rolled back (a statement in it had failed), nothing of it committed", "25P02");
+  }
+
+ private:
+  bool failed_ = false;
 };
 
 /// One grant to fence: a lock's name and fencing token; for a group's member (fence_member,

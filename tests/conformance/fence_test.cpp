@@ -132,6 +132,29 @@ TEST_P(Fence, TheHoldersFencedWriteCommitsAStaleOrRevokedGrantsIsRefusedWithNoth
   EXPECT_EQ(rows_with(lock.token()), 1);
 }
 
+// A deadlock makes MySQL end the whole transaction (a full disk, SQLite): what the work then runs
+// would commit statement by statement, outside the fence. So after any failed statement, as on
+// PostgreSQL, nothing more runs in a fenced transaction and it commits nothing.
+TEST_P(Fence, AfterAFailedStatementAFencedTransactionRunsNothingMoreAndCommitsNothing) {
+  auto holder = manager();
+  auto lock = holder->acquire("fence/failed", 5s);
+  bool later_write_refused = false;
+  EXPECT_THROW(store_->fenced(lock,
+                              [&](dblock::FencedTransaction& tx) {
+                                tx.execute(insert("fence/failed", lock.token(), "before"));
+                                EXPECT_THROW(tx.execute("INSERT INTO dblock_test_no_such_table VALUES (1)"),
+                                             dblock::Error);
+                                try {  // the work goes on, as if the failure were one it could handle
+                                  tx.execute(insert("fence/failed", lock.token(), "after"));
+                                } catch (const dblock::Error&) {
+                                  later_write_refused = true;
+                                }
+                              }),
+               dblock::DatabaseError);
+  EXPECT_TRUE(later_write_refused);
+  EXPECT_EQ(rows_with(lock.token()), 0) << "a fenced transaction committed writes after one of its statements failed";
+}
+
 // The share lock alone (the server's timeouts switched off inside the transaction): the lease ends
 // while the fenced transaction is open, and no contender is granted before it commits.
 TEST_P(Fence, NoTakeoverCommitsWhileAFencedTransactionIsOpenEvenPastTheLease) {

@@ -37,6 +37,10 @@ class MyFencedSession final : public FencedSession {
   std::int64_t execute(std::string_view sql, std::span<const std::string> params) override;
 
   void commit() override {
+    if (stop_.stopped()) {
+      rollback();
+      throw FailedStatementStop::failed();
+    }
     done_ = true;
     session_->execute("COMMIT");
   }
@@ -56,6 +60,7 @@ class MyFencedSession final : public FencedSession {
   SessionPool<MyConnection>::Lease session_;
   std::int64_t left_ms_;
   bool done_ = false;
+  FailedStatementStop stop_;
 };
 
 class MyFences final : public FenceBackend {
@@ -141,7 +146,7 @@ std::vector<MyParam> params_of(std::span<const std::string> params) {
 FenceRows MyFencedSession::query(std::string_view sql, std::span<const std::string> params) {
   auto statement = fences_.statement(sql);
   auto values = params_of(params);
-  MyRows rows = session_->query(statement, values);
+  MyRows rows = stop_.run([&] { return session_->query(statement, values); });
   FenceRows out;
   for (auto& row : rows) {
     auto& cells = out.emplace_back();
@@ -153,7 +158,7 @@ FenceRows MyFencedSession::query(std::string_view sql, std::span<const std::stri
 std::int64_t MyFencedSession::execute(std::string_view sql, std::span<const std::string> params) {
   auto statement = fences_.statement(sql);
   auto values = params_of(params);
-  return static_cast<std::int64_t>(session_->update(statement, values));
+  return static_cast<std::int64_t>(stop_.run([&] { return session_->update(statement, values); }));
 }
 
 }  // namespace

@@ -52,9 +52,7 @@ class PgFencedSession final : public FencedSession {
     done_ = true;
     auto result = session_->exec("COMMIT");
     // COMMIT of a transaction that failed earlier answers ROLLBACK, without an error.
-    if (std::strcmp(PQcmdStatus(result.get()), "COMMIT") != 0)
-      throw DatabaseError("the fenced transaction was rolled back (a statement in it had failed), nothing of it committed",
-                          "25P02");
+    if (std::strcmp(PQcmdStatus(result.get()), "COMMIT") != 0) throw FailedStatementStop::failed();
   }
 
   void rollback() noexcept override {

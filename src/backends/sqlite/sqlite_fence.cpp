@@ -62,16 +62,23 @@ class SqliteFencedSession final : public FencedSession {
 
   FenceRows query(std::string_view sql, std::span<const std::string> params) override {
     FenceRows rows;
-    session_->guarded("a statement in a fenced transaction", [&] { run(*session_, sql, params, &rows); });
+    stop_.run(
+        [&] { session_->guarded("a statement in a fenced transaction", [&] { run(*session_, sql, params, &rows); }); });
     return rows;
   }
 
   std::int64_t execute(std::string_view sql, std::span<const std::string> params) override {
-    return session_->guarded("a statement in a fenced transaction",
-                             [&] { return run(*session_, sql, params, nullptr); });
+    return stop_.run([&] {
+      return session_->guarded("a statement in a fenced transaction",
+                               [&] { return run(*session_, sql, params, nullptr); });
+    });
   }
 
   void commit() override {
+    if (stop_.stopped()) {
+      rollback();
+      throw FailedStatementStop::failed();
+    }
     done_ = true;
     session_->guarded("committing a fenced transaction", [&] { run(*session_, "COMMIT", {}, nullptr); });
   }
@@ -91,6 +98,7 @@ class SqliteFencedSession final : public FencedSession {
  private:
   SessionPool<SqliteSession>::Lease session_;
   bool done_ = false;
+  FailedStatementStop stop_;
 };
 
 class SqliteFences final : public FenceBackend {
