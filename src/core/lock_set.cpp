@@ -11,9 +11,10 @@
 
 #include <fmt/format.h>
 
+#include "base/scope_exit.hpp"
+#include "base/terminal_text.hpp"
 #include "base/validate.hpp"
 #include "core/manager_base.hpp"
-#include "base/terminal_text.hpp"
 
 namespace dblock {
 
@@ -82,11 +83,17 @@ std::optional<LockSet> LockManager::try_acquire_all(const std::vector<std::strin
   auto ordered = in_acquisition_order(names);
   LockSet taken({});  // gives back what it holds if we return empty or throw
   taken.locks_.reserve(ordered.size());
+  bool complete = false;
+  detail::ScopeExit free_at_once([&] {  // a failure holds nothing: what it took is free at once
+    if (!complete)
+      for (auto& lock : taken.locks_) core_->forgo_min_hold(lock);
+  });
   for (const auto& name : ordered) {
     auto lock = core_->try_acquire(name, options);
     if (!lock) return std::nullopt;
     taken.locks_.push_back(std::move(*lock));
   }
+  complete = true;
   return taken;
 }
 
@@ -97,10 +104,16 @@ LockSet LockManager::acquire_all(const std::vector<std::string>& names, std::chr
   auto deadline = std::chrono::steady_clock::now() + std::min(timeout, wait_forever);
   LockSet taken({});
   taken.locks_.reserve(ordered.size());
+  bool complete = false;
+  detail::ScopeExit free_at_once([&] {  // a failure holds nothing: what it took is free at once
+    if (!complete)
+      for (auto& lock : taken.locks_) core_->forgo_min_hold(lock);
+  });
   for (const auto& name : ordered) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     taken.locks_.push_back(core_->acquire(name, std::max(left, std::chrono::milliseconds(0)), options));
   }
+  complete = true;
   return taken;
 }
 

@@ -187,6 +187,11 @@ void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   }
 }
 
+void ManagerBase::forgo_min_hold(Lock& lock) {
+  std::lock_guard guard(mutex_);
+  if (lock.held_ && lock.held_->depth == 1) lock.held_->min_hold = std::chrono::milliseconds(0);
+}
+
 void ManagerBase::throw_lost_on_release(HeldLock& held, std::string_view why) {
   // Reported once per grant, like the counter: a loss already reported ended the hold then.
   if (!held.lost.exchange(true)) {

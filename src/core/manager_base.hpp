@@ -120,6 +120,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   virtual Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options);
   /// Releases one level of `held`; the guard has already let go of it.
   virtual void release(const std::shared_ptr<HeldLock>& held) = 0;
+  /// A lock set that failed gives back what it took at once: a name it took afresh (its only
+  /// level) is released without the minimum hold it asked for.
+  void forgo_min_hold(Lock& lock);
   /// Lock::token(): the held lock's fencing token. Advisory mode draws it here when first asked.
   /// @throws LockLost when it must be drawn and the lock is gone.
   virtual std::int64_t token_of(HeldLock& held) { return held.token; }
