@@ -164,6 +164,23 @@ TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
   EXPECT_EQ(sidecar.terminate(), 0);
 }
 
+// A DSN that Store::open refuses (an unknown scheme, a bad parameter) is bad input: exit 64 with the
+// reason. It used to leave the sidecar hanging with its listener up, /healthz answering "ok".
+TEST(ReaperSidecar, ADsnTheStoreRefusesEndsTheSidecarWith64NotAHangingListener) {
+  for (std::string dsn : {"nosuch://x", "sqlite:///tmp/dblock-reaper-bad-dsn.db?prefix=a-b"}) {
+    auto output = fmt::format("/tmp/dblock-reaper-bad-dsn-{}.log", getpid());
+    int status = std::system(fmt::format("timeout -k 2 20 '{}' --dsn '{}' reaper --listen 127.0.0.1:{} > '{}' 2>&1",
+                                         DBLOCK_CLI_PATH, dsn, dblock::test::free_port(), output)
+                                 .c_str());
+    std::ifstream in(output);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove(output.c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 64) << dsn << ": " << text;
+    EXPECT_NE(text.find("is invalid"), std::string::npos) << dsn << ": " << text;
+  }
+  std::remove("/tmp/dblock-reaper-bad-dsn.db");
+}
+
 TEST(ReaperSidecar, OnceExitsWithTheOutcome) {
   auto dsn =
       dblock::test::Installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path(), {.keep_store = false})

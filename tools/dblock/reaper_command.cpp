@@ -199,11 +199,20 @@ int run_reaper(const ReaperRequest& request, const std::shared_ptr<spdlog::logge
                  admin_token.empty() ? "" : "; POST /api/revoke with the admin token");
   }
   auto stop_http = [&] {
-    if (http.joinable()) {
-      server.stop();
-      http.join();
-    }
+    if (!http.joinable()) return;
+    // httplib's stop() does nothing until listen_after_bind() runs, which its thread starts at
+    // once: an early stop (a DSN refused right away) waits for that, bounded.
+    for (int waited_ms = 0; !server.is_running() && waited_ms < 5000; ++waited_ms)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    server.stop();
+    http.join();
   };
+  // However this function ends (a DSN Store::open refuses throws), the listener stops first:
+  // ~jthread would otherwise wait for a server nobody stops, a sidecar that hangs answering "ok".
+  struct StopsHttp {
+    decltype(stop_http)& stop;
+    ~StopsHttp() { stop(); }
+  } stops_http{stop_http};
 
   // Open the store, retrying with backoff while the database is unreachable.
   auto delay = std::chrono::milliseconds(200);
