@@ -149,6 +149,7 @@ AcquireOp::AcquireOp(std::shared_ptr<AsyncEngine> engine, std::string name, Lock
 
 void AcquireOp::start() {
   std::unique_lock guard(mutex_);
+  if (state_ == State::done) return;  // cancelled between its creation and its start (a lock set's step)
   if (timeout_ && timeout_->count() < 0) {
     finish(guard, std::make_exception_ptr(InvalidArgument(fmt::format("timeout {}ms is negative", timeout_->count()))),
            std::nullopt);

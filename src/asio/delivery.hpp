@@ -80,8 +80,10 @@ class Delivery final : public ContextBound, public std::enable_shared_from_this<
         done(std::move(args)...);
       });
       executor_ = {};
+      // Still under the mutex: once it is let go, a context shutting down may find this delivery
+      // finished, end its orphan() at once and destroy the watch.
+      watch_->remove(this);
     }
-    watch_->remove(this);
   }
 
   void orphan() noexcept override {
