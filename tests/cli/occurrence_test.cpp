@@ -309,6 +309,17 @@ TEST_P(OccurrenceRecords, AbandonedRunsFollowTheRetryRuleAndTheReaperClearsOldRe
   EXPECT_TRUE(record("k1")) << "the reaper deleted a record kept for 7 days";
 }
 
+// A claim needs the grant the fence would accept: a revoked one (or one past its lease but inside
+// its lock-delay) used to claim, and then its run was killed and recorded failed, so no host ran it.
+TEST_P(OccurrenceRecords, ARevokedGrantClaimsNothing) {
+  dblock::LockManager holder(store_);
+  auto lock = holder.try_acquire("job/revoked");
+  ASSERT_TRUE(lock);
+  ASSERT_TRUE(store_->revoke("job/revoked"));
+  EXPECT_FALSE(dblock::Occurrence::claim(store_, *lock, {.key = "r1"}).claimed());
+  EXPECT_FALSE(record("r1")) << "a revoked grant claimed an occurrence";
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, OccurrenceRecords,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
                                                                   dblock::test::kGaleraTable, dblock::test::kSqlite})),

@@ -12,7 +12,8 @@ namespace {
 constexpr std::string_view kLive = R"(EXISTS (SELECT 1 FROM `{prefix}locks` l
   WHERE l.name = o.name AND l.token = o.token AND l.expires_at > UTC_TIMESTAMP(6)))";
 
-// The claim: INSERT ... SELECT inserts only while the caller's grant is live; the primary key lets
+// The claim: INSERT ... SELECT inserts only while the caller's grant is live (as the fence sees it:
+// its lease without the lock-delay, not revoked, not kept for a minimum hold); the primary key lets
 // one claimer win. ON DUPLICATE KEY UPDATE assigns left to right, each assignment seeing the ones
 // before it, so `owner` decides from the old row ({take}), and the columns after it follow the owner
 // ({ours}: the caller's owner, a nonce per claim, is there only if this claim took the row, now or
@@ -25,7 +26,9 @@ constexpr std::string_view kClaim = R"(
 INSERT INTO `{prefix}occurrences`
   (name, occurrence, owner, token, status, attempts, exit_code, claimed_at, finished_at, keep_until)
 SELECT ?, ?, ?, ?, 'running', 1, NULL, UTC_TIMESTAMP(6), NULL, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM DUAL
-WHERE EXISTS (SELECT 1 FROM `{prefix}locks` l WHERE l.name = ? AND l.token = ? AND l.expires_at > UTC_TIMESTAMP(6))
+WHERE EXISTS (SELECT 1 FROM `{prefix}locks` l WHERE l.name = ? AND l.token = ?
+              AND l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6)
+              AND l.owner NOT LIKE '(revoked)%' AND l.owner NOT LIKE '(min-hold)%')
 ON DUPLICATE KEY UPDATE
   owner       = IF({take}, VALUES(owner), owner),
   attempts    = IF({ours}, attempts + (token <> VALUES(token)), attempts),

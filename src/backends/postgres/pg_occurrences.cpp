@@ -22,7 +22,8 @@ class PgOccurrences final : public OccurrenceBackend {
       return detail::fill(detail::fill(sql, {{"{listed_status}", kListedStatus}}), {{"{schema}", schema}, {"{prefix}", prefix}});
     };
     clock_ = {ids, "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"};
-    // One statement: the row is inserted only while the caller's grant is live, and the primary key
+    // One statement: the row is inserted only while the caller's grant is live (as the fence sees
+    // it: its lease, not the lock-delay after it; not revoked or kept for a minimum hold), and the primary key
     // lets one claimer of (name, occurrence) win; ON CONFLICT locks the existing row, so two
     // retries of a failed occurrence cannot both take it over. A 'running' row with another token
     // is abandoned here: the caller's live exclusive grant on the name proves that lease ended. A
@@ -34,7 +35,9 @@ INSERT INTO "{schema}"."{prefix}occurrences" AS o
   (name, occurrence, owner, token, status, attempts, exit_code, claimed_at, finished_at, keep_until)
 SELECT $1, $2, $3, $4::bigint, 'running', 1, NULL, c.now, NULL, c.now + $5::bigint * interval '1 millisecond' FROM c
 WHERE EXISTS (SELECT FROM "{schema}"."{prefix}locks" l
-              WHERE l.name = $1 AND l.token = $4::bigint AND l.expires_at > c.now)
+              WHERE l.name = $1 AND l.token = $4::bigint
+                AND l.expires_at - l.lock_delay_ms * interval '1 millisecond' > c.now
+                AND l.owner NOT LIKE '(revoked)%' AND l.owner NOT LIKE '(min-hold)%')
 ON CONFLICT (name, occurrence) DO UPDATE SET
   owner = EXCLUDED.owner, token = EXCLUDED.token, status = 'running', exit_code = NULL,
   attempts = CASE WHEN o.token = EXCLUDED.token THEN o.attempts ELSE o.attempts + 1 END,

@@ -19,7 +19,8 @@ class SqliteOccurrences final : public OccurrenceBackend {
       return detail::fill(detail::fill(sql, {{"{live}", kLive}}), {{"{prefix}", prefix}, {"{now}", kNow}});
     };
     clock_ = fill("SELECT {now}");
-    // One statement (SQLite serialises writes): inserted only while the caller's grant is live;
+    // One statement (SQLite serialises writes): inserted only while the caller's grant is live (as
+    // the fence sees it: its lease without the lock-delay, not revoked or kept for a minimum hold);
     // the primary key lets one claimer win. A 'running' row with another token is abandoned: the
     // caller's live exclusive grant on the name proves that lease ended. One with the caller's token
     // is taken only by the claim (owner) whose reply was lost, never by a second claim of the grant.
@@ -28,7 +29,9 @@ INSERT INTO "{prefix}occurrences"
   (name, occurrence, owner, token, status, attempts, exit_code, claimed_at, finished_at, keep_until)
 SELECT :name, :occurrence, :owner, :token, 'running', 1, NULL, c.now, NULL, c.now + :keep
 FROM (SELECT {now} AS now) c
-WHERE EXISTS (SELECT 1 FROM "{prefix}locks" l WHERE l.name = :name2 AND l.token = :token2 AND l.expires_at > c.now)
+WHERE EXISTS (SELECT 1 FROM "{prefix}locks" l WHERE l.name = :name2 AND l.token = :token2
+              AND l.expires_at - l.lock_delay_ms > c.now
+              AND l.owner NOT LIKE '(revoked)%' AND l.owner NOT LIKE '(min-hold)%')
 ON CONFLICT (name, occurrence) DO UPDATE SET
   owner = excluded.owner, token = excluded.token, status = 'running', exit_code = NULL,
   attempts = attempts + (token <> excluded.token), claimed_at = excluded.claimed_at, finished_at = NULL,
