@@ -197,6 +197,40 @@ TEST_F(Cli, PermitsAndSharedRunsHoldANameTogetherAndTheLocksListShowsEachHolder)
   EXPECT_EQ(finish(reader).exit_code, 0);
 }
 
+// A stop request while `run` still waits for the lock (Ctrl-C, systemctl stop, timeout(1)) ends it
+// there: it used to be held back until the grant, and then lost, and the command ran to its end.
+TEST_F(Cli, ASignalWhileWaitingForTheLockEndsRunWithoutRunningTheCommand) {
+  auto stop_file = dblock::test::embedded_sqlite_path() + ".stop";
+  outputs_.push_back(stop_file);  // removed in TearDown
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "sh", "-c",
+                       "echo started; while [ ! -e '" + stop_file + "' ]; do sleep 0.02; done"});
+  bool held = false;
+  for (int i = 0; i < 1000 && !held; ++i) {
+    held = finish_if_done(holder).find("started") != std::string::npos;
+    if (!held) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(held) << finish_if_done(holder);
+  auto waiter =
+      start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--wait", "20s", "--", "sh", "-c", "echo command-ran"});
+  // Once `run` holds SIGTERM back for its command (SigBlk), a SIGTERM is one it must act on.
+  auto blocks_sigterm = [&] {
+    std::ifstream status("/proc/" + std::to_string(waiter.pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.starts_with("SigBlk:")) return (std::stoull(line.substr(7), nullptr, 16) & (1ULL << (SIGTERM - 1))) != 0;
+    return false;
+  };
+  bool blocking = false;
+  for (int i = 0; i < 1000 && !(blocking = blocks_sigterm()); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(blocking);
+  kill(waiter.pid, SIGTERM);
+  auto stopped = finish(waiter);
+  std::ofstream(stop_file) << "stop";
+  EXPECT_EQ(finish(holder).exit_code, 0);
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+  EXPECT_NE(stopped.output.find("was not run"), std::string::npos) << stopped.output;
+  EXPECT_EQ(stopped.output.find("command-ran"), std::string::npos) << "the command ran after all: " << stopped.output;
+}
+
 TEST_F(Cli, ForwardsSigtermToTheCommand) {
   auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "sig", "--", "sh", "-c",
                        "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done"});

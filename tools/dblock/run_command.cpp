@@ -7,6 +7,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -34,6 +35,36 @@ std::chrono::milliseconds kill_margin(const RunRequest& request) {
   return std::min<std::chrono::milliseconds>(request.grace / 2, std::chrono::seconds(1));
 }
 
+/// A signal `run` forwards to its command, taken if one is pending (0 when none): while `run` still
+/// waits for the lock, it is the command's end before it started. Only those: a SIGCONT (a paused
+/// `run` continued) or SIGCHLD stays pending for the command's loop.
+int take_forwarded_signal() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int signal_number : kForwarded) sigaddset(&signals, signal_number);
+  timespec now{};
+  int taken = sigtimedwait(&signals, nullptr, &now);
+  return taken > 0 ? taken : 0;
+}
+
+/// The wait for the lock, a slice at a time: a stop request (Ctrl-C, systemctl stop, timeout(1))
+/// that comes while `run` waits ends it there, without running the command. Empty when one came.
+std::optional<Lock> wait_for_lock(LockManager& manager, const RunRequest& request, const LockOptions& options,
+                                  int& stopped_by) {
+  constexpr std::chrono::milliseconds kSlice{250};
+  auto started = Clock::now();
+  while (true) {
+    if ((stopped_by = take_forwarded_signal()) != 0) return std::nullopt;
+    auto left = request.wait - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    try {
+      return manager.acquire(request.name, std::clamp(left, std::chrono::milliseconds(0), kSlice), options);
+    } catch (const Timeout&) {
+      if (left <= kSlice)
+        throw Timeout(fmt::format("lock '{}' was not acquired within {}", request.name, format_duration(request.wait)));
+    }
+  }
+}
+
 }  // namespace
 
 void block_forwarded_signals() {
@@ -49,8 +80,15 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   LockOptions options{.shared = request.shared, .permits = request.permits, .min_hold = request.min_hold,
                       .lock_delay = request.lock_delay};
   std::optional<Lock> lock;
-  if (request.wait.count() > 0) lock.emplace(manager.acquire(request.name, request.wait, options));
+  int stopped_by = 0;
+  if (request.wait.count() > 0)
+    lock = wait_for_lock(manager, request, options, stopped_by);
   else lock = manager.try_acquire(request.name, options);
+  if (stopped_by != 0) {
+    out.say("warning", fmt::format("{} while waiting for lock '{}': the command was not run", strsignal(stopped_by),
+                                   request.name));
+    return 128 + stopped_by;
+  }
   if (!lock) throw Timeout(fmt::format("lock '{}' is held by another owner", request.name));
   // Claimed under the lock, recorded before it is released: a host granted the lock next finds the
   // outcome, never a 'running' record it would take for abandoned.
