@@ -86,6 +86,22 @@ class Cli : public ::testing::Test {
     return finish(start(std::move(args), env));
   }
 
+  /// A command for `run` that prints "started" and holds its lock until the test creates `stop_file`
+  /// (removed in TearDown): no timing window to miss.
+  std::string hold_until(const std::string& stop_file) {
+    outputs_.push_back(stop_file);
+    return "echo started; while [ ! -e '" + stop_file + "' ]; do sleep 0.02; done";
+  }
+
+  /// Whether the command of `holder` printed "started" within 10 s.
+  bool started(const Started& holder) {
+    for (int i = 0; i < 1000; ++i) {
+      if (finish_if_done(holder).find("started") != std::string::npos) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
   std::string sqlite_dsn_;
   std::vector<std::string> outputs_;
 };
@@ -139,17 +155,9 @@ TEST_F(Cli, InvalidArgumentsExit64AndNameTheInput) {
 }
 
 TEST_F(Cli, HeldLockExits75AndWaitAcquiresAfterRelease) {
-  // The holder keeps the lock until the test creates a stop file: no timing window to miss.
   auto stop_file = dblock::test::embedded_sqlite_path() + ".stop";
-  outputs_.push_back(stop_file);  // removed in TearDown
-  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "sh", "-c",
-                       "echo started; while [ ! -e '" + stop_file + "' ]; do sleep 0.02; done"});
-  bool held = false;
-  for (int i = 0; i < 1000 && !held; ++i) {
-    held = finish_if_done(holder).find("started") != std::string::npos;
-    if (!held) std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_TRUE(held) << finish_if_done(holder);
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "sh", "-c", hold_until(stop_file)});
+  ASSERT_TRUE(started(holder)) << finish_if_done(holder);
   auto refused = run({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "true"});
   EXPECT_EQ(refused.exit_code, 75) << refused.output;
   EXPECT_NE(refused.output.find("busy"), std::string::npos) << "the message names the lock: " << refused.output;
@@ -163,15 +171,7 @@ TEST_F(Cli, HeldLockExits75AndWaitAcquiresAfterRelease) {
 
 TEST_F(Cli, PermitsAndSharedRunsHoldANameTogetherAndTheLocksListShowsEachHolder) {
   auto stop_file = dblock::test::embedded_sqlite_path() + ".groups-stop";
-  outputs_.push_back(stop_file);  // removed in TearDown
-  auto hold = "echo started; while [ ! -e '" + stop_file + "' ]; do sleep 0.02; done";
-  auto started = [&](const Started& holder) {
-    for (int i = 0; i < 1000; ++i) {
-      if (finish_if_done(holder).find("started") != std::string::npos) return true;
-      std::this_thread::sleep_for(10ms);
-    }
-    return false;
-  };
+  auto hold = hold_until(stop_file);
   auto permit = start({"--dsn", sqlite_dsn_, "run", "--name", "pool", "--permits", "2", "--", "sh", "-c", hold});
   auto reader = start({"--dsn", sqlite_dsn_, "run", "--name", "table", "--shared", "--", "sh", "-c", hold});
   ASSERT_TRUE(started(permit)) << finish_if_done(permit);
@@ -201,15 +201,8 @@ TEST_F(Cli, PermitsAndSharedRunsHoldANameTogetherAndTheLocksListShowsEachHolder)
 // there: it used to be held back until the grant, and then lost, and the command ran to its end.
 TEST_F(Cli, ASignalWhileWaitingForTheLockEndsRunWithoutRunningTheCommand) {
   auto stop_file = dblock::test::embedded_sqlite_path() + ".stop";
-  outputs_.push_back(stop_file);  // removed in TearDown
-  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "sh", "-c",
-                       "echo started; while [ ! -e '" + stop_file + "' ]; do sleep 0.02; done"});
-  bool held = false;
-  for (int i = 0; i < 1000 && !held; ++i) {
-    held = finish_if_done(holder).find("started") != std::string::npos;
-    if (!held) std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_TRUE(held) << finish_if_done(holder);
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--", "sh", "-c", hold_until(stop_file)});
+  ASSERT_TRUE(started(holder)) << finish_if_done(holder);
   auto waiter =
       start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--wait", "20s", "--", "sh", "-c", "echo command-ran"});
   // Once `run` holds SIGTERM back for its command (SigBlk), a SIGTERM is one it must act on.
