@@ -7,10 +7,12 @@
 #include <future>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <dblock/dblock.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "backends/backend.hpp"
@@ -326,6 +328,64 @@ TEST_P(Groups, AReadersMembershipTakenAfreshAfterItWasReapedHasATokenOfItsOwn) {
   EXPECT_FALSE(writer->try_acquire("member-reaped")) << "a writer beside the reader taken afresh";
   EXPECT_TRUE(backend.release_member("member-reaped", "lapser", dblock::HolderKind::shared, afresh->token));
   EXPECT_TRUE(writer->try_acquire("member-reaped")) << "the name is free once the reader gives it back";
+}
+
+// A renewal of members waits for its group's row behind whoever holds it. It used to read the
+// clock before that wait (schema 13 and earlier): a member whose lease ended meanwhile, and whose
+// place the holder of the row gave to another, was still live by that early reading and was
+// renewed, and the group had one member more than its capacity. Here the test's own transaction
+// holds the row, lets the member lapse, takes the freed place through the SQL contract's
+// acquire_member, and commits; the renewal that waited behind it must renew nothing.
+TEST_P(Groups, ARenewalThatWaitedForItsGroupsRowRenewsNoMemberWhoseLeaseEndedMeanwhile) {
+  const std::string dialect = GetParam().dialect;
+  if (dialect == "sqlite") return;  // one writer: a renewal's statements run after its wait (sqlite/0014)
+  auto& backend = dblock::detail::StoreParts::backend(*store_).groups().get();
+  auto& admin = installation_->admin();
+  const auto& prefix = installation_->prefix();
+  const std::string name = "renew-after-wait";
+  auto keeper = manager();
+  auto kept = keeper->try_acquire(name, dblock::LockOptions{.ttl = 60s, .permits = 2});
+  ASSERT_TRUE(kept) << "a member that keeps the group's row live";
+  auto lapsing = backend.try_acquire_member(name, "lapser", dblock::HolderKind::permit, 2, 1500ms, 0);
+  ASSERT_TRUE(lapsing);
+  const bool postgres = dialect == "postgresql";
+  const std::string locks = postgres ? fmt::format("\"{}locks\"", prefix) : fmt::format("`{}locks`", prefix);
+  admin.exec(postgres ? "BEGIN" : "START TRANSACTION");
+  admin.query(fmt::format("SELECT name FROM {} WHERE name = '{}' FOR UPDATE", locks, name));
+  const dblock::detail::HeldRef held{.name = name, .owner = "lapser", .token = lapsing->token, .ttl = 60s,
+                                     .kind = dblock::HolderKind::permit};
+  auto renewal = std::async(std::launch::async, [&] {
+    return backend.renew_members(std::span(&held, 1), std::chrono::steady_clock::now() + 30s);
+  });
+  // MariaDB shows the statement inside the function, which names this test's table (a Galera node
+  // lists no lock wait in innodb_trx for it, so the process list it is).
+  auto renewal_waits = [&] {
+    auto waiting = admin.query(
+        postgres ? "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%renew_members%'"
+                 : fmt::format("SELECT count(*) FROM information_schema.processlist WHERE id <> CONNECTION_ID() "
+                               "AND info LIKE '%{}locks%FOR UPDATE%'",
+                               prefix));
+    return std::stoll(waiting.at(0)) > 0;
+  };
+  bool waited = eventually(renewal_waits);
+  auto lapser_left = [&] {
+    for (auto& row : holders_of(name))
+      if (row.owner == "lapser") return row.remaining;
+    return std::chrono::milliseconds::min();
+  };
+  bool lapsed_while_waiting = waited && lapser_left() > 0ms && eventually([&] { return lapser_left() < 0ms; });
+  if (postgres)
+    admin.query(fmt::format("SELECT lock_count FROM \"{}acquire_member\"('{}', 'taker', 'permit', 2, 60000, 0)",
+                            prefix, name));
+  else admin.query(fmt::format("SELECT `{}acquire_member`('{}', 'taker', 'permit', 2, 60000000, 0)", prefix, name));
+  admin.exec("COMMIT");
+  auto renewed = renewal.get();
+  ASSERT_TRUE(lapsed_while_waiting) << "the renewal waited for the row (" << waited
+                                    << ") while the member's lease ended";
+  EXPECT_TRUE(renewed.empty()) << "a member whose lease ended while its renewal waited was renewed";
+  int live = 0;
+  for (auto& row : holders_of(name)) live += row.remaining > 0ms ? 1 : 0;
+  EXPECT_EQ(live, 2) << "the keeper and the taker, no third member of two permits";
 }
 
 TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {

@@ -1,0 +1,4 @@
+-- dblock schema version 14: a renewal of group members reads the clock once it holds its groups'
+-- rows (migrations/postgres/0014). Nothing changes in this dialect: a write transaction takes the
+-- database's one write lock before its first statement, so every statement of a renewal reads the
+-- clock after any wait. The version exists so that every dialect's schema has one number.
