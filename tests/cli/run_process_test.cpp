@@ -165,13 +165,23 @@ TEST_F(RunProcess, RunRefusesLeasesItCannotKeepAndKeepsTheShortestItAccepts) {
     EXPECT_EQ(refused.exit_code, 64) << ttl << refused.output;
     EXPECT_NE(refused.output.find("at least 200ms"), std::string::npos) << ttl << refused.output;
   }
-  // Renewed several times over, the command is never killed at the deadline.
+  // Renewed several times over, the command is not killed at the deadline. On a loaded host two
+  // renewals of a 200 ms lease can come late in a row (ctest -j 4 on two cores did that once): then
+  // losing the lease and killing the command (70) is the right outcome, so a try may end so, but
+  // not all three, as they would if the shortest accepted lease could not be kept.
   std::vector<std::pair<std::string, std::string>> backends;
   find_backends(backends);
   if (HasFatalFailure() || IsSkipped()) return;
   for (auto& [label, dsn] : backends) {
-    auto kept = run({"--dsn", dsn, "run", "--name", "short", "--ttl", "200ms", "--", "sleep", "1"});
-    EXPECT_EQ(kept.exit_code, 0) << label << kept.output;
+    bool kept = false;
+    for (int attempt = 0; attempt < 3 && !kept; ++attempt) {
+      auto outcome = run({"--dsn", dsn, "run", "--name", "short", "--ttl", "200ms", "--", "sleep", "1"});
+      kept = outcome.exit_code == 0;
+      if (!kept) {
+        EXPECT_EQ(outcome.exit_code, 70) << label << ": a run that was not kept lost its lease" << outcome.output;
+      }
+    }
+    EXPECT_TRUE(kept) << label << ": a 200 ms lease was lost in each of three runs of 1 s";
   }
 }
 
