@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
@@ -352,8 +352,8 @@ TEST_P(Groups, ARenewalThatWaitedForItsGroupsRowRenewsNoMemberWhoseLeaseEndedMea
   const std::string locks = postgres ? fmt::format("\"{}locks\"", prefix) : fmt::format("`{}locks`", prefix);
   admin.exec(postgres ? "BEGIN" : "START TRANSACTION");
   admin.query(fmt::format("SELECT name FROM {} WHERE name = '{}' FOR UPDATE", locks, name));
-  const dblock::detail::HeldRef held{.name = name, .owner = "lapser", .token = lapsing->token, .ttl = 60s,
-                                     .kind = dblock::HolderKind::permit};
+  const dblock::detail::HeldRef held{
+      .name = name, .owner = "lapser", .token = lapsing->token, .ttl = 60s, .kind = dblock::HolderKind::permit};
   auto renewal = std::async(std::launch::async, [&] {
     return backend.renew_members(std::span(&held, 1), std::chrono::steady_clock::now() + 30s);
   });
@@ -361,10 +361,11 @@ TEST_P(Groups, ARenewalThatWaitedForItsGroupsRowRenewsNoMemberWhoseLeaseEndedMea
   // lists no lock wait in innodb_trx for it, so the process list it is).
   auto renewal_waits = [&] {
     auto waiting = admin.query(
-        postgres ? "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%renew_members%'"
-                 : fmt::format("SELECT count(*) FROM information_schema.processlist WHERE id <> CONNECTION_ID() "
-                               "AND info LIKE '%{}locks%FOR UPDATE%'",
-                               prefix));
+        postgres
+            ? "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%renew_members%'"
+            : fmt::format("SELECT count(*) FROM information_schema.processlist WHERE id <> CONNECTION_ID() "
+                          "AND info LIKE '%{}locks%FOR UPDATE%'",
+                          prefix));
     return std::stoll(waiting.at(0)) > 0;
   };
   bool waited = eventually(renewal_waits);
@@ -375,9 +376,10 @@ TEST_P(Groups, ARenewalThatWaitedForItsGroupsRowRenewsNoMemberWhoseLeaseEndedMea
   };
   bool lapsed_while_waiting = waited && lapser_left() > 0ms && eventually([&] { return lapser_left() < 0ms; });
   if (postgres)
-    admin.query(fmt::format("SELECT lock_count FROM \"{}acquire_member\"('{}', 'taker', 'permit', 2, 60000, 0)",
-                            prefix, name));
-  else admin.query(fmt::format("SELECT `{}acquire_member`('{}', 'taker', 'permit', 2, 60000000, 0)", prefix, name));
+    admin.query(
+        fmt::format("SELECT lock_count FROM \"{}acquire_member\"('{}', 'taker', 'permit', 2, 60000, 0)", prefix, name));
+  else
+    admin.query(fmt::format("SELECT `{}acquire_member`('{}', 'taker', 'permit', 2, 60000000, 0)", prefix, name));
   admin.exec("COMMIT");
   auto renewed = renewal.get();
   ASSERT_TRUE(lapsed_while_waiting) << "the renewal waited for the row (" << waited

@@ -84,9 +84,12 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   if (request.wait.count() > 0)
     lock = wait_for_lock(manager, request, options, stopped_by);
   else lock = manager.try_acquire(request.name, options);
+  // A stop request that came while the lock was being taken (or the store opened) ends `run` here
+  // too: forwarded later, it would reach a group the command is not in yet.
+  if (stopped_by == 0) stopped_by = take_forwarded_signal();
   if (stopped_by != 0) {
-    out.say("warning", fmt::format("{} while waiting for lock '{}': the command was not run", strsignal(stopped_by),
-                                   request.name));
+    out.say("warning", fmt::format("{} before the command started (lock '{}'): the command was not run",
+                                   strsignal(stopped_by), request.name));
     return 128 + stopped_by;
   }
   if (!lock) throw Timeout(fmt::format("lock '{}' is held by another owner", request.name));
@@ -98,6 +101,7 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
 
   auto exec = prepare_exec(request, lock->token());
   Pipe life, reports;
+  Pipe handoff;  // the guard's to its command: the forwarded signals the group got before the command
   auto signals = wrapper_signals();
   Fd signal_fd(signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!signal_fd) throw Error(ErrorCategory::database, fmt::format("signalfd failed: {}", std::strerror(errno)));
@@ -112,8 +116,10 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   auto told_deadline = lock->local_deadline();
   pid_t group = fork();
   if (group < 0) throw Error(ErrorCategory::database, fmt::format("fork failed: {}", std::strerror(errno)));
-  if (group == 0) become_guard(exec, life, reports, setup);
+  if (group == 0) become_guard(exec, life, reports, handoff, setup);
   setpgid(group, group);  // also here: no signal may reach the group before it exists
+  handoff.close_read();
+  handoff.close_write();
   life.close_read();
   reports.close_write();
   fcntl(reports.read, F_SETFL, fcntl(reports.read, F_GETFL) | O_NONBLOCK);

@@ -67,6 +67,31 @@ std::vector<pid_t> children_of_this_process() {
   return children;
 }
 
+/// The guard's side: which forwarded signals are pending here, as a bit per kForwarded entry. Read
+/// after the fork, it holds every one sent to the group before it (the command missed those) and
+/// maybe some sent since (the command has those pending too).
+void hand_over_signals_sent_before_fork(const Pipe& handoff) {
+  sigset_t pending;
+  sigpending(&pending);
+  std::uint32_t sent = 0;
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i)
+    if (sigismember(&pending, kForwarded[i]) == 1) sent |= 1U << i;
+  handoff.send(&sent, sizeof sent);
+}
+
+/// The command's side, before it unblocks anything: a signal pending at the guard but not here was
+/// sent before this process existed, so it is raised here (blocked: it waits for the unblock). The
+/// guard read its pending set first, so one sent to both since is pending here and not raised twice.
+void receive_signals_sent_before_fork(const Pipe& handoff) {
+  std::uint32_t sent = 0;
+  while (read(handoff.read, &sent, sizeof sent) < 0 && errno == EINTR) {
+  }
+  sigset_t pending;
+  sigpending(&pending);
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i)
+    if ((sent >> i & 1U) != 0 && sigismember(&pending, kForwarded[i]) != 1) kill(getpid(), kForwarded[i]);
+}
+
 }  // namespace
 
 sigset_t wrapper_signals() {
@@ -137,19 +162,21 @@ timespec timespec_of(std::int64_t nanoseconds) {
   return {static_cast<time_t>(nanoseconds / 1'000'000'000), static_cast<long>(nanoseconds % 1'000'000'000)};
 }
 
-void become_guard(Exec& exec, Pipe& life, Pipe& reports, const GuardSetup& setup) {
+void become_guard(Exec& exec, Pipe& life, Pipe& reports, Pipe& handoff, const GuardSetup& setup) {
   setpgid(0, 0);
   life.close_write();
   reports.close_read();
   fcntl(life.read, F_SETFL, fcntl(life.read, F_GETFL) | O_NONBLOCK);
   // A full pipe (a frozen wrapper) must not keep the guard from the deadline.
   fcntl(reports.write, F_SETFL, fcntl(reports.write, F_GETFL) | O_NONBLOCK);
-  for (int signal_number : kForwarded) signal(signal_number, SIG_IGN);
+  // The forwarded signals stay blocked here for good, never ignored: ignoring one discards it, and
+  // one sent to the group before the command was forked is handed to the command below.
+  sigset_t held_back;
+  sigemptyset(&held_back);
+  for (int signal_number : kForwarded) sigaddset(&held_back, signal_number);
+  sigaddset(&held_back, SIGCHLD);  // taken only inside ppoll, below
+  sigprocmask(SIG_BLOCK, &held_back, nullptr);
   for (int signal_number : kJobControl) signal(signal_number, SIG_IGN);
-  sigset_t child_signal;
-  sigemptyset(&child_signal);
-  sigaddset(&child_signal, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &child_signal, nullptr);  // taken only inside ppoll, below
   struct sigaction on_child {};
   on_child.sa_handler = wake_guard;
   sigemptyset(&on_child.sa_mask);
@@ -161,6 +188,8 @@ void become_guard(Exec& exec, Pipe& life, Pipe& reports, const GuardSetup& setup
   pid_t command = fork();
   if (command < 0) _exit(kOsError);
   if (command == 0) {
+    handoff.close_write();
+    receive_signals_sent_before_fork(handoff);
     for (int signal_number : kForwarded) signal(signal_number, SIG_DFL);
     for (std::size_t i = 0; i < std::size(kJobControl); ++i) sigaction(kJobControl[i], &setup.job_control[i], nullptr);
     signal(SIGCHLD, SIG_DFL);
@@ -172,6 +201,9 @@ void become_guard(Exec& exec, Pipe& life, Pipe& reports, const GuardSetup& setup
     execvpe(exec.argv[0], exec.argv.data(), exec.envp.data());
     _exit(errno == ENOENT ? 127 : 126);
   }
+  handoff.close_read();
+  hand_over_signals_sent_before_fork(handoff);
+  handoff.close_write();
   sigset_t wake;  // the mask inside ppoll: SIGCHLD (the command stopped, continued or ended) wakes it
   sigprocmask(SIG_SETMASK, nullptr, &wake);
   sigdelset(&wake, SIGCHLD);

@@ -101,14 +101,16 @@ struct GuardSetup {
 };
 
 /// Call in the child of fork: it becomes the guard, leader of the command's process group, which
-/// starts the command and never returns. It ignores the signals the wrapper forwards to the group
-/// and job control's stops, and reports the command's stops, continuations and end on `reports`.
+/// starts the command and never returns. It keeps the signals the wrapper forwards to the group
+/// blocked (one the group got before the command existed is handed to the command through
+/// `handoff`, both ends of which the wrapper closes), ignores job control's stops, and reports the
+/// command's stops, continuations and end on `reports`.
 /// The wrapper writes the lease's local deadline to `life` whenever it moves; the guard kills the
 /// whole group (itself included) when that deadline passes, when `life` reaches end of file (the
 /// wrapper died, perhaps by SIGKILL), and once the command ended (what it left in its group ends
 /// with it). The command gets PR_SET_PDEATHSIG, so it also dies if the guard is killed alone; the
 /// wrapper then kills the rest. Async-signal-safe calls only (the wrapper has threads).
-[[noreturn]] void become_guard(Exec& exec, Pipe& life, Pipe& reports, const GuardSetup& setup);
+[[noreturn]] void become_guard(Exec& exec, Pipe& life, Pipe& reports, Pipe& handoff, const GuardSetup& setup);
 
 /// Reaps what ended among the processes reparented to this one (a child subreaper), calling
 /// `killed` for each that died of SIGKILL. Returns the guard's end once it ended, without reaping
