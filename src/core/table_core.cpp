@@ -300,6 +300,9 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
         try_now = true;
       }
     }
+    // Woken at its deadline: a release this waiter has no time left to use goes to the next one (at
+    // worst a wake-up it did use, and another waiter looks once more for nothing).
+    if (woken) subscription->pass_on();
   }
   wait_report.settle();
   throw_timeout(name, timeout, started, last_connection_error);

@@ -23,6 +23,7 @@ namespace {
 // Client error codes (errmsg.h, not installed with Connector/C++) and the server errors we classify.
 constexpr int kDeadlock = 1213;
 constexpr int kLockWaitTimeout = 1205;
+constexpr int kUserLockDeadlock = 3058;  // MySQL 8: a GET_LOCK wait that would close a cycle (MariaDB: 1213)
 constexpr int kNoSuchTable = 1146;
 constexpr int kNoSuchFunction = 1305;
 constexpr int kNoSuchDatabase = 1049;
@@ -178,8 +179,8 @@ void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
   int code = error.getErrorCode();
   std::string state = error.getSQLStateCStr();
   auto message = fmt::format("{}: {} (MySQL error {})", what, error.what(), code);
-  if (code == kDeadlock || code == kLockWaitTimeout)
-    throw TransientError(message, code == kDeadlock ? "40001" : "HY000");
+  if (code == kDeadlock || code == kUserLockDeadlock || code == kLockWaitTimeout)
+    throw TransientError(message, code == kLockWaitTimeout ? "HY000" : "40001");
   if (code == kLostDuringQuery) {
     broken_ = true;
     throw OutcomeUnknown(fmt::format("{} on {}", message, redacted_uri_), "08006");
