@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
+#include "support/admin.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
@@ -330,64 +332,137 @@ TEST_P(Groups, AReadersMembershipTakenAfreshAfterItWasReapedHasATokenOfItsOwn) {
   EXPECT_TRUE(writer->try_acquire("member-reaped")) << "the name is free once the reader gives it back";
 }
 
-// A renewal of members waits for its group's row behind whoever holds it. It used to read the
-// clock before that wait (schema 13 and earlier): a member whose lease ended meanwhile, and whose
-// place the holder of the row gave to another, was still live by that early reading and was
-// renewed, and the group had one member more than its capacity. Here the test's own transaction
-// holds the row, lets the member lapse, takes the freed place through the SQL contract's
-// acquire_member, and commits; the renewal that waited behind it must renew nothing.
-TEST_P(Groups, ARenewalThatWaitedForItsGroupsRowRenewsNoMemberWhoseLeaseEndedMeanwhile) {
-  const std::string dialect = GetParam().dialect;
-  if (dialect == "sqlite") return;  // one writer: a renewal's statements run after its wait (sqlite/0014)
-  auto& backend = dblock::detail::StoreParts::backend(*store_).groups().get();
-  auto& admin = installation_->admin();
-  const auto& prefix = installation_->prefix();
-  const std::string name = "renew-after-wait";
-  auto keeper = manager();
-  auto kept = keeper->try_acquire(name, dblock::LockOptions{.ttl = 60s, .permits = 2});
-  ASSERT_TRUE(kept) << "a member that keeps the group's row live";
-  auto lapsing = backend.try_acquire_member(name, "lapser", dblock::HolderKind::permit, 2, 1500ms, 0);
-  ASSERT_TRUE(lapsing);
-  const bool postgres = dialect == "postgresql";
-  const std::string locks = postgres ? fmt::format("\"{}locks\"", prefix) : fmt::format("`{}locks`", prefix);
-  admin.exec(postgres ? "BEGIN" : "START TRANSACTION");
-  admin.query(fmt::format("SELECT name FROM {} WHERE name = '{}' FOR UPDATE", locks, name));
+// A call that touches a membership waits for its group's row behind whoever holds it. Renewals of
+// members, a member's re-entry on MySQL/MariaDB and the fence of a member used to read the clock
+// before that wait (schemas 14 and 15 read it after): a membership whose lease ended meanwhile, and
+// whose place the holder of the row gave to another, was still live by that early reading. It was
+// renewed, re-entered or fenced, one member more than the group's capacity. Here the test's own
+// transaction holds the row, lets the member lapse, takes the freed place through the SQL contract's
+// acquire_member, and commits; the call that waited behind it runs on another thread.
+class GroupsAfterAWait : public Groups {
+ protected:
+  void SetUp() override {
+    Groups::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    // PostgreSQL's acquire_member takes an advisory lock keyed by the name alone: installations that
+    // share a database (the other cases running at once) must not share it.
+    name_ = installation_->prefix() + "after-wait";
+    keeper_ = manager();
+    kept_ = keeper_->try_acquire(name_, dblock::LockOptions{.ttl = 60s, .permits = 2});
+    ASSERT_TRUE(kept_) << "a member that keeps the group's row live";
+    auto lapsing = backend().try_acquire_member(name_, "lapser", dblock::HolderKind::permit, 2, 3s, 0);
+    ASSERT_TRUE(lapsing);
+    lapser_token_ = lapsing->token;
+  }
+
+  [[nodiscard]] bool postgres() const { return std::string(GetParam().dialect) == "postgresql"; }
+  [[nodiscard]] bool sqlite() const { return std::string(GetParam().dialect) == "sqlite"; }
+  dblock::detail::GroupBackend& backend() { return dblock::detail::StoreParts::backend(*store_).groups().get(); }
+
+  /// Starts `call` on another thread while the group's row is held, lets the lapser's lease end while
+  /// the call waits for the row (statement text `pg_function` on PostgreSQL), gives its place to
+  /// "taker", and commits. Returns the call's future once it may go on; fails the test if the call
+  /// did not wait or the lease did not end meanwhile.
+  template <class Call>
+  auto behind_a_lapse(const std::string& pg_function, Call call) {
+    auto& admin = installation_->admin();
+    const auto& prefix = installation_->prefix();
+    admin.exec(postgres() ? "BEGIN" : "START TRANSACTION");
+    // As acquire_member itself on PostgreSQL: the name's transaction-level advisory lock first
+    // (0013), then the row; a re-entry that waits then waits for the former.
+    if (postgres())
+      admin.query(fmt::format("SELECT pg_advisory_xact_lock(hashtextextended('{}', 7310958615390432069))", name_));
+    auto locks = postgres() ? fmt::format("\"{}locks\"", prefix) : fmt::format("`{}locks`", prefix);
+    admin.query(fmt::format("SELECT name FROM {} WHERE name = '{}' FOR UPDATE", locks, name_));
+    auto result = std::async(std::launch::async, std::move(call));
+    // MariaDB shows the statement inside the function that waits, which names this test's table (a
+    // Galera node lists no lock wait in innodb_trx for it, so the process list it is).
+    auto waits = [&] {
+      auto waiting = admin.query(
+          postgres() ? fmt::format("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                   "AND query LIKE '%{}%'",
+                                   pg_function)
+                     : fmt::format("SELECT count(*) FROM information_schema.processlist WHERE id <> CONNECTION_ID() "
+                                   "AND info LIKE '%{}locks%'",
+                                   prefix));
+      return std::stoll(waiting.at(0)) > 0;
+    };
+    auto lapser_left = [&] {
+      for (auto& row : holders_of(name_))
+        if (row.owner == "lapser") return row.remaining;
+      return std::chrono::milliseconds::min();
+    };
+    bool waited = eventually(waits);
+    bool lapsed_while_waiting = waited && lapser_left() > 0ms && eventually([&] { return lapser_left() < 0ms; });
+    if (postgres())
+      admin.query(fmt::format("SELECT lock_count FROM \"{}acquire_member\"('{}', 'taker', 'permit', 2, 60000, 0)",
+                              prefix, name_));
+    else
+      admin.query(fmt::format("SELECT `{}acquire_member`('{}', 'taker', 'permit', 2, 60000000, 0)", prefix, name_));
+    admin.exec("COMMIT");
+    EXPECT_TRUE(lapsed_while_waiting) << "the call waited for the row (" << waited
+                                      << ") while the member's lease ended";
+    return result;
+  }
+
+  /// The group's live members: the keeper and the taker, never a third of two permits.
+  void expect_two_live_members() {
+    int live = 0;
+    for (auto& row : holders_of(name_)) live += row.remaining > 0ms ? 1 : 0;
+    EXPECT_EQ(live, 2) << "the keeper and the taker, no third member of two permits";
+  }
+
+  std::string name_;
+  std::unique_ptr<dblock::LockManager> keeper_;
+  std::optional<dblock::Lock> kept_;
+  std::int64_t lapser_token_ = 0;
+};
+
+TEST_P(GroupsAfterAWait, ARenewalRenewsNoMemberWhoseLeaseEndedWhileItWaited) {
+  if (sqlite()) return;  // one writer: a renewal's statements run after its wait (sqlite/0014)
   const dblock::detail::HeldRef held{
-      .name = name, .owner = "lapser", .token = lapsing->token, .ttl = 60s, .kind = dblock::HolderKind::permit};
-  auto renewal = std::async(std::launch::async, [&] {
-    return backend.renew_members(std::span(&held, 1), std::chrono::steady_clock::now() + 30s);
+      .name = name_, .owner = "lapser", .token = lapser_token_, .ttl = 60s, .kind = dblock::HolderKind::permit};
+  auto renewal = behind_a_lapse("renew_members", [&] {
+    return backend().renew_members(std::span(&held, 1), std::chrono::steady_clock::now() + 30s);
   });
-  // MariaDB shows the statement inside the function, which names this test's table (a Galera node
-  // lists no lock wait in innodb_trx for it, so the process list it is).
-  auto renewal_waits = [&] {
-    auto waiting = admin.query(
-        postgres
-            ? "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%renew_members%'"
-            : fmt::format("SELECT count(*) FROM information_schema.processlist WHERE id <> CONNECTION_ID() "
-                          "AND info LIKE '%{}locks%FOR UPDATE%'",
-                          prefix));
-    return std::stoll(waiting.at(0)) > 0;
-  };
-  bool waited = eventually(renewal_waits);
-  auto lapser_left = [&] {
-    for (auto& row : holders_of(name))
-      if (row.owner == "lapser") return row.remaining;
-    return std::chrono::milliseconds::min();
-  };
-  bool lapsed_while_waiting = waited && lapser_left() > 0ms && eventually([&] { return lapser_left() < 0ms; });
-  if (postgres)
-    admin.query(
-        fmt::format("SELECT lock_count FROM \"{}acquire_member\"('{}', 'taker', 'permit', 2, 60000, 0)", prefix, name));
-  else
-    admin.query(fmt::format("SELECT `{}acquire_member`('{}', 'taker', 'permit', 2, 60000000, 0)", prefix, name));
-  admin.exec("COMMIT");
-  auto renewed = renewal.get();
-  ASSERT_TRUE(lapsed_while_waiting) << "the renewal waited for the row (" << waited
-                                    << ") while the member's lease ended";
-  EXPECT_TRUE(renewed.empty()) << "a member whose lease ended while its renewal waited was renewed";
-  int live = 0;
-  for (auto& row : holders_of(name)) live += row.remaining > 0ms ? 1 : 0;
-  EXPECT_EQ(live, 2) << "the keeper and the taker, no third member of two permits";
+  EXPECT_TRUE(renewal.get().empty()) << "a member whose lease ended while its renewal waited was renewed";
+  expect_two_live_members();
+}
+
+TEST_P(GroupsAfterAWait, AReEntryDoesNotRenewAMembershipWhoseLeaseEndedWhileItWaited) {
+  if (sqlite()) return;  // one writer: an acquisition's statements run after its wait
+  auto reentry = behind_a_lapse("acquire_member", [&] {
+    return backend().try_acquire_member(name_, "lapser", dblock::HolderKind::permit, 2, 60s, lapser_token_);
+  });
+  auto granted = reentry.get();
+  EXPECT_FALSE(granted) << "a membership whose lease ended while its re-entry waited was re-entered (count "
+                        << (granted ? granted->count : 0) << ")";
+  expect_two_live_members();
+}
+
+TEST_P(GroupsAfterAWait, TheFenceOfAMemberWhoseLeaseEndedWhileItWaitedRefuses) {
+  if (sqlite()) return;  // one writer: the fence runs after its transaction's wait
+  auto app = dblock::test::make_admin(GetParam().dialect, dblock::test::admin_dsn(GetParam(), server_dsn_),
+                                      dblock::test::default_schema(GetParam()), installation_->prefix());
+  const auto& prefix = installation_->prefix();
+  auto fence = behind_a_lapse("fence_member", [&] {
+    app->exec(postgres() ? "BEGIN" : "START TRANSACTION");
+    auto sql =
+        postgres()
+            ? fmt::format("SELECT \"{}fence_member\"('{}', 'lapser', 'permit', {})", prefix, name_, lapser_token_)
+            : fmt::format("SELECT `{}fence_member`('{}', 'lapser', 'permit', {})", prefix, name_, lapser_token_);
+    try {
+      auto left = app->query(sql);
+      return left.empty() ? std::string("no row") : left.front();
+    } catch (const std::exception& e) {
+      return std::string("refused: ") + e.what();
+    }
+  });
+  auto outcome = fence.get();
+  app->exec("ROLLBACK");
+  EXPECT_TRUE(outcome.starts_with("refused: ") && outcome.find("not a live member") != std::string::npos)
+      << "the fence let a member whose lease ended while it waited write, with this lease left: " << outcome;
+  expect_two_live_members();
 }
 
 TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {
@@ -405,6 +480,13 @@ INSTANTIATE_TEST_SUITE_P(Backends, Groups,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
                                                                   dblock::test::kPgBouncerTable, dblock::test::kMysqlTable,
                                                                   dblock::test::kSqlite, dblock::test::kGaleraTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
+// Not through PgBouncer: the same functions as postgres_table, and a call the pooler queues for a
+// server connection (the test's transaction holds one) does not wait where the test looks.
+INSTANTIATE_TEST_SUITE_P(Backends, GroupsAfterAWait,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kSqlite,
+                                                                  dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -33,6 +33,7 @@ const std::vector<Released> kReleased{
     {"postgres", 12, "8253d9394a7381b6dadc9356305d0eb5ab20e2dc6306b6bb158edd4fded03581"},
     {"postgres", 13, "bd37200b18bc427954c41eac46493ce11295ad9dae1e32454e8e49dd8ff3d8e8"},
     {"postgres", 14, "3a1709217f44291ec24eb5571cd97acae917a2bd29c6b91c6849a1658cbbbca0"},
+    {"postgres", 15, "8fbf1eb6973e1888933aacf1ed47783bf97fff0bf43a95ff093b7b826121f426"},
     {"mysql", 1, "d794f1ff94ece38147b146f7b42cd66eccf9df6643fb986f738420986c11b7d7"},
     {"mysql", 2, "45ae38f5f0ec1cac474b2f0940339442edf51582fb9abd082c559cafb581a06f"},
     {"mysql", 3, "51026c8acd9f6e07732feafc15ee6649dd534c9b36564e6a7e1f28a1538243e8"},
@@ -46,7 +47,8 @@ const std::vector<Released> kReleased{
     {"mysql", 11, "810670f47eb78c0e62fc07331155d2e3858299dcbc344e2b05e409ff9cf1c527"},
     {"mysql", 12, "25e496a30d028ce8c6f2fb6ea9868ff61128624d6db0dd2e795517136adc39e7"},
     {"mysql", 13, "c817ad6961dbf44e6d3571f21ff43c1f6520816320d6dbcc243c216cb8598b26"},
-    {"mysql", 14, "22c7f36d9f3bbe53d5d409c8d0703ce379ff2d5f252c06ac2a035a8c087a4246"},
+    {"mysql", 14, "2d54e2162ba36c8472019a900baf86366adb32333257d0aade682325b0b54ce4"},
+    {"mysql", 15, "6f4f04e489b92c49050f2764ee0a4856eed088da3685b5631cf05952e560e98c"},
     {"galera", 1, "4353166034a867c4cee5a24df2091c0e4815bcdadffef017f9375b74fb97a158"},
     {"galera", 2, "7f62a03a205b2aa2d11f34690529d1c93da21235a8abb66bce2aee69888c40f5"},
     {"galera", 3, "d93cb40cb948293b8f249f397e9b1b1f90aa640034bc3664529079b0ae81a9c1"},
@@ -60,7 +62,8 @@ const std::vector<Released> kReleased{
     {"galera", 11, "810670f47eb78c0e62fc07331155d2e3858299dcbc344e2b05e409ff9cf1c527"},
     {"galera", 12, "25e496a30d028ce8c6f2fb6ea9868ff61128624d6db0dd2e795517136adc39e7"},
     {"galera", 13, "c817ad6961dbf44e6d3571f21ff43c1f6520816320d6dbcc243c216cb8598b26"},
-    {"galera", 14, "22c7f36d9f3bbe53d5d409c8d0703ce379ff2d5f252c06ac2a035a8c087a4246"},
+    {"galera", 14, "2d54e2162ba36c8472019a900baf86366adb32333257d0aade682325b0b54ce4"},
+    {"galera", 15, "a940c35bf44d1fec9fb818267442b2b8ae66471acf8faac17c11630ad2d3f9dd"},
     {"sqlite", 1, "ede1c9483360a3fdb8bb5c3be98b301f2f1ac996d52d54e28a59d63e78a7454d"},
     {"sqlite", 2, "81d1617858417603b3afab5e699b73d27c61fd0187487ecb9781a1aec6ceeff9"},
     {"sqlite", 3, "2a8169be75068d03a7ec690f160c34aa65bd41701b24cc551c7f85265da38938"},
@@ -75,6 +78,7 @@ const std::vector<Released> kReleased{
     {"sqlite", 12, "05e0f62734921de621ca35980d0326348b68e1d43d33640fe8860e38cded07e9"},
     {"sqlite", 13, "ef8770054f2679bbcb770867931ccc0667a0017abeed284356f5e5131e08ff8e"},
     {"sqlite", 14, "8d1496489a077c0c386ff9c055578dd586bc16f18200f95a5fee112c278102d6"},
+    {"sqlite", 15, "2342d54b1e57521614799196b89ddfff73d209c135c1bcd0390ed7b2bb6c37c5"},
 };
 
 TEST(ReleasedMigrations, EveryReleasedFileIsEmbeddedWithItsReleasedChecksum) {

@@ -1,0 +1,4 @@
+-- dblock schema version 15: the fence of a group's member reads the clock once it holds the group's
+-- row (migrations/postgres/0015). Nothing changes in this dialect: a fenced transaction takes the
+-- database's one write lock before the fence's statement, so the fence reads the clock after any
+-- wait. The version exists so that every dialect's schema has one number.
