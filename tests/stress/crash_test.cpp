@@ -45,9 +45,17 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
   constexpr int kRunsPerWorker = 8;
   // The `dblock run` process leads its own session (setsid below), and its command runs in that
   // session under a guard process: the command's session id is the wrapper's pid.
-  auto script = fmt::format("run=$(ps -o sid= -p $$ | tr -d ' '); echo \"enter $DBLOCK_FENCING_TOKEN $run\" >> {0}; "
-                            "sleep 0.15; echo \"exit $run\" >> {0}",
-                            journal);
+  auto script_for = [&](const char* hold) {
+    return fmt::format(
+        "run=$(ps -o sid= -p $$ | tr -d ' '); echo \"enter $DBLOCK_FENCING_TOKEN $run\" >> {0}; "
+        "sleep {1}; echo \"exit $run\" >> {0}",
+        journal, hold);
+  };
+  const auto script = script_for("0.15");
+  // A holder to be killed inside holds for long, so that the kill lands inside however late it
+  // comes on a loaded machine; its command must die with its holder, or its "exit" comes after the
+  // next holder's "enter".
+  const auto script_killed_inside = script_for("30");
   std::mutex mutex;
   std::set<int> killed;
   int completed = 0;
@@ -58,13 +66,18 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
       workers.emplace_back([&, w] {
         std::mt19937 random(static_cast<unsigned>(w) * 7919u);
         for (int run = 0; run < kRunsPerWorker && std::chrono::steady_clock::now() < deadline; ++run) {
+          // The lease is 1 s: with 300 ms, under ASan beside other tests, most runs lost it before
+          // their command began (exit 70), so no holder died inside and the test checked nothing.
           pid_t pid = fork();
           if (pid == 0) {
             setsid();
             execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn.c_str(), "--log-level", "off", "run", "--name", "crashy",
-                  "--ttl", "300ms", "--wait", "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+                  "--ttl", "1s", "--wait", "60s", "--", "sh", "-c",
+                  (run % 4 == 1 ? script_killed_inside : script).c_str(), static_cast<char*>(nullptr));
             _exit(127);
           }
+          int status = 0;
+          bool reaped = false;
           switch (run % 4) {  // every worker kills twice inside, twice at random, runs four to completion
             case 0:  // at a random moment: waiting, acquiring, inside or releasing
               std::this_thread::sleep_for(std::chrono::milliseconds(random() % 400));
@@ -78,8 +91,14 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
                 std::stringstream text;
                 text << log.rdbuf();
                 if (text.str().find("enter") != std::string::npos && text.str().find(entered) != std::string::npos) break;
+                // Ended without entering (its lease lapsed on a loaded machine before the command began).
+                if (waitpid(pid, &status, WNOHANG) == pid) {
+                  reaped = true;
+                  break;
+                }
                 std::this_thread::sleep_for(2ms);
               }
+              if (reaped) break;
               std::this_thread::sleep_for(std::chrono::milliseconds(random() % 100));
               kill(-pid, SIGKILL);
               break;
@@ -87,12 +106,11 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
             default:  // left alone: runs to completion
               break;
           }
-          int status = 0;
-          waitpid(pid, &status, 0);
+          if (!reaped) waitpid(pid, &status, 0);
           std::lock_guard lock(mutex);
           if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) killed.insert(pid);
           else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) ++completed;
-          // 70: a renewal did not answer within the 300 ms lease on a loaded machine, and the guard
+          // 70: a renewal did not answer within the 1 s lease on a loaded machine, and the guard
           // killed the command at the lease's local deadline, as it must; dead like a killed holder.
           else if (WIFEXITED(status) && WEXITSTATUS(status) == 70)
             killed.insert(pid);
