@@ -250,8 +250,10 @@ TEST_F(Cli, ASignalWhileWaitingForTheLockEndsRunWithoutRunningTheCommand) {
 // forwarded to a group the command was not in yet, and ignored there: the command ran to its end.
 TEST_F(Cli, AStopRequestBeforeTheCommandStartedNeverLetsItRunToItsEnd) {
   int not_run = 0;
+  // The command takes 5 s, so that a late kill (this thread descheduled on a loaded machine) still
+  // comes before its end; a command that is stopped ends at once, so a passing trial is short.
   for (int trial = 0; trial < 20; ++trial) {
-    auto runner = start({"--dsn", sqlite_dsn_, "run", "--name", "early", "--", "sh", "-c", "sleep 0.3; echo finished"});
+    auto runner = start({"--dsn", sqlite_dsn_, "run", "--name", "early", "--", "sh", "-c", "sleep 5; echo finished"});
     ASSERT_TRUE(holds_sigterm_back(runner.pid));
     kill(runner.pid, SIGTERM);
     auto outcome = finish(runner);

@@ -4,6 +4,7 @@
 // path. The conformance and stress suites run through the same pooler as `pgbouncer_table`.
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -33,6 +34,47 @@ void run_sql(PGconn* conn, const std::string& sql) {
   std::string error = PQresultErrorMessage(result);
   PQclear(result);
   if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) throw std::runtime_error(sql + ": " + error);
+}
+
+/// Sends `sql` and reads every result, unless the server (here: the pooler) has not answered by
+/// `patience`: then false, and the connection is left busy, fit only to be closed.
+bool run_sql_within(PGconn* conn, const std::string& sql, std::chrono::milliseconds patience) {
+  if (PQsendQuery(conn, sql.c_str()) == 0) throw std::runtime_error(sql + ": " + PQerrorMessage(conn));
+  auto until = std::chrono::steady_clock::now() + patience;
+  while (PQisBusy(conn) != 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left <= 0ms) return false;
+    pollfd readable{.fd = PQsocket(conn), .events = POLLIN, .revents = 0};
+    if (poll(&readable, 1, static_cast<int>(left.count())) < 0 || PQconsumeInput(conn) == 0)
+      throw std::runtime_error(sql + ": " + PQerrorMessage(conn));
+  }
+  while (PGresult* result = PQgetResult(conn)) {
+    auto status = PQresultStatus(result);
+    std::string error = PQresultErrorMessage(result);
+    PQclear(result);
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) throw std::runtime_error(sql + ": " + error);
+  }
+  return true;
+}
+
+/// Every server connection of the pooler, each held by a client of ours in an open transaction.
+/// Other tests share the pooler, and one that holds a server connection in a transaction while it
+/// waits for a second (a migrator does) would wait on us as we wait on it, until both time out: so
+/// a pin the pooler does not serve within a few seconds gives every pin back, and all are tried again.
+std::vector<dblock::test::PgConnection> pin_every_server_connection(const std::string& pooler_dsn) {
+  auto until = std::chrono::steady_clock::now() + 90s;
+  while (std::chrono::steady_clock::now() < until) {
+    std::vector<dblock::test::PgConnection> pinned;
+    bool served = true;
+    for (int i = 0; i < kPoolerServerConnections && served; ++i) {
+      pinned.emplace_back(PQconnectdb(pooler_dsn.c_str()));
+      if (PQstatus(pinned.back().get()) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(pinned.back().get()));
+      // The pooler hands this client a server connection at its first statement, for the transaction.
+      served = run_sql_within(pinned.back().get(), "BEGIN; SELECT 1", 3s);
+    }
+    if (served) return pinned;
+  }
+  throw std::runtime_error("the pooler's server connections could not all be pinned at once within 90 s");
 }
 
 class Pooler : public ::testing::Test {
@@ -117,23 +159,14 @@ TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
   dblock::detail::PgAdvisorySql sql(ids, "public", prefix_);
   auto key = dblock::AdvisoryKey::from_name("first-statement");
   const auto& first = sql.try_lock(dblock::detail::AdvisoryTarget{key, "first-statement"}, false);
-  {
-    std::vector<dblock::test::PgConnection> pinned;
-    for (int i = 0; i < kPoolerServerConnections; ++i) {
-      pinned.emplace_back(PQconnectdb(pooler_dsn_.c_str()));
-      ASSERT_EQ(PQstatus(pinned.back().get()), CONNECTION_OK) << PQerrorMessage(pinned.back().get());
-      run_sql(pinned.back().get(), "BEGIN");
-      run_sql(pinned.back().get(), "SELECT 1");  // the pooler hands this client a server connection now
-    }
-    for (auto& conn : pinned) {
-      PGresult* result = PQexec(conn.get(), ("PREPARE \"" + first.name + "\" AS " + first.sql).c_str());
-      auto status = PQresultStatus(result);
-      std::string error = PQresultErrorMessage(result);
-      PQclear(result);
-      // Already there from an earlier run on this server connection is as good.
-      ASSERT_TRUE(status == PGRES_COMMAND_OK || error.find("already exists") != std::string::npos) << error;
-      run_sql(conn.get(), "COMMIT");
-    }
+  for (auto& conn : pin_every_server_connection(pooler_dsn_)) {
+    PGresult* result = PQexec(conn.get(), ("PREPARE \"" + first.name + "\" AS " + first.sql).c_str());
+    auto status = PQresultStatus(result);
+    std::string error = PQresultErrorMessage(result);
+    PQclear(result);
+    // Already there from an earlier run on this server connection is as good.
+    ASSERT_TRUE(status == PGRES_COMMAND_OK || error.find("already exists") != std::string::npos) << error;
+    run_sql(conn.get(), "COMMIT");
   }
   auto store = dblock::Store::open(installation_->dsn_on(pooler_dsn_, "pool=1"));
   dblock::LockManager locks(store, {.mode = dblock::LockMode::advisory});
