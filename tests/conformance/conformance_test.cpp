@@ -240,16 +240,18 @@ TEST_P(Conformance, TokensIncreaseAcrossDeleteAndRecreate) {
   }
 }
 
+// Leases of 1 s: with 300 ms, on a loaded machine (a sanitizer, PgBouncer), one renewal 200 ms
+// late lost the lock and these tests failed; a manager that stops renewing still loses it in 1 s.
 TEST_P(TableConformance, RenewalKeepsLockAlivePastSeveralTtls) {
-  auto a = manager({.default_ttl = 300ms});
+  auto a = manager({.default_ttl = 1s});
   auto b = manager();
   auto held = a->try_acquire("renewed");
   ASSERT_TRUE(held);
   auto started = std::chrono::steady_clock::now();
-  ASSERT_TRUE(eventually([&] { return std::chrono::steady_clock::now() - started > 4 * 300ms; }, 5s));
+  ASSERT_TRUE(eventually([&] { return std::chrono::steady_clock::now() - started > 3 * 1s; }, 5s));
   EXPECT_GE(a->stats().renewals, 3u);
   EXPECT_FALSE(held->lost());
-  EXPECT_FALSE(b->try_acquire("renewed")) << "still held after four TTLs";
+  EXPECT_FALSE(b->try_acquire("renewed")) << "still held after three TTLs";
   EXPECT_GT(row("renewed")->remaining.count(), 0);
   EXPECT_GT(held->local_deadline(), std::chrono::steady_clock::now());
 }
@@ -449,17 +451,17 @@ TEST_P(AdvisoryConformance, ConnectionDeathReleasesTheLockAndReportsItLost) {
 }
 
 TEST_P(AdvisoryConformance, HeldThroughManyWatchdogChecksWithoutALease) {
-  auto a = manager({.default_ttl = 300ms});
+  auto a = manager({.default_ttl = 1s});
   auto b = manager();
   auto held = a->try_acquire("kept");
   ASSERT_TRUE(held);
   auto first_deadline = held->local_deadline();
-  EXPECT_LE(first_deadline, std::chrono::steady_clock::now() + 300ms) << "the deadline is the last sign of life + TTL";
+  EXPECT_LE(first_deadline, std::chrono::steady_clock::now() + 1s) << "the deadline is the last sign of life + TTL";
   auto started = std::chrono::steady_clock::now();
-  ASSERT_TRUE(eventually([&] { return std::chrono::steady_clock::now() - started > 4 * 300ms; }, 5s));
+  ASSERT_TRUE(eventually([&] { return std::chrono::steady_clock::now() - started > 3 * 1s; }, 5s));
   EXPECT_FALSE(held->lost());
-  EXPECT_GT(held->local_deadline(), first_deadline + 900ms) << "each check of the session moves the deadline";
-  EXPECT_FALSE(b->try_acquire("kept")) << "still held after four check intervals";
+  EXPECT_GT(held->local_deadline(), first_deadline + 1500ms) << "each check of the session moves the deadline";
+  EXPECT_FALSE(b->try_acquire("kept")) << "still held after three check intervals";
   EXPECT_TRUE(held_in_database("kept"));
 }
 

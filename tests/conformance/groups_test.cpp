@@ -166,13 +166,14 @@ TEST_P(Groups, AMemberWhoseGroupIsBrokenIsReportedLost) {
 }
 
 TEST_P(Groups, MembersAreRenewedPastSeveralTtls) {
-  auto a = manager({.default_ttl = 300ms}), b = manager();
+  // 1 s: with 300 ms, through PgBouncer under a sanitizer, one late renewal lost the lease.
+  auto a = manager({.default_ttl = 1s}), b = manager();
   auto reader = a->try_acquire("renewed", kShared);
   ASSERT_TRUE(reader);
-  auto until = std::chrono::steady_clock::now() + 1200ms;
-  EXPECT_FALSE(eventually([&] { return std::chrono::steady_clock::now() >= until && reader->lost(); }, 1500ms));
+  auto until = std::chrono::steady_clock::now() + 3s;
+  EXPECT_FALSE(eventually([&] { return std::chrono::steady_clock::now() >= until && reader->lost(); }, 3500ms));
   EXPECT_FALSE(reader->lost());
-  EXPECT_FALSE(b->try_acquire("renewed")) << "still held after four TTLs";
+  EXPECT_FALSE(b->try_acquire("renewed")) << "still held after three TTLs";
 }
 
 TEST_P(Groups, AWaitingPermitIsGrantedPromptlyWhenOneIsGivenBack) {

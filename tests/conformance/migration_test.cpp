@@ -157,19 +157,28 @@ TEST_P(RoleMigrations, ThePrintedGrantsAreAllARuntimeRoleNeedsAndUpNeedsNoCreate
   EXPECT_NO_THROW(migrator.verify());
 
   // Table mode: grant, renewals by the watchdog, a waiter woken by a release, listing, release.
-  dblock::LockManager locks(store, {.default_ttl = 300ms});
+  // 2 s leases: with 300 ms, under ASan beside other tests, the lease was lost before the release.
+  dblock::LockManager locks(store, {.default_ttl = 2s});
   auto held = locks.try_acquire("runtime-role");
   ASSERT_TRUE(held);
   EXPECT_TRUE(dblock::test::eventually([&] { return locks.stats().renewals >= 2; })) << "the watchdog renews";
   EXPECT_FALSE(held->lost());
   EXPECT_EQ(store->locks().size(), 1u);
-  std::thread releaser([&] { held->release(); });
-  dblock::LockManager other(store, {.default_ttl = 300ms});
+  std::string release_error;
+  std::thread releaser([&] {
+    try {
+      held->release();
+    } catch (const std::exception& e) {
+      release_error = e.what();
+    }
+  });
+  dblock::LockManager other(store, {.default_ttl = 2s});
   std::optional<dblock::Lock> taken;
   EXPECT_NO_THROW(taken = other.acquire("runtime-role", 10s));
   releaser.join();
+  EXPECT_EQ(release_error, "");
   // Advisory mode: PostgreSQL's advisory_lock function and token sequence, MySQL's GET_LOCK and NEXTVAL.
-  dblock::LockManager advisory(store, {.mode = dblock::LockMode::advisory, .default_ttl = 300ms});
+  dblock::LockManager advisory(store, {.mode = dblock::LockMode::advisory, .default_ttl = 2s});
   auto advisory_held = advisory.try_acquire("runtime-role-advisory");
   ASSERT_TRUE(advisory_held);
   EXPECT_GT(advisory_held->token(), 0);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -93,7 +94,10 @@ class Revocation : public dblock::test::InstalledCaseTest {
 
 TEST_P(Revocation, TheRevokedHolderIsToldAtItsNextRenewalAndItsReleaseFreesTheNameBeforeTheLeaseEnds) {
   std::promise<std::int64_t> lost;
-  auto a = manager({.default_ttl = 3s, .on_lost = [&](std::string_view, std::int64_t token) { lost.set_value(token); }});
+  // A 9 s lease renewed every second: on a loaded machine the CLI-free checks below still fit in it.
+  auto a = manager({.default_ttl = 9s, .renew_interval = 1s, .on_lost = [&](std::string_view, std::int64_t token) {
+                      lost.set_value(token);
+                    }});
   auto b = manager();
   auto held = a->try_acquire("revoked");
   ASSERT_TRUE(held);
@@ -107,7 +111,7 @@ TEST_P(Revocation, TheRevokedHolderIsToldAtItsNextRenewalAndItsReleaseFreesTheNa
   EXPECT_FALSE(store_->revoke("revoked")) << "a revoked lock is not revoked again";
 
   auto told = lost.get_future();
-  ASSERT_EQ(told.wait_for(3s), std::future_status::ready) << "told at its next renewal (every second)";
+  ASSERT_EQ(told.wait_for(5s), std::future_status::ready) << "told at its next renewal (every second)";
   EXPECT_EQ(told.get(), held->token());
   EXPECT_TRUE(held->lost());
   ASSERT_LT(Steady::now() + 300ms, free_by) << "the checks below need the revoked lease to be running";
@@ -124,7 +128,8 @@ TEST_P(Revocation, TheRevokedHolderIsToldAtItsNextRenewalAndItsReleaseFreesTheNa
 }
 
 TEST_P(Revocation, WithoutAnAcknowledgementAWaiterIsGrantedAtTheRevokedLeasesEndNeitherEarlierNorMuchLater) {
-  auto a = manager({.default_ttl = 1500ms});
+  // 6 s: two CLI runs below must see the revoked lease while it runs, also under a sanitizer.
+  auto a = manager({.default_ttl = 6s});
   auto held = a->try_acquire("unacknowledged");  // kept to the end: a holder that never lets go
   ASSERT_TRUE(held);
   auto revoked = store_->revoke("unacknowledged");
@@ -142,11 +147,12 @@ TEST_P(Revocation, WithoutAnAcknowledgementAWaiterIsGrantedAtTheRevokedLeasesEnd
   EXPECT_NE(text.output.find(" revoked "), std::string::npos) << text.output;
 
   auto b = manager();
-  auto next = b->acquire("unacknowledged", 10s);
+  auto waiting_from = Steady::now();
+  auto next = b->acquire("unacknowledged", 15s);
   auto granted = Steady::now();
   // The database's clock and ours run at the same rate on one host; 100 ms for the reads' latency.
   EXPECT_GE(granted, lease_end - 100ms) << "granted before the revoked lease ended";
-  EXPECT_LE(granted, lease_end + 1500ms) << "a waiter polls at least every 500 ms";
+  EXPECT_LE(granted, std::max(lease_end, waiting_from) + 3s) << "a waiter polls at least every 500 ms";
   EXPECT_TRUE(held->lost());
   EXPECT_THROW(held->release(), dblock::LockLost);
   EXPECT_FALSE(next.lost()) << "a late acknowledgement never touches the next holder's row";
@@ -155,20 +161,21 @@ TEST_P(Revocation, WithoutAnAcknowledgementAWaiterIsGrantedAtTheRevokedLeasesEnd
 
 TEST_P(Revocation, TheUnsafeDeleteFreesTheNameAtOnce) {
   std::promise<void> lost;
-  auto a = manager({.default_ttl = 600ms, .on_lost = [&](std::string_view, std::int64_t) { lost.set_value(); }});
+  auto a = manager({.default_ttl = 3s, .on_lost = [&](std::string_view, std::int64_t) { lost.set_value(); }});
   auto b = manager();
   auto held = a->try_acquire("deleted");
   ASSERT_TRUE(held);
   EXPECT_TRUE(store_->force_release("deleted"));
   EXPECT_TRUE(b->try_acquire("deleted")) << "deleted at once, live holder or not";
-  ASSERT_EQ(lost.get_future().wait_for(3s), std::future_status::ready);
+  ASSERT_EQ(lost.get_future().wait_for(5s), std::future_status::ready) << "told at its next renewal (every second)";
 }
 
 TEST_P(Revocation, AReleaseWithinTheMinimumHoldKeepsTheNameUntilGrantPlusMinHold) {
   auto a = manager();
   auto b = manager();
   auto started = Steady::now();
-  auto held = a->try_acquire("hourly", {.min_hold = 1500ms});
+  // 4 s: the checks below must come within it, also on a loaded machine.
+  auto held = a->try_acquire("hourly", {.min_hold = 4s});
   ASSERT_TRUE(held);
   EXPECT_NO_THROW(held->release()) << "a release within the minimum hold is a release";
   EXPECT_FALSE(b->try_acquire("hourly")) << "the name is kept for the minimum hold";
@@ -177,10 +184,10 @@ TEST_P(Revocation, AReleaseWithinTheMinimumHoldKeepsTheNameUntilGrantPlusMinHold
   ASSERT_TRUE(kept);
   EXPECT_EQ(kept->state, dblock::LockState::min_hold);
   EXPECT_FALSE(store_->revoke("hourly")) << "nobody holds it: nothing to revoke";
-  auto next = b->acquire("hourly", 5s);
+  auto next = b->acquire("hourly", 15s);
   auto waited = Steady::now() - started;
-  EXPECT_GE(waited, 1400ms) << "free only at grant + min_hold (100 ms for the grant's reply)";
-  EXPECT_LE(waited, 3s);
+  EXPECT_GE(waited, 3900ms) << "free only at grant + min_hold (100 ms for the grant's reply)";
+  EXPECT_LE(waited, 9s) << "free at grant + min_hold, not held to the lease's end (30 s)";
   next.release();
   EXPECT_TRUE(a->try_acquire("hourly")) << "without a minimum hold a release frees the name at once";
 }
@@ -200,13 +207,15 @@ TEST_P(Revocation, AReleaseAfterTheMinimumHoldFreesTheNameAtOnce) {
 TEST_P(Revocation, AfterReleaseForceNoWaitingRunStartsWhileTheRevokedRunsCommandStillRuns) {
   auto a_end = dir_ / "a_end", a_start = dir_ / "a_start", b_start = dir_ / "b_start";
   auto holder_out = dir_ / "holder", waiter_out = dir_ / "waiter";
-  auto holder = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "2s", "--", "sh", "-c",
-                           "trap 'date +%s%N > " + a_end.string() + "; exit 0' TERM; date +%s%N > " +
-                               a_start.string() + "; sleep 30 & wait"},
+  // 6 s leases: with 2 s, on a loaded machine, the waiter once lost its own lease (70), and the
+  // bound below is the revoked lease's end.
+  auto holder = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "6s", "--", "sh", "-c",
+                           "trap 'date +%s%N > " + a_end.string() + "; exit 0' TERM; date +%s%N > " + a_start.string() +
+                               "; sleep 30 & wait"},
                           holder_out);
   ASSERT_TRUE(dblock::test::eventually([&] { return stamp(a_start) > 0; })) << read_text(holder_out);
-  auto waiter = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "2s", "--wait", "20s",
-                           "--", "sh", "-c", "date +%s%N > " + b_start.string()},
+  auto waiter = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "6s", "--wait", "30s", "--",
+                           "sh", "-c", "date +%s%N > " + b_start.string()},
                           waiter_out);
   auto revoked_at = wall_nanoseconds();
   auto released = cli({"release", "--force", "job"});
@@ -221,19 +230,20 @@ TEST_P(Revocation, AfterReleaseForceNoWaitingRunStartsWhileTheRevokedRunsCommand
   EXPECT_GT(stamp(b_start), stamp(a_end)) << "the waiter's command started "
                                           << (stamp(a_end) - stamp(b_start)) / 1'000'000
                                           << " ms before the revoked holder's command ended";
-  EXPECT_LE(stamp(b_start), revoked_at + std::chrono::nanoseconds(2s + 1500ms).count())
-      << "granted by the revoked lease's end (2 s) at the latest";
+  EXPECT_LE(stamp(b_start), revoked_at + std::chrono::nanoseconds(6s + 3s).count())
+      << "granted by the revoked lease's end (6 s) at the latest";
 }
 
 TEST_P(Revocation, RunWithAMinimumHoldKeepsTheNameAfterItsCommandEnds) {
   auto started = Steady::now();
-  auto first = cli({"run", "--name", "nightly", "--min-hold", "1500ms", "--", "true"});
+  // 5 s: the two CLI runs after the first must come within it, also under a sanitizer.
+  auto first = cli({"run", "--name", "nightly", "--min-hold", "5s", "--", "true"});
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_EQ(cli({"run", "--name", "nightly", "--", "true"}).exit_code, 75) << "kept for its minimum hold";
   EXPECT_NE(cli({"locks", "--json"}).output.find("\"state\":\"min-hold\""), std::string::npos);
-  auto later = cli({"run", "--name", "nightly", "--wait", "5s", "--", "true"});
+  auto later = cli({"run", "--name", "nightly", "--wait", "15s", "--", "true"});
   EXPECT_EQ(later.exit_code, 0) << later.output;
-  EXPECT_GE(Steady::now() - started, 1400ms);
+  EXPECT_GE(Steady::now() - started, 4900ms);
   EXPECT_EQ(cli({"run", "--name", "nightly", "--mode", "advisory", "--min-hold", "1s", "--", "true"}).exit_code, 64);
 }
 

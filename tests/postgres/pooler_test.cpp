@@ -198,8 +198,9 @@ TEST_F(Pooler, AdvisoryModeIsRefusedEveryTimeWithoutTheParameter) {
   auto key = dblock::AdvisoryKey::of(static_cast<std::int64_t>(getpid()) * 1000 + 50);
   constexpr int kStores = 50;
   auto started = std::chrono::steady_clock::now();
-  int refused = 0;
+  int refused = 0, attempts = 0;
   for (int i = 0; i < kStores && std::chrono::steady_clock::now() - started < 40s; ++i) {
+    ++attempts;
     auto store = dblock::Store::open(installation_->dsn_on(pooler_dsn_, "pool=2"));
     dblock::LockManager locks(store, {.mode = dblock::LockMode::advisory});
     auto attempt_started = std::chrono::steady_clock::now();
@@ -216,7 +217,8 @@ TEST_F(Pooler, AdvisoryModeIsRefusedEveryTimeWithoutTheParameter) {
       if (named) ++refused;
     }
   }
-  EXPECT_EQ(refused, kStores);
+  EXPECT_EQ(refused, attempts) << "every store's first statement is refused";
+  EXPECT_GE(attempts, 10) << "the 40 s bound on the run (for a loaded machine) left too few stores to mean anything";
   // Nothing was taken on any server connection of the pooler.
   dblock::test::PgConnection direct(PQconnectdb(direct_dsn_.c_str()));
   auto k = static_cast<std::uint64_t>(key.key());
