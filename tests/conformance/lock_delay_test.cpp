@@ -172,9 +172,10 @@ TEST_P(LockDelay, APausedRunsNameStaysUnavailableForTheDelayAfterItsLease) {
   auto started_file = dir_ / "started", pid_file = dir_ / "pid";
   auto holder_out = dir_ / "holder";
   auto sent = Steady::now();
-  // A 5 s delay: the CLI run that must find the name busy has to come within it, under a sanitizer too.
+  // A 2 s lease and an 8 s delay: the CLI runs that must see the delay have to come within it, on
+  // Galera under a sanitizer beside other tests too (with 1 s and 5 s, the first listing came late).
   auto holder =
-      start_cli({"run", "--name", "paused", "--ttl", "1s", "--lock-delay", "5s", "--", "sh", "-c",
+      start_cli({"run", "--name", "paused", "--ttl", "2s", "--lock-delay", "8s", "--", "sh", "-c",
                  "echo $$ > " + pid_file.string() + "; echo started > " + started_file.string() + "; exec sleep 30"},
                 holder_out);
   ASSERT_TRUE(dblock::test::eventually([&] { return !read_text(started_file).empty(); }, 10s)) << read_text(holder_out);
@@ -186,15 +187,16 @@ TEST_P(LockDelay, APausedRunsNameStaysUnavailableForTheDelayAfterItsLease) {
         cli({"locks", "--json"}, &json);
         return json.find("\"state\":\"delayed\"") != std::string::npos;
       },
-      4s))
+      8s))
       << "listed as delayed once its lease ended: " << json;
-  EXPECT_NE(json.find("\"lock_delay_ms\":5000"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"lock_delay_ms\":8000"), std::string::npos) << json;
+  // The delay ends no earlier than sent + 2 s + 8 s: a run started by sent + 6 s finds the name busy.
   auto delayed_seen = Steady::now() - sent;
-  if (delayed_seen < 4s) {
+  if (delayed_seen < 6s) {
     EXPECT_EQ(cli({"run", "--name", "paused", "--", "true"}), 75) << "busy within the delay";
   }
-  EXPECT_EQ(cli({"run", "--name", "paused", "--wait", "12s", "--", "true"}), 0);
-  EXPECT_GE(Steady::now() - sent, 5900ms) << "not before the lease (1 s) plus the delay (5 s)";
+  EXPECT_EQ(cli({"run", "--name", "paused", "--wait", "20s", "--", "true"}), 0);
+  EXPECT_GE(Steady::now() - sent, 9900ms) << "not before the lease (2 s) plus the delay (8 s)";
   kill(command, SIGKILL);
   kill(holder, SIGKILL);
   finish_cli(holder);
