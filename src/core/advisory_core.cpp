@@ -233,9 +233,10 @@ std::int64_t AdvisoryCore::token_of(HeldLock& base) {
   }
 }
 
-std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::mutex>& use,
+std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::recursive_mutex>& use,
                                                           const std::shared_ptr<Pinned>& pinned,
-                                                          const AdvisoryTarget& target, std::chrono::milliseconds wait) {
+                                                          const AdvisoryTarget& target,
+                                                          std::chrono::milliseconds wait) {
   drop_if_overdue(pinned);
   if (!pinned->session) pinned->session = advisory_.pin_advisory_session();
   auto sent = SteadyClock::now();

@@ -54,7 +54,9 @@ class AdvisoryCore final : public ManagerBase {
   struct Pinned {
     explicit Pinned(std::string owner_in) : owner(std::move(owner_in)) {}
     const std::string owner;
-    std::mutex use;
+    // Recursive for one reason: a thread inside `use` whose session lease finds the pool dry gives
+    // back idle sessions and so tries `use` of every owner, its own too (see Pinned's users).
+    std::recursive_mutex use;
     std::unique_ptr<AdvisorySession> session;               // guarded by `use`; null when none or broken
     std::size_t users = 0;                                  // guarded by mutex_
     bool used_since_check = true;                           // guarded by mutex_
@@ -102,8 +104,9 @@ class AdvisoryCore final : public ManagerBase {
   void prove_alive(const std::shared_ptr<Pinned>& pinned, SteadyClock::time_point sent);
   /// Takes the lock on the owner's session, drops the session when it broke or was found
   /// overdue, and gives back a grant the same statement then failed on. REQUIRES: pinned->use held.
-  std::optional<std::int64_t> lock_on_session(std::unique_lock<std::mutex>& use, const std::shared_ptr<Pinned>& pinned,
-                                              const AdvisoryTarget& target, std::chrono::milliseconds wait);
+  std::optional<std::int64_t> lock_on_session(std::unique_lock<std::recursive_mutex>& use,
+                                              const std::shared_ptr<Pinned>& pinned, const AdvisoryTarget& target,
+                                              std::chrono::milliseconds wait);
   /// Drops the session of `pinned` when a lock on it passed its deadline (its locks were reported
   /// lost then). REQUIRES: pinned->use held.
   void drop_if_overdue(const std::shared_ptr<Pinned>& pinned);

@@ -41,7 +41,9 @@ void AdvisoryCore::unpin(const std::shared_ptr<Pinned>& pinned) {
 void AdvisoryCore::give_back_idle_sessions(const std::vector<std::shared_ptr<Pinned>>& owners) {
   std::vector<std::unique_ptr<AdvisorySession>> idle;
   for (auto& pinned : owners) {
-    // try_lock: the caller may itself be inside `use` of an owner (a lease that found the pool dry).
+    // try_lock: another thread may be inside `use` of an owner. This thread may be too (a lease
+    // that found the pool dry): the recursive mutex then lets it in, and its own owner's users,
+    // which count the acquisition it is in, keep that session.
     std::unique_lock use(pinned->use, std::try_to_lock);
     if (!use.owns_lock()) continue;
     std::lock_guard lock(mutex_);
