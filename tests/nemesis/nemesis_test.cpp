@@ -421,8 +421,10 @@ void Nemesis::run(Workload workload) {
   // Two threads on one manager: their releases are written behind one another's.
   auto behind_options = manager_options;
   behind_options.write_behind_releases = true;
-  auto shared_manager =
-      std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(0), store_options), behind_options);
+  // In advisory mode its two owners share a pool of one session: each lease that finds it dry makes
+  // the leasing thread, inside its own owner's statement, give back the other owner's idle session.
+  auto shared_manager = std::make_unique<dblock::LockManager>(
+      dblock::Store::open(advisory ? dsn_for(0) + "&pool=1" : dsn_for(0), store_options), behind_options);
   auto own_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(1), store_options),
                                                            manager_options);
   // One owner for two threads (plain locks in table mode: an advisory lock is its session's, one
