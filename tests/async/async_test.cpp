@@ -26,6 +26,7 @@
 #include <dblock/dblock.hpp>
 
 #include "support/admin.hpp"
+#include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "support/admin.hpp"
+#include "support/build_paths.hpp"
 #include "support/json_check.hpp"
 #include "support/processes.hpp"
 #include "support/roles.hpp"

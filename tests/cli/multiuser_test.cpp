@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/build_paths.hpp"
 #include "support/processes.hpp"
 #include "support/servers.hpp"
 

@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/build_paths.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
 

@@ -17,6 +17,7 @@
 #include <httplib.h>
 
 #include "support/admin.hpp"
+#include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"

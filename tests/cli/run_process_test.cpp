@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "dblock/run_processes.hpp"
+#include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 #include "support/processes.hpp"
 #include "support/servers.hpp"

@@ -16,6 +16,7 @@
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
 #include "support/admin.hpp"
+#include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"

@@ -21,6 +21,7 @@
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
+#include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/processes.hpp"

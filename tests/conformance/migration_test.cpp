@@ -18,6 +18,7 @@
 #include "core/store_parts.hpp"
 #include "migrate/migration_engine.hpp"
 #include "support/admin.hpp"
+#include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/roles.hpp"

@@ -20,6 +20,7 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/processes.hpp"

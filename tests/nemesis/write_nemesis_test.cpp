@@ -53,6 +53,7 @@
 #include <dblock/dblock.hpp>
 
 #include "app_writes.hpp"
+#include "support/build_paths.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"

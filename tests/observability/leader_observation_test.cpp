@@ -11,6 +11,7 @@
 #include <dblock/dblock.hpp>
 
 #include "observability/pg_fixture.hpp"
+#include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 
 using namespace std::chrono_literals;

@@ -21,6 +21,7 @@
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 
+#include "support/build_paths.hpp"
 #include "support/installation.hpp"
 #include "support/own_servers.hpp"
 #include "support/servers.hpp"

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "support/build_paths.hpp"
+
 namespace dblock::test {
 
 class OwnServers {
