@@ -4,23 +4,33 @@
 # DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), builds and runs the quick tier
 # once without MySQL and once without PostgreSQL, builds a consumer against the installed static and shared
 # library, builds the Debian packages and installs, checks and removes them, builds the container
-# image and runs its compose stacks (tools/image_test.sh), repeats the suites
-# under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits non-zero on any failure.
+# image and runs its compose stacks (tools/image_test.sh), runs the sanitized tier (every test not
+# labelled `integration`) under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits
+# non-zero on any failure. Its budget (doc/architecture.md, "Tests"): 40 minutes on a clean clone
+# with an empty compiler cache, 25 when ccache holds the objects of an earlier run.
 #   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
 #   DBLOCK_TEST_JOBS — tests run at once; default twice the cores (the database tests mostly wait on
 #   servers and leases: at one per core the CPU is busy under half the time), under the sanitizers
 #   one more than the cores (their tests use the CPU far more).
 #
+# The builds that no step needs yet (no-mysql, no-postgres, shared, package and the sanitizer
+# presets) run one after another in the background at the lowest CPU priority (nice 19) while the
+# dev tests, which mostly wait on servers and leases, run in the foreground; a step that needs a
+# build waits for it. The step table at the end lists them apart, with their own wall times.
+#
 # tools/test.sh --quick is the developer's loop: the same packages and dev build, the style check,
 # then PostgreSQL, MariaDB and PgBouncer (no cluster) and every suite but the slow ones (nemesis,
-# stress, clusters, Patroni, the Python clients, the bench smoke); nothing after that. The full run
-# (no argument) is what CI runs.
+# stress, clusters, Patroni, the Python clients, the bench smoke); nothing after that.
+# tools/test.sh --loaded is the check to run after touching a test that waits for time: the dev
+# suite and ASan's sanitized tier at twice CI's parallelism, beside one CPU burner per core.
+# The full run (no argument) is what CI runs.
 set -euo pipefail
-quick=0
+mode=full
 case ${1-} in
-  --quick) quick=1 ;;
+  --quick) mode=quick ;;
+  --loaded) mode=loaded ;;
   "") ;;
-  *) echo "usage: tools/test.sh [--quick]" >&2; exit 2 ;;
+  *) echo "usage: tools/test.sh [--quick | --loaded]" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,6 +38,14 @@ jobs=$(nproc)
 test_jobs=${DBLOCK_TEST_JOBS-$((2 * jobs))}
 sanitizer_test_jobs=${DBLOCK_TEST_JOBS-$((jobs + 1))}
 sanitizers=${DBLOCK_SANITIZERS-tsan asan}
+budget_warning_seconds=2700  # 45 minutes: past it the step table ends with the slowest steps
+# The tiers, by label (a test added later falls in one by its labels, never by a list here):
+# the quick tier leaves out the slow suites and those needing the Galera cluster; the sanitized tier
+# leaves out `integration`, the tests of other processes and servers, which the dev preset runs.
+slow_labels='nemesis|stress|cluster|python|bench'
+slow_names='Galera|galera'
+unsanitized_labels='integration'
+
 # Each step's wall time, printed again as a table when the script ends (passed or failed): CI
 # shows the end of the log, and the table says where a slow or failed run spent its time.
 step_names=() step_starts=()
@@ -35,43 +53,102 @@ step() {
   step_names+=("$*") step_starts+=("$SECONDS")
   printf '\n==> [%d s] %s\n' "$SECONDS" "$*"
 }
+dbdir= builds= burners=()
 print_step_times() {
-  local i end
-  printf '\n==> wall time by step (s), %d s in all\n' "$SECONDS"
+  local i end lines=()
   for i in "${!step_names[@]}"; do
     end=${step_starts[i + 1]-$SECONDS}
-    printf '%6d  %s\n' $((end - step_starts[i])) "${step_names[i]:0:100}"
+    lines+=("$(printf '%6d  %s' $((end - step_starts[i])) "${step_names[i]:0:100}")")
   done
+  printf '\n==> wall time by step (s), %d s in all\n' "$SECONDS"
+  printf '%s\n' "${lines[@]}"
+  if [ -n "$builds" ] && compgen -G "$builds/*.seconds" > /dev/null; then
+    printf '    beside them, in the background at nice 19:\n'
+    for i in "$builds"/*.seconds; do printf '%6d  build %s\n' "$(cat "$i")" "$(basename "$i" .seconds)"; done
+  fi
+  if command -v ccache > /dev/null; then
+    printf '    compiler cache: %s\n' "$(ccache --print-stats 2> /dev/null \
+      | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ { hit += $2 } $1 == "cache_miss" { miss = $2 }
+             END { printf "%d hits, %d misses this run", hit, miss }')"
+  fi
+  if [ "$SECONDS" -gt "$budget_warning_seconds" ]; then
+    printf '\nWARNING: %d s is past the %d s warning line (the budget is 2400 s on a clean clone, CI stops at 5400 s).\n' \
+      "$SECONDS" "$budget_warning_seconds"
+    printf 'The slowest steps:\n'
+    printf '%s\n' "${lines[@]}" | sort -rn | head -4
+  fi
 }
-dbdir=
 on_exit() {
+  local pid
+  for pid in "${burners[@]}"; do kill "$pid" 2> /dev/null || true; done
+  [ -z "$builds" ] || [ ! -e "$builds/pid" ] || kill -- "-$(cat "$builds/pid")" 2> /dev/null || true
   print_step_times
   if [ -n "$dbdir" ]; then "$root/tools/testdb.sh" stop "$dbdir" || true; fi
 }
 trap on_exit EXIT
-slow_labels='nemesis|stress|cluster|python|bench'
-slow_names='Patroni|patroni|Galera|galera'
+
+# Builds PRESETS one after another in the background at nice 19; wait_for_build PRESET returns when
+# that one is built (its log is shown and the script fails if it did not build).
+build_in_background() {
+  builds=$(mktemp -d /tmp/dblock-builds.XXXXXX)
+  set -m  # the chain runs in a process group of its own, so that on_exit can stop all of it
+  (
+    for preset in "$@"; do
+      start=$SECONDS
+      status=0
+      { cmake --preset "$preset" && nice -n 19 cmake --build --preset "$preset" -j "$jobs"; } \
+        > "$builds/$preset.log" 2>&1 || status=$?
+      echo $((SECONDS - start)) > "$builds/$preset.seconds"
+      echo "$status" > "$builds/$preset.status"
+      [ "$status" = 0 ] || exit 1
+    done
+  ) &
+  echo $! > "$builds/pid"
+  set +m
+}
+wait_for_build() {
+  # Polled: the chain is not this shell's child per preset. Bounded by the chain being alive.
+  while [ ! -e "$builds/$1.status" ]; do
+    if ! kill -0 "$(cat "$builds/pid")" 2> /dev/null; then
+      grep -L '^0$' "$builds"/*.status 2> /dev/null | while read -r failed; do tail -60 "${failed%.status}.log" >&2; done
+      echo "the background builds stopped before $1 was built" >&2
+      exit 1
+    fi
+    sleep 2
+  done
+  if [ "$(cat "$builds/$1.status")" != 0 ]; then
+    tail -60 "$builds/$1.log" >&2
+    echo "preset $1 did not build (log above)" >&2
+    exit 1
+  fi
+  echo "(preset $1 built in the background in $(cat "$builds/$1.seconds") s)"
+}
 
 step "checking Debian packages"
 source tools/deps.sh
 install_missing "${DBLOCK_BUILD_PACKAGES[@]}" "${DBLOCK_TEST_PACKAGES[@]}"
+command -v ccache > /dev/null && ccache --zero-stats > /dev/null
 
-step "docker-compose config (the compose file is valid; no engine is needed)"
-docker-compose -f docker/compose.yaml config > /dev/null
-docker-compose -f docker/compose.mariadb.yaml config > /dev/null
+if [ "$mode" = full ]; then
+  step "docker-compose config (the compose file is valid; no engine is needed)"
+  docker-compose -f docker/compose.yaml config > /dev/null
+  docker-compose -f docker/compose.mariadb.yaml config > /dev/null
+fi
 
 step "configure and build (preset dev, -Werror)"
 cmake --preset dev > /dev/null
 cmake --build --preset dev -j "$jobs"
 
-step "style: lines changed since tools/style-baseline against .clang-format and .clang-tidy"
-tools/style_check.sh build/dev
+if [ "$mode" != loaded ]; then
+  step "style: lines changed since tools/style-baseline against .clang-format and .clang-tidy"
+  tools/style_check.sh build/dev
+fi
 
 dbdir=$(mktemp -d /tmp/dblock-test.XXXXXX)
 step "starting throwaway servers in $dbdir"
 eval "$("$root/tools/testdb.sh" start "$dbdir")"
 export DBLOCK_REQUIRE_SERVERS=1
-if [ "$quick" = 1 ]; then
+if [ "$mode" = quick ]; then
   step "ctest (dev, quick tier: no nemesis, stress, Galera, Patroni, Python or bench tests)"
   ctest --preset dev -j "$test_jobs" -LE "$slow_labels" -E "$slow_names"
   step "quick tier passed (the full run: tools/test.sh)"
@@ -80,20 +157,25 @@ fi
 step "starting a three-node MariaDB Galera cluster in $dbdir"
 eval "$("$root/tools/testdb.sh" start-galera "$dbdir")"
 
-step "ctest (dev)"
-ctest --preset dev -j "$test_jobs"
+if [ "$mode" = loaded ]; then
+  build_in_background asan
+  for ((i = 0; i < jobs; ++i)); do
+    (while :; do :; done) &
+    burners+=($!)
+  done
+  step "ctest (dev) at $((4 * jobs)) at once, beside $jobs CPU burners"
+  ctest --preset dev -j "$((4 * jobs))"
+  step "ctest (asan, sanitized tier) at $((2 * (jobs + 1))) at once, beside $jobs CPU burners"
+  wait_for_build asan
+  ctest --preset asan -j "$((2 * (jobs + 1)))" -LE "$unsanitized_labels"
+  step "the loaded run passed"
+  exit 0
+fi
 
-for backend in mysql postgres; do
-  step "build and ctest without the $backend backend (preset no-$backend: library, CLI and the quick tier's suites that apply)"
-  cmake --preset "no-$backend" > /dev/null
-  cmake --build --preset "no-$backend" -j "$jobs"
-  if "build/no-$backend/dblock" --version | grep -q "^  $backend"; then
-    echo "dblock --version lists $backend in a build without it" >&2; exit 1
-  fi
-  # The slow suites (nemesis, stress, clusters, Python, bench) ran on every backend in the dev
-  # preset above; here the question is only whether a build without one backend still works.
-  ctest --preset "no-$backend" -j "$test_jobs" -LE "$slow_labels" -E "$slow_names"
-done
+build_in_background no-mysql no-postgres shared package $sanitizers
+
+step "ctest (dev: every test)"
+ctest --preset dev -j "$test_jobs"
 
 step "fuzz the URI, duration and name parsers (libFuzzer, 20 s)"
 tools/fuzz.sh 20 "$dbdir/fuzz"
@@ -104,9 +186,22 @@ cmake --install build/dev --prefix "$prefix" --component dev > /dev/null
 tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_PG_DSN?prefix=consumer_"
 rm -rf "$prefix"
 
-step "build libdblock.so (preset shared) and a consumer against it; its SONAME and exports"
-cmake --preset shared > /dev/null
-cmake --build --preset shared -j "$jobs"
+step "the container image: build it, run the compose stacks on PostgreSQL and MariaDB (own dockerd)"
+tools/image_test.sh
+
+for backend in mysql postgres; do
+  step "ctest without the $backend backend (preset no-$backend: library, CLI and the quick tier's suites that apply)"
+  wait_for_build "no-$backend"
+  if "build/no-$backend/dblock" --version | grep -q "^  $backend"; then
+    echo "dblock --version lists $backend in a build without it" >&2; exit 1
+  fi
+  # The slow suites (nemesis, stress, clusters, Python, bench) ran on every backend in the dev
+  # preset above; here the question is only whether a build without one backend still works.
+  ctest --preset "no-$backend" -j "$test_jobs" -LE "$slow_labels" -E "$slow_names"
+done
+
+step "libdblock.so (preset shared) and a consumer against it; its SONAME and exports"
+wait_for_build shared
 prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
 cmake --install build/shared --prefix "$prefix" --component dev > /dev/null
 tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_MYSQL_DSN?prefix=consumer_"
@@ -115,20 +210,15 @@ ldd build/shared/dblock | grep -q "libdblock.so.[0-9]* => $root/build/shared/" \
   || { echo "the shared build's CLI does not load its libdblock.so" >&2; exit 1; }
 build/shared/dblock --dsn "sqlite://$dbdir/shared.db" run --name shared-cli -- true
 
-step "Debian packages: build with CPack, install, use, remove"
-cmake --preset package > /dev/null
-cmake --build --preset package -j "$jobs"
+step "Debian packages: package the release build with CPack, install, use, remove"
+wait_for_build package
 (cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
 tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
 
-step "the container image: build it, run the compose stacks on PostgreSQL and MariaDB (own dockerd)"
-tools/image_test.sh
-
 for preset in $sanitizers; do
-  step "build and ctest under preset $preset"
-  cmake --preset "$preset" > /dev/null
-  cmake --build --preset "$preset" -j "$jobs"
-  ctest --preset "$preset" -j "$sanitizer_test_jobs"
+  step "ctest under preset $preset (the sanitized tier: every test not labelled $unsanitized_labels)"
+  wait_for_build "$preset"
+  ctest --preset "$preset" -j "$sanitizer_test_jobs" -LE "$unsanitized_labels"
 done
 
 step "all tests passed"
