@@ -1,7 +1,10 @@
 // The reaper sidecar as an operator runs it: endpoints scraped over loopback, SIGTERM, and a
 // database that goes away and comes back.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "dblock/listen_address.hpp"
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
 #include "support/eventually.hpp"
@@ -34,10 +38,13 @@ namespace {
 
 class Sidecar {
  public:
-  Sidecar(const std::string& dsn, std::uint16_t port, const std::vector<std::string>& extra = {})
-      : client_("127.0.0.1", port) {
-    std::vector<std::string> args{DBLOCK_CLI_PATH, "--dsn", dsn, "--log-level", "warn", "reaper", "--listen",
-                                  "127.0.0.1:" + std::to_string(port), "--interval", "100ms"};
+  /// Listening on `host` (a loopback address; an IPv6 one goes to --listen in brackets).
+  Sidecar(const std::string& dsn, std::uint16_t port, const std::vector<std::string>& extra = {},
+          const std::string& host = "127.0.0.1")
+      : client_(host, port) {
+    std::vector<std::string> args{DBLOCK_CLI_PATH, "--dsn",  dsn,        "--log-level",
+                                  "warn",          "reaper", "--listen", dblock::cli::format_endpoint(host, port),
+                                  "--interval",    "100ms"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
@@ -65,6 +72,10 @@ class Sidecar {
     auto response = client_.Get(path);
     return response ? response->body : "";
   }
+  /// Serving, with the database reached (the HTTP server starts before the store opens).
+  bool ready() {
+    return sidecar_eventually([&] { return body("/metrics").find("dblock_database_up 1\n") != std::string::npos; });
+  }
   /// SIGTERM, then the exit code, or -1 when it did not exit within the bound.
   int terminate(std::chrono::milliseconds limit = 10s) {
     kill(pid_, SIGTERM);
@@ -84,6 +95,67 @@ class Sidecar {
   pid_t pid_ = -1;
   httplib::Client client_;
 };
+
+/// A socket closed however the scope ends.
+class Socket {
+ public:
+  explicit Socket(int family) : fd_(socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0)) {}
+  ~Socket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  [[nodiscard]] int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+struct RawResponse {
+  int status = -1;  // -1: no answer
+  std::string body;
+};
+
+/// Sends `request` byte for byte (httplib's client always adds a Content-Length to a POST) to a
+/// loopback `address` ("127.0.0.1" or "::1"), and reads the answer until the server closes the
+/// connection (the request says "Connection: close"), each read bounded.
+RawResponse raw_http(const std::string& address, std::uint16_t port, const std::string& request) {
+  sockaddr_storage peer{};
+  socklen_t peer_size = 0;
+  if (address.find(':') == std::string::npos) {
+    auto& v4 = reinterpret_cast<sockaddr_in&>(peer);
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons(port);
+    inet_pton(AF_INET, address.c_str(), &v4.sin_addr);
+    peer_size = sizeof v4;
+  } else {
+    auto& v6 = reinterpret_cast<sockaddr_in6&>(peer);
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons(port);
+    inet_pton(AF_INET6, address.c_str(), &v6.sin6_addr);
+    peer_size = sizeof v6;
+  }
+  Socket connection(peer.ss_family);
+  timeval limit{10, 0};
+  setsockopt(connection.fd(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  setsockopt(connection.fd(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  if (connect(connection.fd(), reinterpret_cast<sockaddr*>(&peer), peer_size) != 0) return {};
+  if (send(connection.fd(), request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size()))
+    return {};
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t got; (got = recv(connection.fd(), buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, got);
+  RawResponse response;
+  if (answer.starts_with("HTTP/1.1 ") && answer.size() >= 12) response.status = std::stoi(answer.substr(9, 3));
+  if (auto headers_end = answer.find("\r\n\r\n"); headers_end != std::string::npos)
+    response.body = answer.substr(headers_end + 4);
+  return response;
+}
+
+/// A POST as `curl -X POST URL` sends it: no body, and so neither Content-Length nor Transfer-Encoding.
+std::string bodiless_post(const std::string& target, const std::string& extra_headers = "") {
+  return fmt::format("POST {} HTTP/1.1\r\nHost: localhost\r\n{}Connection: close\r\n\r\n", target, extra_headers);
+}
 
 TEST(ReaperSidecar, ServesMetricsAndHealthReapsAndStopsOnSigterm) {
   dblock::test::Installation installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path());
@@ -180,6 +252,120 @@ TEST(ReaperSidecar, ADsnTheStoreRefusesEndsTheSidecarWith64NotAHangingListener) 
     EXPECT_NE(text.find("is invalid"), std::string::npos) << dsn << ": " << text;
   }
   std::remove("/tmp/dblock-reaper-bad-dsn.db");
+}
+
+// `curl -X POST 'http://…/api/revoke?name=N'` sends no body and no Content-Length, as HTTP/1.1
+// allows; httplib waited for a body until its read timeout and answered 400 with nothing in it.
+TEST(ReaperSidecar, ABodilessRevokeRevokesAndAnIncompleteOneSaysWhy) {
+  dblock::test::Installation installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path());
+  auto token_file = fmt::format("/tmp/dblock-reaper-admin-token-{}", getpid());
+  std::ofstream(token_file) << "0123456789abcdef-secret\n";
+  dblock::LockManager locks(installation.store(), {.default_ttl = 60s});
+  auto held = locks.try_acquire("bodiless/revoked");
+  ASSERT_TRUE(held);
+  auto port = dblock::test::free_port();
+  Sidecar sidecar(installation.dsn(), port, {"--admin-token-file", token_file});
+  ASSERT_TRUE(sidecar.ready()) << "sidecar never reached the database";
+  const std::string bearer = "Authorization: Bearer 0123456789abcdef-secret\r\n";
+
+  auto unnamed = raw_http("127.0.0.1", port, bodiless_post("/api/revoke", bearer));
+  EXPECT_EQ(unnamed.status, 400);
+  EXPECT_NE(unnamed.body.find("name parameter is missing"), std::string::npos) << unnamed.body;
+  auto anonymous = raw_http("127.0.0.1", port, bodiless_post("/api/revoke?name=bodiless/revoked"));
+  EXPECT_EQ(anonymous.status, 401);
+  EXPECT_NE(anonymous.body.find("bearer token"), std::string::npos) << anonymous.body;
+  auto elsewhere = raw_http("127.0.0.1", port, bodiless_post("/api/nothing-here", bearer));
+  EXPECT_EQ(elsewhere.status, 404);
+  EXPECT_NE(elsewhere.body.find("no such endpoint"), std::string::npos) << elsewhere.body;
+  EXPECT_EQ(installation.store()->lock("bodiless/revoked")->state, dblock::LockState::held);
+
+  auto revoked = raw_http("127.0.0.1", port, bodiless_post("/api/revoke?name=bodiless/revoked", bearer));
+  EXPECT_EQ(revoked.status, 200) << revoked.body;
+  EXPECT_NE(revoked.body.find("\"revoked\":\"bodiless/revoked\""), std::string::npos) << revoked.body;
+  EXPECT_EQ(installation.store()->lock("bodiless/revoked")->state, dblock::LockState::revoked);
+  auto again = raw_http("127.0.0.1", port, bodiless_post("/api/revoke?name=no/such/lock", bearer));
+  EXPECT_EQ(again.status, 404);
+  EXPECT_NE(again.body.find("no live lock"), std::string::npos) << again.body;
+  std::remove(token_file.c_str());
+  dblock::test::remove_embedded_sqlite();
+}
+
+// An IPv6 address in brackets, as URLs write it: httplib binds "::1", not "[::1]".
+TEST(ReaperSidecar, ListensOnABracketedIpv6Loopback) {
+  dblock::test::Installation installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path());
+  dblock::LockManager locks(installation.store(), {.default_ttl = 60s});
+  auto held = locks.try_acquire("over/ipv6");
+  ASSERT_TRUE(held);
+  auto port = dblock::test::free_port();
+  Sidecar sidecar(installation.dsn(), port, {"--status-refresh", "100ms"}, "::1");
+  auto get = [&](const std::string& path) {
+    return raw_http("::1", port, fmt::format("GET {} HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n", path));
+  };
+  ASSERT_TRUE(sidecar_eventually([&] {
+    return get("/metrics").body.find("dblock_database_up 1\n") != std::string::npos;
+  })) << "nothing served on [::1], or the database never reached";
+  EXPECT_EQ(get("/healthz").status, 200);
+  // ::1 is loopback: the status page is served there as on 127.0.0.1.
+  ASSERT_TRUE(sidecar_eventually([&] { return get("/status.json").body.find("\"over/ipv6\"") != std::string::npos; }))
+      << get("/status.json").body;
+  EXPECT_EQ(sidecar.terminate(), 0);
+  dblock::test::remove_embedded_sqlite();
+}
+
+TEST(ReaperListenAddress, AnIpv6AddressGoesInBracketsAndBadTextIsRefusedSayingWhy) {
+  auto bracketed = dblock::cli::parse_listen("[::1]:9464");
+  EXPECT_EQ(bracketed.host, "::1");
+  EXPECT_EQ(bracketed.port, 9464);
+  EXPECT_EQ(dblock::cli::parse_listen("127.0.0.1:9464").host, "127.0.0.1");
+  auto refusal = [](std::string_view text) {
+    try {
+      dblock::cli::parse_listen(text);
+    } catch (const dblock::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refusal("::1:9464").find("without brackets"), std::string::npos) << refusal("::1:9464");
+  EXPECT_NE(refusal("[127.0.0.1]:9464").find("not an IPv6 address"), std::string::npos);
+  EXPECT_NE(refusal("[::1]").find("[IPV6]:PORT"), std::string::npos);
+  EXPECT_NE(refusal("127.0.0.1:94x").find("port"), std::string::npos);
+  EXPECT_NE(refusal(":9464").find("no host"), std::string::npos);
+}
+
+// The listener is judged by the address bound, never by how --listen spells it: a name such as
+// 127.example.com may resolve to the wildcard (every interface), where the status page must stay
+// off. Only loopback and wildcard addresses appear here, and nothing is sent anywhere.
+TEST(ReaperListenAddress, LoopbackIsJudgedByTheAddressNotByItsSpelling) {
+  auto v4 = [](const char* text) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    EXPECT_EQ(inet_pton(AF_INET, text, &address.sin_addr), 1) << text;
+    return address;
+  };
+  auto v6 = [](const char* text) {
+    sockaddr_in6 address{};
+    address.sin6_family = AF_INET6;
+    EXPECT_EQ(inet_pton(AF_INET6, text, &address.sin6_addr), 1) << text;
+    return address;
+  };
+  EXPECT_TRUE(dblock::cli::is_loopback(v4("127.0.0.1")));
+  EXPECT_TRUE(dblock::cli::is_loopback(v4("127.255.255.254")));
+  EXPECT_TRUE(dblock::cli::is_loopback(v6("::1")));
+  EXPECT_TRUE(dblock::cli::is_loopback(v6("::ffff:127.0.0.1")));
+  EXPECT_FALSE(dblock::cli::is_loopback(v4("0.0.0.0")));
+  EXPECT_FALSE(dblock::cli::is_loopback(v6("::")));
+  EXPECT_FALSE(dblock::cli::is_loopback(v6("::ffff:0.0.0.0")));
+  sockaddr_storage unix_socket{};
+  unix_socket.ss_family = AF_UNIX;
+  EXPECT_FALSE(dblock::cli::is_loopback(unix_socket)) << "another family is not judged loopback";
+
+  // What a host resolves to decides, numeric hosts included (no name here: a lookup could leave the host).
+  for (const auto* host : {"127.0.0.1", "127.1", "::1"})
+    for (const auto& candidate : dblock::cli::resolve_listen_host(host))
+      EXPECT_TRUE(dblock::cli::is_loopback(candidate.address)) << host << " as " << candidate.numeric;
+  for (const auto* host : {"0.0.0.0", "::"})
+    for (const auto& candidate : dblock::cli::resolve_listen_host(host))
+      EXPECT_FALSE(dblock::cli::is_loopback(candidate.address)) << host << " as " << candidate.numeric;
 }
 
 TEST(ReaperSidecar, OnceExitsWithTheOutcome) {

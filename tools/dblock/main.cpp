@@ -183,7 +183,8 @@ int main(int argc, char** argv) {
   std::string log_format = "text";
   reaper->add_option("--interval", interval_text, "Pause between cycles (jittered ±20%)");
   reaper->add_option("--batch", reaper_request.batch, "Most rows deleted per statement")->check(CLI::Range(1, 1000000));
-  reaper->add_option("--listen", reaper_request.listen, "HOST:PORT for /metrics and /healthz ('' to disable)");
+  reaper->add_option("--listen", reaper_request.listen,
+                     "HOST:PORT or [IPV6]:PORT for /metrics and /healthz ('' to disable)");
   reaper->add_flag("--once", reaper_request.once, "Run one cycle and exit");
   reaper->add_option("--unhealthy-after", reaper_request.unhealthy_after,
                      "Failed cycles in a row before /healthz answers 503")

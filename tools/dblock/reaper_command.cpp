@@ -9,7 +9,6 @@
 #include <iterator>
 
 #include <algorithm>
-#include <charconv>
 #include <optional>
 #include <thread>
 
@@ -18,6 +17,7 @@
 #include <httplib.h>
 
 #include "dblock/exit_codes.hpp"
+#include "dblock/listen_address.hpp"
 #include "dblock/metrics.hpp"
 #include "dblock/status_page.hpp"
 #include "dblock/status_source.hpp"
@@ -25,21 +25,6 @@
 namespace dblock::cli {
 
 namespace {
-
-struct ListenAddress {
-  std::string host;
-  int port = 0;
-};
-
-ListenAddress parse_listen(const std::string& text) {
-  auto colon = text.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || colon == 0 ||
-      std::from_chars(text.data() + colon + 1, text.data() + text.size(), port).ec != std::errc() || port < 0 ||
-      port > 65535)
-    throw InvalidArgument(fmt::format("--listen '{}' must be HOST:PORT, e.g. 127.0.0.1:9464", text));
-  return {text.substr(0, colon), port};
-}
 
 /// Waits up to `timeout` for SIGTERM/SIGINT/SIGHUP; returns true when one arrived.
 bool wait_for_stop_signal(std::chrono::milliseconds timeout) {
@@ -84,6 +69,46 @@ void set_page_headers(httplib::Response& response) {
   response.set_header("Cache-Control", "no-store");
 }
 
+/// Binds `server` to the first address `address.host` names that can be bound, as httplib would, but
+/// handing it each address's numeric spelling: the address returned, which decides what the listener
+/// serves (is_loopback), is then the one bound, whatever the name resolves to a moment later.
+/// @throws ListenError naming each address tried and why it could not be bound.
+ListenCandidate bind_listener(httplib::Server& server, const ListenAddress& address) {
+  std::string failures;
+  for (auto& candidate : resolve_listen_host(address.host)) {
+    errno = 0;
+    if (server.bind_to_port(candidate.numeric, address.port)) return candidate;
+    failures += fmt::format("{}{}: {}", failures.empty() ? "" : "; ", candidate.numeric,
+                            errno != 0 ? std::strerror(errno) : "cannot be bound");
+  }
+  throw ListenError(failures);
+}
+
+/// Why the sidecar answers `status` to `request` when no handler said so itself: httplib's own
+/// answers (a malformed request, an unknown path) carry no body.
+std::string refusal_reason(const httplib::Request& request, int status, bool status_page_served) {
+  switch (status) {
+    case 400:
+      return "the request could not be read: malformed, or a body was announced (Content-Length, Transfer-Encoding) "
+             "and not sent";
+    case 404:
+      if (!status_page_served && request.method == "GET" &&
+          (request.path == "/" || request.path == "/status" || request.path == "/status.json"))
+        return "the status page is served on a loopback --listen address only, unless the reaper runs with "
+               "--status-public";
+      return "no such endpoint: this sidecar serves GET /metrics, /healthz, /, /status, /status.json and "
+             "POST /api/revoke?name=NAME";
+    case 413:
+      return "the request body is too large";
+    case 414:
+      return "the request URI is too long";
+    case 416:
+      return "the requested range cannot be served";
+    default:
+      return fmt::format("the request was refused ({})", status);
+  }
+}
+
 }  // namespace
 
 int run_reaper(const ReaperRequest& request, const std::shared_ptr<spdlog::logger>& logger) {
@@ -107,6 +132,19 @@ int run_reaper(const ReaperRequest& request, const std::shared_ptr<spdlog::logge
   std::jthread http;
   if (!request.listen.empty() && !request.once) {
     auto address = parse_listen(request.listen);
+    // SO_REUSEADDR only (a restart binds over connections in TIME_WAIT); httplib's default
+    // SO_REUSEPORT would let a second reaper share the port and split the scrapes.
+    server.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    std::optional<ListenCandidate> bound;
+    try {
+      bound = bind_listener(server, address);
+    } catch (const ListenError& e) {
+      logger->error("cannot listen on {}: {}", request.listen, e.what());
+      return kOsError;
+    }
     server.Get("/metrics", [&](const httplib::Request&, httplib::Response& response) {
       // The census scans the lock table: cached for --census-every, whatever the scrape rate.
       auto census = status.census();
@@ -123,10 +161,10 @@ int run_reaper(const ReaperRequest& request, const std::shared_ptr<spdlog::logge
       response.set_content(render_status_html(status.snapshot(), store_label(), refresh), "text/html; charset=utf-8");
     };
     // Lock names and owners (host names, pids) are for operators: a listener reachable from
-    // elsewhere (0.0.0.0 for a scraper) shows them only when asked to.
-    auto& host = address.host;
-    bool loopback = host == "localhost" || host.starts_with("127.") || host == "::1" || host == "[::1]";
-    if (loopback || request.status_public) {
+    // elsewhere (0.0.0.0 for a scraper) shows them only when asked to. Judged by the address bound,
+    // not by how --listen spells it: a name such as 127.example.com may resolve to any address.
+    bool status_page_served = is_loopback(bound->address) || request.status_public;
+    if (status_page_served) {
       server.Get("/", page);
       server.Get("/status", page);
       server.Get("/status.json", [&](const httplib::Request&, httplib::Response& response) {
@@ -135,42 +173,51 @@ int run_reaper(const ReaperRequest& request, const std::shared_ptr<spdlog::logge
       });
     }
     // The one write action: off unless an admin token was given, and then only with it.
-    server.Post("/api/revoke", [&](const httplib::Request& http_request, httplib::Response& response) {
+    auto revoke = [&](const httplib::Request& http_request, httplib::Response& response) {
       set_page_headers(response);
-      if (admin_token.empty()) {
-        response.status = 403;
-        response.set_content("{\"error\":\"write actions are off (start the reaper with --admin-token-file)\"}\n",
-                             "application/json");
-        return;
-      }
+      auto refuse = [&response](int code, std::string_view reason) {
+        response.status = code;
+        response.set_content(fmt::format("{{\"error\":{}}}\n", json_string(reason)), "application/json");
+      };
+      if (admin_token.empty()) return refuse(403, "write actions are off (start the reaper with --admin-token-file)");
       auto authorization = http_request.get_header_value("Authorization");
       constexpr std::string_view kBearer = "Bearer ";
       if (!authorization.starts_with(kBearer) ||
           !same_secret(std::string_view(authorization).substr(kBearer.size()), admin_token)) {
-        response.status = 401;
         response.set_header("WWW-Authenticate", "Bearer");
-        response.set_content("{\"error\":\"a valid bearer token is required\"}\n", "application/json");
-        return;
+        return refuse(401, "a valid bearer token is required");
       }
       auto name = http_request.get_param_value("name");
+      if (name.empty()) return refuse(400, "the name parameter is missing: POST /api/revoke?name=NAME");
       auto open = current_store();
       try {
         if (!open) throw ConnectionError("the database has not been reached yet");
         auto revoked = open->revoke(name);
         status.invalidate();
+        if (!revoked) return refuse(404, "no live lock of that name");
         logger->warn("revoked lock {} through /api/revoke", json_string(name));
-        response.status = revoked ? 200 : 404;
-        response.set_content(revoked ? fmt::format("{{\"revoked\":{},\"token\":{},\"free_in_ms\":{}}}\n",
-                                                   json_string(name), revoked->token, revoked->remaining.count())
-                                     : std::string("{\"error\":\"no live lock of that name\"}\n"),
+        response.set_content(fmt::format("{{\"revoked\":{},\"token\":{},\"free_in_ms\":{}}}\n", json_string(name),
+                                         revoked->token, revoked->remaining.count()),
                              "application/json");
       } catch (const InvalidArgument& e) {
-        response.status = 400;
-        response.set_content(fmt::format("{{\"error\":{}}}\n", json_string(e.what())), "application/json");
+        refuse(400, e.what());
       } catch (const std::exception& e) {
-        response.status = 503;
-        response.set_content(fmt::format("{{\"error\":{}}}\n", json_string(e.what())), "application/json");
+        refuse(503, e.what());
       }
+    };
+    server.Post("/api/revoke", revoke);
+    // RFC 9112 section 6.3: a request with neither Content-Length nor Transfer-Encoding has no body,
+    // and `curl -X POST URL` sends one so. httplib 0.11 reads such a body until its read timeout and
+    // then answers 400 without calling any handler, so these requests are answered before it reads.
+    server.set_pre_routing_handler([&](const httplib::Request& http_request, httplib::Response& response) {
+      if (http_request.method != "POST" || http_request.has_header("Content-Length") ||
+          http_request.has_header("Transfer-Encoding"))
+        return httplib::Server::HandlerResponse::Unhandled;
+      if (http_request.path == "/api/revoke")
+        revoke(http_request, response);
+      else
+        response.status = 404;  // the error handler says why
+      return httplib::Server::HandlerResponse::Handled;
     });
     server.Get("/healthz", [&](const httplib::Request&, httplib::Response& response) {
       auto failures = metrics.consecutive_failures();
@@ -182,20 +229,21 @@ int run_reaper(const ReaperRequest& request, const std::shared_ptr<spdlog::logge
         response.set_content("ok\n", "text/plain");
       }
     });
-    // SO_REUSEADDR only (a restart binds over connections in TIME_WAIT); httplib's default
-    // SO_REUSEPORT would let a second reaper share the port and split the scrapes.
-    server.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    errno = 0;
-    if (!server.bind_to_port(address.host, address.port)) {
-      logger->error("cannot listen on {}: {}", request.listen,
-                    errno != 0 ? std::strerror(errno) : "the address is in use or not available");
-      return kOsError;
-    }
+    // Every error answer says why, httplib's own included (a malformed request, an unknown path).
+    server.set_error_handler(httplib::Server::HandlerWithResponse(
+        [status_page_served](const httplib::Request& http_request, httplib::Response& response) {
+          if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          auto reason = refusal_reason(http_request, response.status, status_page_served);
+          if (http_request.path.starts_with("/api/"))
+            response.set_content(fmt::format("{{\"error\":{}}}\n", json_string(reason)), "application/json");
+          else
+            response.set_content(reason + "\n", "text/plain; charset=utf-8");
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     http = std::jthread([&server] { server.listen_after_bind(); });
-    logger->info("serving /metrics, /healthz and the status page (/, /status.json) on {}{}", request.listen,
+    auto bound_endpoint = format_endpoint(bound->numeric, address.port);
+    logger->info("serving /metrics, /healthz{} on {}{}{}", status_page_served ? " and the status page" : "",
+                 request.listen, bound_endpoint == request.listen ? "" : fmt::format(" (bound to {})", bound_endpoint),
                  admin_token.empty() ? "" : "; POST /api/revoke with the admin token");
   }
   auto stop_http = [&] {
