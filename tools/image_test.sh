@@ -36,10 +36,12 @@ iptables -t filter -S > /dev/null && iptables -t nat -S > /dev/null \
 # What the host has before dockerd: restored and compared afterwards.
 link_names() { ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | sort; }
 # Without counters, comments and the empty built-in tables and chains that dockerd's first use of
-# iptables-nft creates (they change nothing: ACCEPT is the policy of a missing chain too).
+# iptables-nft creates (they change nothing: ACCEPT is the policy of a missing chain too), and
+# without the rules of the cut tests, which may run meanwhile (tools/test.sh runs this beside the
+# suites) and remove their own (comment dblock-cut-test-*).
 rules() {
   { iptables-save 2> /dev/null || true; } \
-    | sed -e '/^#/d' -e '/^\*/d' -e '/^COMMIT$/d' -e 's/ *\[[0-9]*:[0-9]*\]//' \
+    | sed -e '/^#/d' -e '/^\*/d' -e '/^COMMIT$/d' -e 's/ *\[[0-9]*:[0-9]*\]//' -e '/dblock-cut-test/d' \
     | grep -Ev '^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) ACCEPT$' || true
 }
 links_before=$(link_names)
@@ -65,7 +67,7 @@ undo_network() {
       case $chain in PREROUTING | INPUT | FORWARD | OUTPUT | POSTROUTING) ;; *) continue ;; esac
       read -ra rule <<< "${line#-A }"
       iptables -t "$table" -D "${rule[@]}" 2> /dev/null || true
-    done < <(comm -13 <(sort <<< "${specs_before[$table]}") <(iptables -t "$table" -S | grep '^-A' | sort))
+    done < <(comm -13 <(sort <<< "${specs_before[$table]}") <(iptables -t "$table" -S | grep '^-A' | grep -v dblock-cut-test | sort))
     local added
     added=$(comm -13 <(sort <<< "${specs_before[$table]}") <(iptables -t "$table" -S | grep '^-N' | sort) | awk '{ print $2 }')
     for chain in $added; do iptables -t "$table" -F "$chain" 2> /dev/null || true; done

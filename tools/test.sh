@@ -53,7 +53,7 @@ step() {
   step_names+=("$*") step_starts+=("$SECONDS")
   printf '\n==> [%d s] %s\n' "$SECONDS" "$*"
 }
-dbdir= builds= burners=()
+dbdir= burners=()
 print_step_times() {
   local i end lines=()
   for i in "${!step_names[@]}"; do
@@ -62,9 +62,11 @@ print_step_times() {
   done
   printf '\n==> wall time by step (s), %d s in all\n' "$SECONDS"
   printf '%s\n' "${lines[@]}"
-  if [ -n "$builds" ] && compgen -G "$builds/*.seconds" > /dev/null; then
-    printf '    beside them, in the background at nice 19:\n'
-    for i in "$builds"/*.seconds; do printf '%6d  build %s\n' "$(cat "$i")" "$(basename "$i" .seconds)"; done
+  if compgen -G "$background/*.seconds" > /dev/null; then
+    printf '    beside them, in the background (builds at nice 19):\n'
+    for i in "$background"/*.seconds; do
+      [ "$(basename "$i")" = builds.seconds ] || printf '%6d  %s\n' "$(cat "$i")" "$(basename "$i" .seconds)"
+    done
   fi
   if command -v ccache > /dev/null; then
     printf '    compiler cache: %s\n' "$(ccache --print-stats 2> /dev/null \
@@ -81,47 +83,64 @@ print_step_times() {
 on_exit() {
   local pid
   for pid in "${burners[@]}"; do kill "$pid" 2> /dev/null || true; done
-  [ -z "$builds" ] || [ ! -e "$builds/pid" ] || kill -- "-$(cat "$builds/pid")" 2> /dev/null || true
+  for pid in "${background_pids[@]}"; do kill -- "-$pid" 2> /dev/null || true; done
   print_step_times
   if [ -n "$dbdir" ]; then "$root/tools/testdb.sh" stop "$dbdir" || true; fi
 }
 trap on_exit EXIT
 
-# Builds PRESETS one after another in the background at nice 19; wait_for_build PRESET returns when
-# that one is built (its log is shown and the script fails if it did not build).
-build_in_background() {
-  builds=$(mktemp -d /tmp/dblock-builds.XXXXXX)
-  set -m  # the chain runs in a process group of its own, so that on_exit can stop all of it
+# Work that runs beside the foreground steps: each job has a name, a log, and, once it ended, a
+# status and its seconds in $background (job NAME's are NAME.log, NAME.status, NAME.seconds).
+# in_background NAME [nice] COMMAND... starts one; await NAME waits for it, prints its log and fails
+# the script if it failed. build_in_background PRESET... builds presets one after another at nice 19,
+# each its own job (build-PRESET). Each job runs in a process group of its own, so that on_exit can
+# stop all of it.
+background=$(mktemp -d /tmp/dblock-background.XXXXXX)
+background_pids=()
+in_background() {
+  local name=$1; shift
+  set -m
   (
-    for preset in "$@"; do
-      start=$SECONDS
-      status=0
-      { cmake --preset "$preset" && nice -n 19 cmake --build --preset "$preset" -j "$jobs"; } \
-        > "$builds/$preset.log" 2>&1 || status=$?
-      echo $((SECONDS - start)) > "$builds/$preset.seconds"
-      echo "$status" > "$builds/$preset.status"
-      [ "$status" = 0 ] || exit 1
-    done
+    start=$SECONDS status=0
+    "$@" > "$background/$name.log" 2>&1 || status=$?
+    echo $((SECONDS - start)) > "$background/$name.seconds"
+    echo "$status" > "$background/$name.status"
   ) &
-  echo $! > "$builds/pid"
   set +m
+  background_pids+=($!)
 }
-wait_for_build() {
-  # Polled: the chain is not this shell's child per preset. Bounded by the chain being alive.
-  while [ ! -e "$builds/$1.status" ]; do
-    if ! kill -0 "$(cat "$builds/pid")" 2> /dev/null; then
-      grep -L '^0$' "$builds"/*.status 2> /dev/null | while read -r failed; do tail -60 "${failed%.status}.log" >&2; done
-      echo "the background builds stopped before $1 was built" >&2
+build_in_background() {
+  local preset
+  for preset in "$@"; do : > "$background/build-$preset.queued"; done
+  in_background builds bash -c '
+    for preset in "$@"; do
+      start=$SECONDS status=0
+      { cmake --preset "$preset" && nice -n 19 cmake --build --preset "$preset" -j "'"$jobs"'"; } \
+        > "'"$background"'/build-$preset.log" 2>&1 || status=$?
+      echo $((SECONDS - start)) > "'"$background"'/build-$preset.seconds"
+      echo "$status" > "'"$background"'/build-$preset.status"
+      [ "$status" = 0 ] || exit 1
+    done' build-chain "$@"
+}
+await() {
+  # Polled: the jobs are not all this shell's direct children. Bounded: a job that died without
+  # a status (the build chain stopped at an earlier preset) ends the wait.
+  while [ ! -e "$background/$1.status" ]; do
+    if [ -e "$background/builds.status" ] && [ "${1#build-}" != "$1" ]; then
+      echo "the background builds stopped before $1 (an earlier build failed; its log is above)" >&2
       exit 1
     fi
     sleep 2
   done
-  if [ "$(cat "$builds/$1.status")" != 0 ]; then
-    tail -60 "$builds/$1.log" >&2
-    echo "preset $1 did not build (log above)" >&2
+  if [ "$(cat "$background/$1.status")" != 0 ]; then
+    tail -100 "$background/$1.log" >&2
+    echo "$1 failed (the end of its log is above; all of it: $background/$1.log)" >&2
     exit 1
   fi
-  echo "(preset $1 built in the background in $(cat "$builds/$1.seconds") s)"
+  case $1 in
+    build-*) echo "($1 was done in the background in $(cat "$background/$1.seconds") s)" ;;
+    *) cat "$background/$1.log"; echo "($1 ran in the background for $(cat "$background/$1.seconds") s)" ;;
+  esac
 }
 
 step "checking Debian packages"
@@ -166,13 +185,16 @@ if [ "$mode" = loaded ]; then
   step "ctest (dev) at $((4 * jobs)) at once, beside $jobs CPU burners"
   ctest --preset dev -j "$((4 * jobs))"
   step "ctest (asan, sanitized tier) at $((2 * (jobs + 1))) at once, beside $jobs CPU burners"
-  wait_for_build asan
+  await build-asan
   ctest --preset asan -j "$((2 * (jobs + 1)))" -LE "$unsanitized_labels"
   step "the loaded run passed"
   exit 0
 fi
 
-build_in_background no-mysql no-postgres shared package $sanitizers
+# Beside the dev tests (which mostly wait on servers and leases): the other presets' builds at nice
+# 19, and the container image, which builds the package inside its own image and has no cache.
+build_in_background $sanitizers no-mysql no-postgres shared package
+in_background image tools/image_test.sh
 
 step "ctest (dev: every test)"
 ctest --preset dev -j "$test_jobs"
@@ -186,12 +208,20 @@ cmake --install build/dev --prefix "$prefix" --component dev > /dev/null
 tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_PG_DSN?prefix=consumer_"
 rm -rf "$prefix"
 
-step "the container image: build it, run the compose stacks on PostgreSQL and MariaDB (own dockerd)"
-tools/image_test.sh
+# The first sanitizer's tier runs in the background beside the builds without a backend, the
+# packages and the second sanitizer's tier: two test runs at once at most (tools/test.sh --loaded
+# checks the suites at twice that).
+sanitizer_list=($sanitizers)
+if [ ${#sanitizer_list[@]} -gt 0 ]; then
+  step "ctest under preset ${sanitizer_list[0]} (sanitized tier: every test not labelled $unsanitized_labels), started in the background"
+  await "build-${sanitizer_list[0]}"
+  in_background "ctest-${sanitizer_list[0]}" ctest --preset "${sanitizer_list[0]}" -j "$sanitizer_test_jobs" \
+    -LE "$unsanitized_labels"
+fi
 
 for backend in mysql postgres; do
   step "ctest without the $backend backend (preset no-$backend: library, CLI and the quick tier's suites that apply)"
-  wait_for_build "no-$backend"
+  await "build-no-$backend"
   if "build/no-$backend/dblock" --version | grep -q "^  $backend"; then
     echo "dblock --version lists $backend in a build without it" >&2; exit 1
   fi
@@ -201,7 +231,7 @@ for backend in mysql postgres; do
 done
 
 step "libdblock.so (preset shared) and a consumer against it; its SONAME and exports"
-wait_for_build shared
+await build-shared
 prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
 cmake --install build/shared --prefix "$prefix" --component dev > /dev/null
 tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_MYSQL_DSN?prefix=consumer_"
@@ -211,14 +241,21 @@ ldd build/shared/dblock | grep -q "libdblock.so.[0-9]* => $root/build/shared/" \
 build/shared/dblock --dsn "sqlite://$dbdir/shared.db" run --name shared-cli -- true
 
 step "Debian packages: package the release build with CPack, install, use, remove"
-wait_for_build package
+await build-package
 (cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
 tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
 
-for preset in $sanitizers; do
-  step "ctest under preset $preset (the sanitized tier: every test not labelled $unsanitized_labels)"
-  wait_for_build "$preset"
+step "the container image: built and its compose stacks run on PostgreSQL and MariaDB (own dockerd; in the background)"
+await image
+
+for preset in "${sanitizer_list[@]:1}"; do
+  step "ctest under preset $preset (sanitized tier: every test not labelled $unsanitized_labels)"
+  await "build-$preset"
   ctest --preset "$preset" -j "$sanitizer_test_jobs" -LE "$unsanitized_labels"
 done
+if [ ${#sanitizer_list[@]} -gt 0 ]; then
+  step "ctest under preset ${sanitizer_list[0]}: its result (it ran in the background)"
+  await "ctest-${sanitizer_list[0]}"
+fi
 
 step "all tests passed"
