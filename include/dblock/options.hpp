@@ -62,9 +62,11 @@ enum class LockEventKind {
   acquired,      ///< a grant (re-entries included); `waited` is the time spent in acquire()
   contended,     ///< a try found another live owner
   timeout,       ///< acquire() gave up after `waited`
-  released,      ///< a guard released its level
+  released,      ///< a guard released its level (also when its statement failed: it let go all the same)
   renewed,       ///< a renewal cycle extended `count` leases (name empty); `latency` is its round trip
-  lost,          ///< a held lease was found lost (once per grant, like ManagerStats::lost)
+  lost,          ///< a held lease was found lost (once per grant, like ManagerStats::lost). Each grant
+                 ///< ends exactly once: the released event of its last level (count 0) or lost, the
+                 ///< first of them; a loss found after it is only logged
   waiting,       ///< acquire() found the name taken and starts to wait; the same call later reports
                  ///< exactly one of acquired, timeout or failed, on the same thread
   failed,        ///< acquire() that had reported `waiting` ended with an error other than a timeout
@@ -76,7 +78,7 @@ struct LockEvent {
   LockEventKind kind;
   std::string_view name;   ///< empty for renewal cycles and retries
   std::int64_t token = 0;  ///< 0 in advisory mode while no one has asked the Lock for it
-  std::int64_t count = 0;  ///< re-entrancy depth (left, for `released`), or locks renewed for `renewed`
+  std::int64_t count = 0;  ///< re-entrancy depth (left to its guards, for `released`), or locks renewed for `renewed`
   std::chrono::milliseconds waited{0};
   /// released (the last level) and lost: how long the grant was held, by the steady clock.
   std::chrono::microseconds held{0};
@@ -159,7 +161,8 @@ struct ManagerOptions {
   /// this manager returns at once instead, and the manager's writer thread sends it with the others
   /// queued meanwhile (doc/semantics.md, "Releases written behind"). Such a release reports a lost
   /// lock only from what the manager knows (its local deadline, a renewal that failed), not from the
-  /// database's answer, and another process may still find the row for a moment after it returns;
+  /// database's answer (a row the writer then finds revoked or gone is only logged: the grant has
+  /// ended as the release said), and another process may still find the row for a moment after it returns;
   /// acquisitions through this manager wait for it. A lone release is sent by its caller as before.
   /// Default: false.
   bool write_behind_releases = false;

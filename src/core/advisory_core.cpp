@@ -313,7 +313,7 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
     // An inner level of a lock that was lost meanwhile is not released "fine" (as in table mode).
     if (!registered || !held->believed_held(now))
       throw_lost_on_release(*held, "its connection broke or stalled, so the server may have released it");
-    emit_released(*held, depth, now);
+    report_released(*held, depth, now);
     return;
   }
   if (!registered) throw_lost_on_release(*held, "its connection broke or stalled, so the server may have released it");
@@ -337,7 +337,7 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   report_all_lost(gone, why);
   unpin(held->pinned);
   if (!why.empty()) throw_lost_on_release(*held, why);
-  emit_released(*held, 0, sent);
+  report_released(*held, 0, sent);
 }
 
 bool AdvisoryCore::registered(const AdvisoryHeld& held) const {

@@ -60,6 +60,11 @@ void ManagerBase::stop_threads() {
 
 void ManagerBase::log_loss_at_end(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
+  if (!held.claim_end()) {
+    logger_->info("lock '{}' (token {}), released already, was found lost as its manager ended: {}", held.name,
+                  held.token.load(), why);
+    return;
+  }
   lost_.fetch_add(1, std::memory_order_relaxed);
   logger_->warn("lock '{}' (token {}) lost as its manager ended: {}", held.name, held.token.load(), why);
 }
@@ -126,6 +131,17 @@ void ManagerBase::emit(const LockEvent& event) const {
   }
 }
 
+void ManagerBase::report_released(HeldLock& held, std::int64_t left, SteadyClock::time_point sent) {
+  if (left <= 0 && !held.claim_end())
+    throw LockLost(fmt::format("lock '{}' (token {}) was lost before release: it had been reported lost", held.name,
+                               held.token.load()));
+  emit_released(held, left, sent);
+}
+
+void ManagerBase::report_failed_release(HeldLock& held, std::int64_t left, SteadyClock::time_point sent) {
+  if (left > 0 || (!held.lost.load() && held.claim_end())) emit_released(held, left, sent);
+}
+
 void ManagerBase::emit_released(const HeldLock& held, std::int64_t left, SteadyClock::time_point sent) const {
   if (!options_.on_event) return;
   auto now = SteadyClock::now();
@@ -174,6 +190,12 @@ void ManagerBase::throw_timeout(std::string_view name, std::chrono::milliseconds
 
 void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
+  // Its release told the user `released` first: that was the grant's end, and the lock is held by
+  // nobody of this manager now, so there is nothing to stop (on_lost) and nothing to count.
+  if (!held.claim_end()) {
+    logger_->info("lock '{}' (token {}), released already, was found lost: {}", held.name, held.token.load(), why);
+    return;
+  }
   lost_.fetch_add(1, std::memory_order_relaxed);
   logger_->warn("lock '{}' (token {}) lost: {}", held.name, held.token.load(), why);
   emit(lost_event(held));
@@ -194,7 +216,7 @@ void ManagerBase::forgo_min_hold(Lock& lock) {
 
 void ManagerBase::throw_lost_on_release(HeldLock& held, std::string_view why) {
   // Reported once per grant, like the counter: a loss already reported ended the hold then.
-  if (!held.lost.exchange(true)) {
+  if (!held.lost.exchange(true) && held.claim_end()) {
     lost_.fetch_add(1, std::memory_order_relaxed);
     logger_->warn("lock '{}' (token {}) was lost before release", held.name, held.token.load());
     emit(lost_event(held));

@@ -79,6 +79,12 @@ struct HeldLock {
     while (current > wanted && !local_deadline.compare_exchange_weak(current, wanted)) {
     }
   }
+  /// Claims the one report of this grant's end, the released event of its last level or its loss:
+  /// true for the first caller only, so that the event hook, the metrics and the spans see each
+  /// grant end exactly once, whichever of its release, a renewal, the deadline timer or the end of
+  /// the manager comes first. A loss sets `lost` before it claims: an end claimed by another than
+  /// the grant's last release was a loss.
+  bool claim_end() { return !end_reported.exchange(true); }
   /// Raises the TTL renewals ask for to `at_least` (a re-entry with a longer TTL).
   void raise_ttl(std::chrono::milliseconds at_least) {
     auto current = ttl.load();
@@ -93,6 +99,7 @@ struct HeldLock {
   std::atomic<std::chrono::milliseconds> ttl;  // the longest any re-entry asked for: what the database holds
   std::atomic<bool> lost{false};
   std::atomic<bool> ended{false};  // end_belief() ran: no renewal extends it again
+  std::atomic<bool> end_reported{false};  // claim_end() ran: the grant's end was reported
   std::atomic<SteadyClock::rep> local_deadline;
   std::int64_t depth = 0;  // guarded by the manager's mutex_
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
@@ -148,7 +155,16 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   void emit(LockEventKind kind, std::string_view name, std::int64_t token = 0, std::int64_t count = 0,
             std::chrono::milliseconds waited = std::chrono::milliseconds(0)) const;
   void emit(const LockEvent& event) const;
-  /// The released event of one level of `held`; `sent`: when its statement went out.
+  /// The released event of one level of `held`, `left` levels being left; `sent`: when its
+  /// statement went out. The last level's ends the grant. @throws LockLost when a loss reported
+  /// first ended it: its release must not say otherwise.
+  void report_released(HeldLock& held, std::int64_t left, SteadyClock::time_point sent);
+  /// A release whose statement failed (the error reaches its caller) let go of its level all the
+  /// same: nothing renews it any more and the row lapses with its lease. Reported released, `left`
+  /// levels being left here, unless a loss ended the grant first.
+  void report_failed_release(HeldLock& held, std::int64_t left, SteadyClock::time_point sent);
+  /// The released event of a level whose report this caller may make: an inner level, or a last
+  /// one whose end it has claimed (HeldLock::claim_end).
   void emit_released(const HeldLock& held, std::int64_t left, SteadyClock::time_point sent) const;
   /// One acquire() call's wait as events: `waiting` once it starts, and `failed` when the call
   /// leaves by an error after that (acquired and timeout report themselves: call settle() first).
@@ -200,7 +216,8 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   std::chrono::milliseconds count_wait(SteadyClock::time_point started);
   [[noreturn]] void throw_timeout(std::string_view name, std::chrono::milliseconds timeout,
                                   SteadyClock::time_point started, const std::string& last_error);
-  /// Marks `held` lost once: counter, warning, event and the user's on_lost callback.
+  /// Marks `held` lost once: counter, warning, event and the user's on_lost callback; only logged
+  /// when its release has already ended the grant (a loss found since is no second end).
   void report_lost(HeldLock& held, std::string_view why);
   /// LockLost for a release that found the lock gone (counted and reported unless it already was).
   [[noreturn]] void throw_lost_on_release(HeldLock& held, std::string_view why);
@@ -220,7 +237,8 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   /// report_lost, on the deadline timer's thread (which may end the manager), for a loss found on a
   /// callback-free thread.
   void report_lost_later(std::shared_ptr<HeldLock> held, std::string why);
-  /// What report_lost_later does once the timer has stopped: the loss is logged and counted.
+  /// What report_lost_later does once the timer has stopped: the loss is logged and counted
+  /// (logged only when the grant had ended already).
   void log_loss_at_end(HeldLock& held, std::string_view why);
   /// For a record whose deadline may come before the deadline timer's next round (one adopted with
   /// the lease left on its row, which can be any length): wakes the timer to plan for it, so that

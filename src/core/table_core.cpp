@@ -1,6 +1,7 @@
 #include "core/table_core.hpp"
 
 #include <algorithm>
+#include <exception>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -88,10 +89,14 @@ bool TableCore::settle_not_ours(const std::shared_ptr<HeldLock>& held, bool writ
   // The holder's last release is its acknowledgement of a revocation: it no longer believes it
   // holds the lock, so the name need not wait for the revoked lease to end.
   bool acknowledged = acknowledge_revocation(*held);
-  // Its caller has gone on: the loss is reported on the deadline timer's thread, never the writer's.
+  // Its caller was told how the grant ended when the release was queued (release()): a loss found
+  // now would be a second end of it, so it only goes to the log.
   if (written_behind)
-    report_lost_later(held, acknowledged ? "its release, written behind, found it revoked (the name is free now)"
-                                         : "its release, written behind, found its lease ended or taken over");
+    logger_->warn(
+        "the release of lock '{}' (token {}), written behind once its caller had been told how the grant "
+        "ended, found it {}",
+        held->name, held->token.load(),
+        acknowledged ? "revoked (the name is free now)" : "gone: its lease had ended or it was taken over");
   return acknowledged;
 }
 
@@ -489,10 +494,12 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
   std::optional<std::int64_t> remaining;
   bool acknowledged = false;
   bool written_behind = false;
+  bool released_behind = false;  // written behind, and this release ends the grant as released
+  std::exception_ptr failed;     // the statement's error, for the caller once the end is reported
+  std::int64_t depth_before = 0;
   auto sent = SteadyClock::now();
   {
     auto pass = gates_.enter(Key{held->owner, held->name, held->kind});
-    std::int64_t depth_before = 0;
     std::chrono::milliseconds min_hold{0};
     {
       // Forget first: whatever the database says, this guard no longer holds the lock, and a row
@@ -508,30 +515,45 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
     sent = SteadyClock::now();
     bool last_plain = held->kind == HolderKind::exclusive && depth_before <= 1;
     // Queued while the pass is held: a re-entry of this owner waits for it (acquire_once).
-    if (written_behind_ && last_plain && min_hold.count() == 0) written_behind = written_behind_->admit(held);
+    // What the manager knows is all a release written behind can report, and it claims the grant's
+    // end before the writer can send it: what its statement finds later is no second end.
+    if (written_behind_ && last_plain && min_hold.count() == 0)
+      written_behind = written_behind_->admit(
+          held, [&]() noexcept { released_behind = held->believed_held(SteadyClock::now()) && held->claim_end(); });
     if (!written_behind) {
       ScopeExit sent_own([&]() noexcept {
         if (written_behind_ && last_plain && min_hold.count() == 0) written_behind_->sent();
       });
-      remaining = release_once(*held, depth_before, min_hold);
-      // An inner level's release is no acknowledgement: an outer guard may still believe it until
-      // its next renewal.
-      if (!remaining && last_plain) acknowledged = settle_not_ours(held, false);
+      try {
+        remaining = release_once(*held, depth_before, min_hold);
+        // An inner level's release is no acknowledgement: an outer guard may still believe it
+        // until its next renewal.
+        if (!remaining && last_plain) acknowledged = settle_not_ours(held, false);
+      } catch (...) {
+        failed = std::current_exception();
+      }
     }
   }
   if (written_behind) {
     count_written_behind();
-    // What the manager knows is all a release written behind can report.
-    if (!held->believed_held(SteadyClock::now()))
-      throw_lost_on_release(*held, "its local deadline had passed (the release was written behind)");
+    if (!released_behind)
+      throw_lost_on_release(*held,
+                            "it had been reported lost or its local deadline had passed (the release was "
+                            "written behind)");
     emit_released(*held, 0, sent);
     return;
+  }
+  if (failed) {
+    report_failed_release(*held, std::max<std::int64_t>(depth_before - 1, 0), sent);
+    std::rethrow_exception(failed);
   }
   if (acknowledged) throw_lost_on_release(*held, "it was revoked (dblock release --force); the name is free now");
   if (!remaining) throw_lost_on_release(*held, "its lease ended or another owner took it over");
   // The row was still ours and is released now, but the holder was already told it lost it.
   if (held->lost.load()) throw_lost_on_release(*held, "it had been reported lost (its local deadline passed)");
-  emit_released(*held, *remaining, sent);
+  // The levels this manager's guards still hold, as in advisory mode: a membership's row may count
+  // more (a level whose reply was lost lapses with its lease), but the grant ends with its last guard.
+  report_released(*held, std::max<std::int64_t>(depth_before - 1, 0), sent);
 }
 
 void TableCore::mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why) {

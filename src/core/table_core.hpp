@@ -95,8 +95,8 @@ class TableCore final : public ManagerBase {
   /// The writer's statement for releases written behind (on its thread, which runs no user code):
   /// one for the batch; after a lost reply each row read, after any other failure each again alone.
   void write_released(const std::vector<std::shared_ptr<HeldLock>>& batch);
-  /// After a last release found the row not ours: a revocation is acknowledged, and a release
-  /// written behind, whose caller has gone on, reports the loss to the manager's listeners.
+  /// After a last release found the row not ours: a revocation is acknowledged. A release written
+  /// behind only logs what it found: its caller was told the grant's end when it was queued.
   bool settle_not_ours(const std::shared_ptr<HeldLock>& held, bool written_behind);
   /// After the last release found the row not ours: if it was revoked from this grant, lets go of
   /// it (the name is free now). Returns whether it was.

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -60,7 +61,10 @@ class WriteBehind {
 
   /// Queues `item` and returns true when a release statement is out or queued already; otherwise
   /// returns false and counts the caller's own statement as out until it calls sent().
-  bool admit(const Item& item) {
+  /// `on_queued` runs once `item` is queued and before the writer can take it (so before anything
+  /// its statement finds); it must neither block nor throw.
+  template <class OnQueued>
+  bool admit(const Item& item, OnQueued&& on_queued) {
     std::lock_guard lock(mutex_);
     if (out_ == 0 && queue_.empty()) {
       ++out_;
@@ -75,6 +79,7 @@ class WriteBehind {
       pending_.erase(pending);
       throw;
     }
+    std::forward<OnQueued>(on_queued)();
     changed_.notify_all();
     return true;
   }

@@ -7,7 +7,9 @@
 // checked against what the table holds: a guard that is not lost has the live row of its name
 // (its owner's, or revoked from it and still in its lease: nobody else can take it), unless an
 // unsafe forced delete took the row away and no renewal has answered since; a revoked or deleted
-// holder must be lost once a renewal naming it has answered (the second: see Guard).
+// holder must be lost once a renewal naming it has answered (the second: see Guard). At the end of a
+// run, once every guard is released and the managers have ended, every grant has ended exactly once
+// in the event hook (GrantEnds: what dblock_held_locks and the hold histogram count).
 // CoreModelGroups adds groups: a name read by some acquisitions and written by others (a writer
 // waiting now and then, marked as such), a semaphore of two permits, the reaper, and checks that no
 // kinds mix, no more owners than the permits believe at once, and every believing member names its
@@ -32,6 +34,7 @@
 #include "core/combiner.hpp"
 #include "core/store_parts.hpp"
 #include "scripted_backend.hpp"
+#include "support/grant_ends.hpp"
 
 namespace {
 
@@ -346,12 +349,14 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
         std::make_unique<ScriptedBackend>(script),
         std::make_shared<spdlog::logger>("model", std::make_shared<spdlog::sinks::null_sink_mt>()));
     script->max_batch = scenario.max_batch;
+    GrantEnds ends;  // outlives the managers: their last events come as they end
     std::vector<std::shared_ptr<dblock::LockManager>> managers;
     for (int i = 0; i < scenario.managers; ++i)
       managers.push_back(std::make_shared<dblock::LockManager>(
           store, dblock::ManagerOptions{.default_ttl = 10min,
                                         .renew_interval = 1ms,
                                         .owner_scope = scenario.scope,
+                                        .on_event = ends.hook(static_cast<std::size_t>(i)),
                                         .write_behind_releases = scenario.write_behind}));
     const std::vector<std::string> names =
         scenario.groups ? std::vector<std::string>{"a", "r", "p"} : std::vector<std::string>{"a", "b"};
@@ -791,6 +796,11 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
       std::lock_guard lock(guards_mutex);
       guards.clear();
     }
+    // Every guard is released, and the managers' ends join their threads: every grant has ended by
+    // now, each exactly once in the event hook, whichever of its release (written behind or not), a
+    // revocation, a forced delete, its deadline or a renewal ended it.
+    managers.clear();
+    if (violation.empty()) violation = ends.unbalanced();
     if (violation.empty()) return {};
     std::ostringstream out;
     out << "seed " << seed << ": " << violation << "\nlast steps:\n";
