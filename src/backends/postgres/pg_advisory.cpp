@@ -218,10 +218,14 @@ std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql,
       throw InvalidArgument("xact lock: the connection's transaction has already failed: roll it back first");
     default: throw InvalidArgument("xact lock: the connection is busy with another statement");
   }
-  // Unnamed statements: nothing is left prepared on the application's connection.
+  // Unnamed statements: nothing is left prepared on the application's connection. The same
+  // statement bounds a cut connection's hold on the lock as dblock's own sessions are bounded
+  // (server_cut_settings), local to the transaction: its end restores the connection's settings.
   auto exec = [&](const PgStatement& statement, std::span<const char* const> values) {
-    return PgResult(PQexecParams(conn, statement.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                                 nullptr, nullptr, 0));
+    auto sql = fmt::format("SELECT locked.* FROM (SELECT {}) AS cut, LATERAL ({}) AS locked",
+                           transaction_cut_settings(PQserverVersion(conn)), statement.sql);
+    return PgResult(
+        PQexecParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0));
   };
   PgResult result;
   if (wait.count() == 0) {

@@ -52,11 +52,20 @@ PgConnection::PgConnection(const std::string& uri, const std::string& redacted_u
                            std::shared_ptr<spdlog::logger> logger, std::shared_ptr<PgStatementMode> mode)
     : logger_(std::move(logger)), mode_(std::move(mode)), redacted_uri_(redacted_uri), statement_timeout_(statement_timeout) {
   auto timeout_s = std::to_string(std::max<long long>(2, (connect_timeout.count() + 999) / 1000));
+  auto user_timeout_ms = std::to_string(client_tcp_user_timeout(connect_timeout, statement_timeout).count());
+  auto idle_s = std::to_string(kCutKeepalivesIdle.count()), interval_s = std::to_string(kCutKeepalivesInterval.count()),
+       count = std::to_string(kCutKeepalivesCount);
   // Ours first: later keywords (the URI) override earlier ones, so the user's settings win.
   // read-write: of a multi-host URI's hosts, the writable one (libpq moves on past standbys and
-  // read-only sessions); a URI that names target_session_attrs itself decides.
-  std::array<const char*, 5> keys{"connect_timeout", "application_name", "target_session_attrs", "dbname", nullptr};
-  std::array<const char*, 5> values{timeout_s.c_str(), "dblock", "read-write", uri.c_str(), nullptr};
+  // read-only sessions); a URI that names target_session_attrs itself decides. The keepalives
+  // and tcp_user_timeout: a cut network fails this end's socket (a listener too, which waits
+  // without a deadline) instead of leaving it open for hours (doc/guarantees.md, "Cut").
+  std::array<const char*, 10> keys{
+      "connect_timeout",     "application_name", "target_session_attrs", "keepalives", "keepalives_idle",
+      "keepalives_interval", "keepalives_count", "tcp_user_timeout",     "dbname",     nullptr};
+  std::array<const char*, 10> values{
+      timeout_s.c_str(),       "dblock",    "read-write", "1", idle_s.c_str(), interval_s.c_str(), count.c_str(),
+      user_timeout_ms.c_str(), uri.c_str(), nullptr};
   conn_.reset(PQconnectdbParams(keys.data(), values.data(), 1));
   if (!conn_) throw ConnectionError(fmt::format("cannot connect to {}: out of memory", redacted_uri_));
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
@@ -77,7 +86,46 @@ PgConnection::PgConnection(const std::string& uri, const std::string& redacted_u
   // Lock statements run autocommit at READ COMMITTED whatever the server's default is. Behind a
   // transaction pooler a session setting would land on one server connection only: there the
   // server's default applies, and a serialization failure it causes is retried like any other.
-  if (!mode_->behind_transaction_pooler()) exec("SET default_transaction_isolation = 'read committed'");
+  //
+  // The server's end of a cut connection: the server closes it, and so lets go of the session's
+  // advisory locks and rolls back its transaction, once nothing has come from this end for
+  // kCutServerTimeout (keepalive probes unanswered, or data unacknowledged), however long the
+  // network stays cut; a live client's kernel answers the probes, so an idle session (pooled or
+  // pinned) never ends for it. One round trip with the SET above. Ignored on a Unix socket.
+  // Not behind a transaction pooler (the server connection is not this session's); not on
+  // CockroachDB or YugabyteDB, whose settings differ (they have no advisory mode either).
+  if (mode_->behind_transaction_pooler()) return;
+  std::string setup = "SET default_transaction_isolation = 'read committed'";
+  if (reported("crdb_version").empty() && reported("server_version").find("-YB-") == std::string_view::npos)
+    setup += server_cut_settings(PQserverVersion(conn_.get()));
+  exec(setup);
+}
+
+std::string server_cut_settings(int server_version) {
+  auto settings = fmt::format(
+      "; SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; "
+      "SET tcp_keepalives_count = {}",
+      kCutKeepalivesIdle.count(), kCutKeepalivesInterval.count(), kCutKeepalivesCount);
+  if (server_version >= 120000) settings += fmt::format("; SET tcp_user_timeout = {}", kCutServerTimeout.count());
+  return settings;
+}
+
+std::string transaction_cut_settings(int server_version) {
+  auto settings = fmt::format(
+      "set_config('tcp_keepalives_idle', '{}', true), "
+      "set_config('tcp_keepalives_interval', '{}', true), "
+      "set_config('tcp_keepalives_count', '{}', true)",
+      kCutKeepalivesIdle.count(), kCutKeepalivesInterval.count(), kCutKeepalivesCount);
+  if (server_version >= 120000)
+    settings += fmt::format(", set_config('tcp_user_timeout', '{}', true)", kCutServerTimeout.count());
+  return settings;
+}
+
+std::chrono::milliseconds client_tcp_user_timeout(std::chrono::milliseconds connect_timeout,
+                                                  std::chrono::milliseconds statement_timeout) {
+  // Never shorter than a statement or a connect may take (those have their own deadlines), nor than
+  // the server's own bound.
+  return std::max({kCutServerTimeout, statement_timeout, connect_timeout});
 }
 
 bool PgConnection::usable() const noexcept {

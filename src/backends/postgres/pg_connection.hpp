@@ -68,6 +68,24 @@ class PoolerDetected : public TransientError {
   using TransientError::TransientError;
 };
 
+/// A cut network's bound (doc/guarantees.md, "Cut"): both ends probe a connection idle this long
+/// every interval, and give it up after count unanswered probes or when data sent stays
+/// unacknowledged for kCutServerTimeout; the server so ends a cut session, and with it its
+/// advisory locks and open transaction, at most kCutServerTimeout (plus a probe interval) after
+/// the last packet it received. A live peer's kernel answers probes: idle sessions never end for it.
+inline constexpr std::chrono::seconds kCutKeepalivesIdle{2};
+inline constexpr std::chrono::seconds kCutKeepalivesInterval{1};
+inline constexpr int kCutKeepalivesCount = 3;
+inline constexpr std::chrono::milliseconds kCutServerTimeout{5000};
+/// The session settings, each after a "; ", that put the bound on the server's end of a session
+/// (PostgreSQL `server_version`, as PQserverVersion reports it: tcp_user_timeout needs 12).
+[[nodiscard]] std::string server_cut_settings(int server_version);
+/// The same as set_config(..., true) calls, comma-separated: for the rest of a transaction.
+[[nodiscard]] std::string transaction_cut_settings(int server_version);
+/// libpq's tcp_user_timeout for this end: the bound, never shorter than a connect or a statement.
+[[nodiscard]] std::chrono::milliseconds client_tcp_user_timeout(std::chrono::milliseconds connect_timeout,
+                                                                std::chrono::milliseconds statement_timeout);
+
 /// The engine behind a PostgreSQL-protocol server, told by what it reports at connect: CockroachDB
 /// sends a crdb_version parameter, YugabyteDB's server_version carries "-YB-".
 enum class PgEngine { postgresql, cockroachdb, yugabytedb };
