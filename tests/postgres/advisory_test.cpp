@@ -213,10 +213,12 @@ TEST_F(Advisory, WaitingIsTheServersOwnBlockingWaitNotPolling) {
   auto key = dblock::AdvisoryKey::of(base_ + 6);
   raw_->value(fmt::format("SELECT pg_advisory_lock({})", key.key()));
   auto result = std::async(std::launch::async, [&] { return waiter->acquire(key, 20s).token(); });
-  // The waiter's backend sleeps in the server's lock manager.
+  // The waiter's backend sleeps in the server's lock manager, on this key (a bigint key is classid
+  // and objid, objsubid 1): not any other test's waiter on the same server.
   ASSERT_TRUE(eventually([&] {
-    return raw_->value("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = "
-                       "'advisory' AND application_name = 'dblock'") != "0";
+    return raw_->value(fmt::format("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                                   "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = {}",
+                                   key.key())) != "0";
   }));
   auto released_at = std::chrono::steady_clock::now();
   raw_->value(fmt::format("SELECT pg_advisory_unlock({})", key.key()));

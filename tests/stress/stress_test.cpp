@@ -8,8 +8,8 @@
 #include <array>
 #include <atomic>
 #include <barrier>
-#include <iostream>
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
