@@ -65,9 +65,15 @@ class AdvisoryBackend {
   /// longer wait in turns. PostgreSQL's lock_timeout takes at most 2^31-1 ms; MySQL's wait must end
   /// before the client's read timeout gives up on the session.
   [[nodiscard]] virtual milliseconds longest_server_wait() const { return std::chrono::hours(24); }
-  /// Pins a pooled session for advisory locks. @throws InvalidArgument when the database turned
-  /// out to have none after the role was handed out (PostgreSQL behind a transaction pooler).
-  virtual std::unique_ptr<AdvisorySession> pin_advisory_session() = 0;
+  /// Pins a pooled session for advisory locks. `silence`: how long the pinning owner, while live,
+  /// may leave the session without a statement (the core decides it: its watchdog checks the
+  /// session every check interval, and a lock on it is reported lost locally a TTL after its last
+  /// sign of life). A server that cannot notice a cut connection by itself (MariaDB's keepalives
+  /// are global) is told to end the session once silent that long, which bounds how long a cut-off
+  /// owner's locks outlive it; the pool gets the session back with the server's own setting.
+  /// @throws InvalidArgument when the database turned out to have none after the role was handed
+  /// out (PostgreSQL behind a transaction pooler).
+  virtual std::unique_ptr<AdvisorySession> pin_advisory_session(milliseconds silence) = 0;
   /// Registers `give_back`, which the pool calls when it runs dry, before a caller waits: it hands
   /// back the sessions its owner keeps out of the pool while idle. Held weakly: it is forgotten
   /// when the caller lets go of it.

@@ -5,12 +5,19 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backends/backend_errors.hpp"
 #include "base/validate.hpp"
 #include "core/backoff.hpp"
 #include "core/owner_id.hpp"
 #include "core/store_parts.hpp"
 
 namespace dblock::detail {
+
+namespace {
+/// How soon a session the server had already ended fails its next statement (a round trip or
+/// two); a stalled one fails at its statement deadline, later than this past the server-side wait.
+constexpr std::chrono::milliseconds kPromptBreak{500};
+}  // namespace
 
 AdvisoryCore::AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options)
     : ManagerBase(std::move(store), std::move(options)), advisory_(StoreParts::backend(*store_).advisory().get()) {
@@ -238,7 +245,9 @@ std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::
                                                           const AdvisoryTarget& target,
                                                           std::chrono::milliseconds wait) {
   drop_if_overdue(pinned);
-  if (!pinned->session) pinned->session = advisory_.pin_advisory_session();
+  bool kept = pinned->session != nullptr;  // from an earlier lock: the server may have ended it since
+  if (!kept)
+    pinned->session = advisory_.pin_advisory_session(pinned_session_silence(check_interval_, options_.default_ttl));
   auto sent = SteadyClock::now();
   std::vector<std::shared_ptr<AdvisoryHeld>> gone;
   std::string why;
@@ -248,6 +257,15 @@ std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::
     return token;
   } catch (const ConnectionError& e) {
     gone = detach_session(pinned);
+    // A kept session that held nothing and broke at once: the server had ended it while idle
+    // (MariaDB's wait_timeout after this process was paused, an administrator's KILL). Nothing was
+    // lost, and nothing can stay granted: a grant the statement made went with the session, now
+    // closed. Once more on a fresh session (which cannot come back here). A session that stalled
+    // fails later: at its statement deadline, past the wait.
+    auto failed_after = SteadyClock::now() - sent;
+    if (kept && gone.empty() &&
+        (dynamic_cast<const OutcomeUnknown*>(&e) == nullptr || failed_after < wait + kPromptBreak))
+      return lock_on_session(use, pinned, target, wait);
     use.unlock();
     report_all_lost(gone, fmt::format("the connection holding it broke: {}", e.what()));
     throw;

@@ -21,6 +21,20 @@
 
 namespace dblock::detail {
 
+/// Room for a late watchdog (a loaded machine) in pinned_session_silence().
+inline constexpr std::chrono::milliseconds kPinnedSilenceSlack{2000};
+
+/// How long a live owner may leave its pinned session without a statement (what
+/// AdvisoryBackend::pin_advisory_session is told): the watchdog sends one on every pinned session
+/// each check interval, an idle owner's included until the next cycle gives the session back; a
+/// TTL more, because a lock whose session gave no sign of life for a TTL is reported lost locally
+/// anyway (so a server that ends the session after this long never takes a lock its owner still
+/// believes held); and the slack.
+[[nodiscard]] constexpr std::chrono::milliseconds pinned_session_silence(std::chrono::milliseconds check_interval,
+                                                                         std::chrono::milliseconds ttl) {
+  return check_interval + ttl + kPinnedSilenceSlack;
+}
+
 class AdvisoryCore final : public ManagerBase {
  public:
   AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options);

@@ -289,4 +289,79 @@ TEST_F(MySql, LockWaitTimeoutsAreRetriedAndCounted) {
   EXPECT_GE(b.stats().retried, 1u);
 }
 
+// GET_LOCK's cut bound (doc/guarantees.md, "Cut"): a pinned session's wait_timeout is the longest its
+// live owner leaves it silent, the check interval (TTL/3 here) + TTL + 2 s, in whole seconds.
+constexpr auto kShortTtl = 2s;
+constexpr std::chrono::seconds pinned_wait_timeout(std::chrono::milliseconds ttl) {
+  return std::chrono::ceil<std::chrono::seconds>(ttl / 3 + ttl + 2s);
+}
+
+TEST_F(MySql, ALiveGetLockHolderOutlastsItsSessionsWaitTimeoutWhichEndsTheSessionOnceItGoesSilent) {
+  dblock::test::TcpProxy proxy(dblock::test::dsn_port(server_dsn_));
+  auto proxied = dblock::Store::open(installation_->dsn_on(dblock::test::with_port(server_dsn_, proxy.port())));
+  dblock::LockManager holder(proxied, {.mode = dblock::LockMode::advisory, .default_ttl = kShortTtl});
+  auto lock = holder.try_acquire("idle-holder");
+  ASSERT_TRUE(lock);
+  // Idle for longer than the session's wait_timeout (several TTLs): the watchdog's checks keep it.
+  std::this_thread::sleep_for(pinned_wait_timeout(kShortTtl) + 1s);
+  EXPECT_FALSE(lock->lost());
+  EXPECT_GT(lock->token(), 0) << "a statement on the pinned session: alive, and the lock on it";
+  EXPECT_EQ(admin_->query(fmt::format("SELECT GET_LOCK({}, 0)", full_name("idle-holder"))).at(0), "0");
+  // The same session silenced (nothing forwarded, both ends open): the server ends it by its
+  // wait_timeout and lets go of the lock, as it would for a holder cut off by the network.
+  auto stalled = std::chrono::steady_clock::now();
+  proxy.set_stalled(true);
+  auto other = manager();
+  EXPECT_TRUE(dblock::test::eventually([&] { return other->try_acquire("idle-holder").has_value(); },
+                                       pinned_wait_timeout(kShortTtl) + 3s))
+      << "the silent session kept its lock past its wait_timeout";
+  EXPECT_GE(std::chrono::steady_clock::now() - stalled, kShortTtl) << "ended before its live owner would miss it";
+  EXPECT_TRUE(dblock::test::eventually([&] { return lock->lost(); }, 10s)) << "lost at its deadline";
+  proxy.set_down(true);  // the holder's statements in flight fail now, not at their timeouts
+}
+
+TEST_F(MySql, ASessionGivenBackByAGetLockOwnerServesTheNextOwnerAfterAPauseLongerThanItsWaitTimeout) {
+  // One pooled session: every owner gets the same one, unless the server ended it (a new one opens).
+  auto one_session = installation_->open_store("pool=1");
+  dblock::LockManager locks(one_session, {.mode = dblock::LockMode::advisory, .default_ttl = kShortTtl});
+  auto session_holding = [&](const std::string& name) {
+    return admin_->query(fmt::format("SELECT IS_USED_LOCK({})", full_name(name))).at(0);
+  };
+  std::string first;
+  {
+    auto lock = locks.try_acquire("given-back");
+    ASSERT_TRUE(lock);
+    first = session_holding("given-back");
+  }
+  // The owner's session lingers until the watchdog gives it back (a check interval or two) with the
+  // server's wait_timeout; it then idles in the pool past the short one.
+  std::this_thread::sleep_for(pinned_wait_timeout(kShortTtl) + 1s);
+  auto next_owner = std::async(std::launch::async, [&] {
+    auto lock = locks.try_acquire("given-back");
+    return lock ? session_holding("given-back") : std::string("not granted");
+  });
+  ASSERT_EQ(next_owner.wait_for(20s), std::future_status::ready);
+  EXPECT_EQ(next_owner.get(), first)
+      << "the pooled session outlived the pause: the short wait_timeout went with its pin";
+  auto again = locks.try_acquire("given-back");
+  ASSERT_TRUE(again) << "the first owner pins it again";
+  EXPECT_EQ(session_holding("given-back"), first);
+}
+
+TEST_F(MySql, AnIdleSessionTheServerEndedUnderItsOwnerFailsNoAcquisition) {
+  // The owner's session lingers after its last release (until an unused check interval, 10 s
+  // here); the server ends it meanwhile, as wait_timeout does after a long pause of the process.
+  auto locks = manager();
+  std::string ended;
+  {
+    auto lock = locks->try_acquire("ended-idle");
+    ASSERT_TRUE(lock);
+    ended = admin_->query(fmt::format("SELECT IS_USED_LOCK({})", full_name("ended-idle"))).at(0);
+  }
+  admin_->exec("KILL CONNECTION " + ended);
+  auto again = locks->try_acquire("ended-idle");
+  ASSERT_TRUE(again) << "held nothing, lost nothing: taken on a fresh session";
+  EXPECT_NE(admin_->query(fmt::format("SELECT IS_USED_LOCK({})", full_name("ended-idle"))).at(0), ended);
+}
+
 }  // namespace

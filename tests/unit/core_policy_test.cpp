@@ -443,6 +443,16 @@ TEST_F(CorePolicy, AdvisoryGrantThatItsStatementThenFailedOnIsGivenBack) {
   EXPECT_TRUE(taken);
 }
 
+TEST_F(CorePolicy, AnAdvisorySessionIsPinnedWithTheSilenceItsLiveOwnerNeverExceeds) {
+  // The watchdog checks it every check interval; a TTL more, as its locks are lost locally by then
+  // anyway; and room for a late watchdog. The backend ends a cut owner's session past it (MariaDB).
+  auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 3s, .renew_interval = 500ms});
+  ASSERT_TRUE(locks->try_acquire("pinned"));
+  std::lock_guard lock(script_->mutex);
+  ASSERT_EQ(script_->pinned_silences.size(), 1U);
+  EXPECT_EQ(script_->pinned_silences.front(), 500ms + 3s + 2s);
+}
+
 TEST_F(CorePolicy, AdvisoryWaitCancelledByTheServerIsATimeout) {
   auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 3s});
   script_->fail_after_grant = dblock::DatabaseError("canceling statement due to statement timeout", "57014");

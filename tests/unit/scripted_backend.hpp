@@ -162,6 +162,7 @@ struct Script {
   std::set<int> stalled_sessions;            // when not empty, only these sessions' checks pass checks_gate
   std::set<int> broken_sessions;             // these sessions' checks fail as a broken connection's do
   std::chrono::milliseconds server_wait{0};  // how long a waiting lock statement takes to be granted
+  std::vector<std::chrono::milliseconds> pinned_silences;  // what each pin was told (guarded by mutex)
 
   std::optional<Grant> apply_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
                                      std::int64_t held_token) {
@@ -759,7 +760,11 @@ class ScriptedGroups final : public dblock::detail::GroupBackend {
 class ScriptedAdvisory final : public dblock::detail::AdvisoryBackend {
  public:
   explicit ScriptedAdvisory(std::shared_ptr<Script> script) : script_(std::move(script)) {}
-  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+  std::unique_ptr<AdvisorySession> pin_advisory_session(std::chrono::milliseconds silence) override {
+    {
+      std::lock_guard lock(script_->mutex);
+      script_->pinned_silences.push_back(silence);
+    }
     return std::make_unique<ScriptedSession>(script_);
   }
 

@@ -14,17 +14,35 @@ namespace {
 // A GET_LOCK wait must end before the client's read timeout (the statement timeout) gives up on
 // the session.
 constexpr std::chrono::milliseconds kReadTimeoutMargin{1000};
+/// The largest wait_timeout MariaDB and MySQL accept (a year).
+constexpr std::int64_t kLongestWaitTimeout = 31536000;
 
 /// Pins a lease for GET_LOCK locks until destroyed; it then releases whatever is left on it
 /// before the session goes back to the pool.
+///
+/// A cut connection: MariaDB's TCP keepalive settings are global only (hours by default), so the
+/// server's end of a pinned session cut off from its owner would keep the owner's locks that long.
+/// Instead the pinned session ends once silent for longer than its owner, while live, ever leaves
+/// it (wait_timeout, per session, in whole seconds): the server then closes it and lets go of its
+/// locks (doc/guarantees.md, "Cut"). One statement per pin, none per lock; the pool gets the
+/// session back with the server's default, or not at all.
 class MyNamedLockSession final : public AdvisorySession {
  public:
-  MyNamedLockSession(SessionPool<MyConnection>::Lease lease, const MyNamedLockSql& sql)
-      : lease_(std::move(lease)), sql_(sql) {}
+  MyNamedLockSession(SessionPool<MyConnection>::Lease lease, const MyNamedLockSql& sql, milliseconds silence)
+      : lease_(std::move(lease)), sql_(sql) {
+    try {
+      lease_->execute(fmt::format("SET SESSION wait_timeout = {}", named_lock_wait_timeout(silence)));
+    } catch (...) {
+      lease_->abandon();  // its wait_timeout is unknown: never pooled
+      throw;
+    }
+  }
   ~MyNamedLockSession() override {
-    if (grants_ == 0 && !grant_in_doubt_) return;
-    try {  // nothing of ours may stay locked on a session the pool hands to someone else
-      lease_->execute("DO RELEASE_ALL_LOCKS()");
+    try {
+      // Nothing of ours may stay locked on a session the pool hands to someone else, and a pooled
+      // session idles as long as the server lets any other.
+      if (grants_ != 0 || grant_in_doubt_) lease_->execute("DO RELEASE_ALL_LOCKS()");
+      lease_->execute("SET SESSION wait_timeout = DEFAULT");
     } catch (...) {
       lease_->abandon();
     }
@@ -90,8 +108,8 @@ class MyAdvisory final : public AdvisoryBackend {
 
   void check_advisory_target(const AdvisoryTarget& target) const override { check_named_lock_target(target); }
   milliseconds longest_server_wait() const override { return longest_named_lock_wait(db_.settings.statement_timeout); }
-  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
-    return std::make_unique<MyNamedLockSession>(db_.pool.lease(), db_.named_lock_sql);
+  std::unique_ptr<AdvisorySession> pin_advisory_session(milliseconds silence) override {
+    return std::make_unique<MyNamedLockSession>(db_.pool.lease(), db_.named_lock_sql, silence);
   }
   void on_pool_dry(std::weak_ptr<const std::function<void()>> give_back) override {
     db_.pool.add_reclaimer(std::move(give_back));
@@ -102,6 +120,11 @@ class MyAdvisory final : public AdvisoryBackend {
 };
 
 }  // namespace
+
+std::int64_t named_lock_wait_timeout(milliseconds silence) {
+  auto seconds = std::chrono::ceil<std::chrono::seconds>(silence).count();
+  return std::clamp<std::int64_t>(seconds, 1, kLongestWaitTimeout);
+}
 
 std::unique_ptr<AdvisoryBackend> make_my_advisory(MyDatabase& database) {
   return std::make_unique<MyAdvisory>(database);

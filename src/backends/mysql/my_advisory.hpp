@@ -2,6 +2,8 @@
 // GET_LOCK mode on MySQL/MariaDB: named user locks on a pinned session, the analogue of
 // PostgreSQL's session advisory locks.
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,6 +47,10 @@ class MyNamedLockSql {
 };
 
 struct MyDatabase;
+
+/// The wait_timeout (seconds) of a session pinned for GET_LOCK locks whose owner, while live, leaves
+/// it silent for at most `silence`: rounded up, at least 1, at most the server's largest.
+[[nodiscard]] std::int64_t named_lock_wait_timeout(std::chrono::milliseconds silence);
 
 /// GET_LOCK mode on `database`'s sessions (which it must outlive). Not on a Galera node, where
 /// GET_LOCK is node-local (my_backend leaves the role absent there).

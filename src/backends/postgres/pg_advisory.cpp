@@ -260,7 +260,9 @@ class PgAdvisory final : public AdvisoryBackend {
  public:
   explicit PgAdvisory(PgDatabase& database) : database_(database) {}
 
-  std::unique_ptr<AdvisorySession> pin_advisory_session() override {
+  // PostgreSQL bounds a cut session by itself (keepalives and tcp_user_timeout on every session,
+  // pg_connection.hpp): an idle session is never ended for silence.
+  std::unique_ptr<AdvisorySession> pin_advisory_session(milliseconds /*silence*/) override {
     if (auto why = pg_advisory_refusal(database_)) throw InvalidArgument(*why);
     return make_pg_advisory_session(database_.pool.lease(), database_.advisory_sql, *database_.mode,
                                     database_.session_pooler);
