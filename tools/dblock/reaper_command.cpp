@@ -209,7 +209,8 @@ int run_reaper(const ReaperRequest& request, const std::shared_ptr<spdlog::logge
     // RFC 9112 section 6.3: a request with neither Content-Length nor Transfer-Encoding has no body,
     // and `curl -X POST URL` sends one so. httplib 0.11 reads such a body until its read timeout and
     // then answers 400 without calling any handler, so these requests are answered before it reads.
-    server.set_pre_routing_handler([&](const httplib::Request& http_request, httplib::Response& response) {
+    // `revoke` by value: it is local to this block, and the server's threads outlive the block.
+    server.set_pre_routing_handler([revoke](const httplib::Request& http_request, httplib::Response& response) {
       if (http_request.method != "POST" || http_request.has_header("Content-Length") ||
           http_request.has_header("Transfer-Encoding"))
         return httplib::Server::HandlerResponse::Unhandled;
