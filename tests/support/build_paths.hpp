@@ -4,6 +4,8 @@
 // the test starts (dblock_test_paths in tests/CMakeLists.txt). An absolute path of the checkout in
 // a definition would make every clone in another folder compile the tests anew: the compiler cache
 // could not serve them (doc/architecture.md, "Tests").
+#include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <string>
 
@@ -15,31 +17,25 @@ inline std::string beside_this_program(const char* relative) {
   return (directory / relative).lexically_normal().string();
 }
 
-// Resolved at start-up, not on first use: a forked child calls execl(DBLOCK_CLI_PATH, ...) and
-// must not allocate.
-#ifdef DBLOCK_CLI_PATH_RELATIVE
-inline const std::string cli_path = beside_this_program(DBLOCK_CLI_PATH_RELATIVE);
-#define DBLOCK_CLI_PATH (::dblock::test::cli_path.c_str())
-#endif
-#ifdef DBLOCK_TESTDB_SCRIPT_RELATIVE
-inline const std::string testdb_script = beside_this_program(DBLOCK_TESTDB_SCRIPT_RELATIVE);
-#define DBLOCK_TESTDB_SCRIPT (::dblock::test::testdb_script.c_str())
-#endif
-#ifdef DBLOCK_RUN_UNIT_PATH_RELATIVE
-inline const std::string run_unit_path = beside_this_program(DBLOCK_RUN_UNIT_PATH_RELATIVE);
-#define DBLOCK_RUN_UNIT_PATH (::dblock::test::run_unit_path.c_str())
-#endif
-#ifdef NEMESIS_WORKER_PATH_RELATIVE
-inline const std::string nemesis_worker_path = beside_this_program(NEMESIS_WORKER_PATH_RELATIVE);
-#define NEMESIS_WORKER_PATH (::dblock::test::nemesis_worker_path.c_str())
-#endif
-#ifdef WRITE_WORKER_PATH_RELATIVE
-inline const std::string write_worker_path = beside_this_program(WRITE_WORKER_PATH_RELATIVE);
-#define WRITE_WORKER_PATH (::dblock::test::write_worker_path.c_str())
-#endif
-#ifdef DBLOCK_ASIO_EXAMPLE_PATH_RELATIVE
-inline const std::string asio_example_path = beside_this_program(DBLOCK_ASIO_EXAMPLE_PATH_RELATIVE);
-#define DBLOCK_ASIO_EXAMPLE_PATH (::dblock::test::asio_example_path.c_str())
-#endif
+// A string literal as a template argument: each relative path is a variable of its own.
+template <std::size_t N>
+struct RelativePath {
+  char text[N]{};
+  constexpr RelativePath(const char (&literal)[N]) { std::copy_n(literal, N, text); }  // NOLINT: implicit on purpose
+};
+
+// Resolved at start-up (a variable with static storage), not on first use: a forked child calls
+// execl(DBLOCK_CLI_PATH, ...) and must not allocate.
+template <RelativePath relative>
+inline const std::string build_path = beside_this_program(relative.text);
 
 }  // namespace dblock::test
+
+// NAME_RELATIVE comes from dblock_test_paths; NAME is the absolute path, as a C string.
+#define DBLOCK_BUILD_PATH(relative) (::dblock::test::build_path<relative>.c_str())
+#define DBLOCK_CLI_PATH DBLOCK_BUILD_PATH(DBLOCK_CLI_PATH_RELATIVE)
+#define DBLOCK_TESTDB_SCRIPT DBLOCK_BUILD_PATH(DBLOCK_TESTDB_SCRIPT_RELATIVE)
+#define DBLOCK_RUN_UNIT_PATH DBLOCK_BUILD_PATH(DBLOCK_RUN_UNIT_PATH_RELATIVE)
+#define NEMESIS_WORKER_PATH DBLOCK_BUILD_PATH(NEMESIS_WORKER_PATH_RELATIVE)
+#define WRITE_WORKER_PATH DBLOCK_BUILD_PATH(WRITE_WORKER_PATH_RELATIVE)
+#define DBLOCK_ASIO_EXAMPLE_PATH DBLOCK_BUILD_PATH(DBLOCK_ASIO_EXAMPLE_PATH_RELATIVE)
