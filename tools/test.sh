@@ -199,7 +199,10 @@ fi
 
 # Beside the dev tests (which mostly wait on servers and leases): the other presets' builds at nice
 # 19, and the container image, which builds the package inside its own image and has no cache.
-build_in_background $sanitizers no-mysql no-postgres shared package
+# In the order the steps below need them: the first sanitizer's tier starts right after the dev
+# tests, the second's comes last.
+sanitizer_list=($sanitizers)
+build_in_background "${sanitizer_list[@]:0:1}" no-mysql no-postgres shared package "${sanitizer_list[@]:1}"
 in_background image tools/image_test.sh
 
 step "ctest (dev: every test)"
@@ -217,7 +220,6 @@ rm -rf "$prefix"
 # The first sanitizer's tier runs in the background beside the builds without a backend, the
 # packages and the second sanitizer's tier: two test runs at once at most (tools/test.sh --loaded
 # checks the suites at twice that).
-sanitizer_list=($sanitizers)
 if [ ${#sanitizer_list[@]} -gt 0 ]; then
   step "ctest under preset ${sanitizer_list[0]} (sanitized tier: every test not labelled $unsanitized_labels), started in the background"
   await "build-${sanitizer_list[0]}"
