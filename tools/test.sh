@@ -53,7 +53,7 @@ step() {
   step_names+=("$*") step_starts+=("$SECONDS")
   printf '\n==> [%d s] %s\n' "$SECONDS" "$*"
 }
-dbdir= burners=()
+dbdir= background_dbdir= burners=()
 print_step_times() {
   local i end lines=()
   for i in "${!step_names[@]}"; do
@@ -86,6 +86,7 @@ on_exit() {
   for pid in "${background_pids[@]}"; do kill -- "-$pid" 2> /dev/null || true; done
   print_step_times
   if [ -n "$dbdir" ]; then "$root/tools/testdb.sh" stop "$dbdir" || true; fi
+  if [ -n "$background_dbdir" ]; then "$root/tools/testdb.sh" stop "$background_dbdir" || true; fi
 }
 trap on_exit EXIT
 
@@ -220,11 +221,16 @@ rm -rf "$prefix"
 # The first sanitizer's tier runs in the background beside the builds without a backend, the
 # packages and the second sanitizer's tier: two test runs at once at most (tools/test.sh --loaded
 # checks the suites at twice that).
+# It has servers of its own: two suites on one server would share its server-wide state (advisory
+# and GET_LOCK locks are keyed by the lock's name alone), and the same test would meet itself.
 if [ ${#sanitizer_list[@]} -gt 0 ]; then
-  step "ctest under preset ${sanitizer_list[0]} (sanitized tier: every test not labelled $unsanitized_labels), started in the background"
+  step "ctest under preset ${sanitizer_list[0]} (sanitized tier: every test not labelled $unsanitized_labels), started in the background on servers of its own"
+  background_dbdir=$(mktemp -d /tmp/dblock-test.XXXXXX)
+  { "$root/tools/testdb.sh" start "$background_dbdir" && "$root/tools/testdb.sh" start-galera "$background_dbdir"; } \
+    > "$background/servers.env"
   await "build-${sanitizer_list[0]}"
-  in_background "ctest-${sanitizer_list[0]}" ctest --preset "${sanitizer_list[0]}" -j "$sanitizer_test_jobs" \
-    -LE "$unsanitized_labels"
+  in_background "ctest-${sanitizer_list[0]}" bash -c 'source "$1"; shift; exec "$@"' servers "$background/servers.env" \
+    ctest --preset "${sanitizer_list[0]}" -j "$sanitizer_test_jobs" -LE "$unsanitized_labels"
 fi
 
 for backend in mysql postgres; do
