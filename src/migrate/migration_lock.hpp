@@ -9,6 +9,7 @@
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
 
+#include "backends/backend_errors.hpp"
 #include "backends/migration_backend.hpp"
 #include "core/backoff.hpp"
 
@@ -19,7 +20,16 @@ inline void take_migration_lock(MigrationSession& session, std::chrono::millisec
   auto deadline = std::chrono::steady_clock::now() + lock_timeout;
   Backoff backoff(std::chrono::milliseconds(20), 2.0, std::chrono::milliseconds(500),
                   static_cast<std::uint64_t>(deadline.time_since_epoch().count()));
-  while (!session.try_lock()) {
+  // A try that failed with a transient error took nothing: busy, like a refusal. MariaDB under
+  // Galera answered one with a lock-wait timeout (1205) while other schemas' DDL ran.
+  auto try_lock = [&] {
+    try {
+      return session.try_lock();
+    } catch (const TransientError&) {
+      return false;
+    }
+  };
+  while (!try_lock()) {
     auto delay = backoff.next();
     if (std::chrono::steady_clock::now() + delay > deadline)
       throw Timeout(fmt::format("another `dblock migrate` held the migration lock for longer than {}ms",

@@ -7,11 +7,12 @@
 #include <dblock/advisory_key.hpp>
 #include <dblock/errors.hpp>
 
-#include "core/backoff.hpp"
+#include "backends/mysql/my_script.hpp"
 #include "base/duration.hpp"
 #include "base/uri.hpp"
 #include "base/validate.hpp"
-#include "backends/mysql/my_script.hpp"
+#include "core/backoff.hpp"
+#include "migrate/migration_lock.hpp"
 #if DBLOCK_TEST_WITH_POSTGRES
 #include "backends/postgres/pg_connection.hpp"
 #endif
@@ -219,4 +220,36 @@ TEST(Uri, NoPasswordSurvivesInAnyMessageForHostileDsns) {
       EXPECT_EQ(std::string(e.what()).find(secret), std::string::npos) << e.what();
     }
   }
+}
+
+namespace {
+
+/// A migration session whose lock attempts fail with a transient error `transient_tries` times
+/// (as MariaDB under Galera answered one: a lock-wait timeout while other schemas' DDL ran), then take it.
+class FlakyLockSession final : public dblock::detail::MigrationSession {
+ public:
+  explicit FlakyLockSession(int transient_tries) : transient_tries_(transient_tries) {}
+  bool try_lock() override {
+    ++tries;
+    if (tries <= transient_tries_) throw dblock::detail::TransientError("Lock wait timeout exceeded", "HY000");
+    return true;
+  }
+  std::vector<dblock::detail::AppliedMigration> history() override { return {}; }
+  void execute(const std::string&) override {}
+  void record_applied(const dblock::detail::MigrationFile&, std::string_view, std::chrono::milliseconds) override {}
+  void forget(int) override {}
+  [[nodiscard]] bool one_transaction() const noexcept override { return false; }
+  void finish() override {}
+  int tries = 0;
+
+ private:
+  int transient_tries_;
+};
+
+}  // namespace
+
+TEST(MigrationLock, ATransientErrorOnATryIsBusyNotAFailure) {
+  FlakyLockSession session(2);
+  EXPECT_NO_THROW(dblock::detail::take_migration_lock(session, std::chrono::seconds(30)));
+  EXPECT_EQ(session.tries, 3);
 }
