@@ -53,7 +53,7 @@ step() {
   step_names+=("$*") step_starts+=("$SECONDS")
   printf '\n==> [%d s] %s\n' "$SECONDS" "$*"
 }
-dbdir= background_dbdir= burners=()
+dbdir= burners=()
 print_step_times() {
   local i end lines=()
   for i in "${!step_names[@]}"; do
@@ -86,7 +86,6 @@ on_exit() {
   for pid in "${background_pids[@]}"; do kill -- "-$pid" 2> /dev/null || true; done
   print_step_times
   if [ -n "$dbdir" ]; then "$root/tools/testdb.sh" stop "$dbdir" || true; fi
-  if [ -n "$background_dbdir" ]; then "$root/tools/testdb.sh" stop "$background_dbdir" || true; fi
 }
 trap on_exit EXIT
 
@@ -200,10 +199,9 @@ fi
 
 # Beside the dev tests (which mostly wait on servers and leases): the other presets' builds at nice
 # 19, and the container image, which builds the package inside its own image and has no cache.
-# In the order the steps below need them: the first sanitizer's tier starts right after the dev
-# tests, the second's comes last.
+# In the order the steps below need them.
 sanitizer_list=($sanitizers)
-build_in_background "${sanitizer_list[@]:0:1}" no-mysql no-postgres shared package "${sanitizer_list[@]:1}"
+build_in_background no-mysql no-postgres shared package "${sanitizer_list[@]}"
 in_background image tools/image_test.sh
 
 step "ctest (dev: every test)"
@@ -217,21 +215,6 @@ prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
 cmake --install build/dev --prefix "$prefix" --component dev > /dev/null
 tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_PG_DSN?prefix=consumer_"
 rm -rf "$prefix"
-
-# The first sanitizer's tier runs in the background beside the builds without a backend, the
-# packages and the second sanitizer's tier: two test runs at once at most (tools/test.sh --loaded
-# checks the suites at twice that).
-# It has servers of its own: two suites on one server would share its server-wide state (advisory
-# and GET_LOCK locks are keyed by the lock's name alone), and the same test would meet itself.
-if [ ${#sanitizer_list[@]} -gt 0 ]; then
-  step "ctest under preset ${sanitizer_list[0]} (sanitized tier: every test not labelled $unsanitized_labels), started in the background on servers of its own"
-  background_dbdir=$(mktemp -d /tmp/dblock-test.XXXXXX)
-  { "$root/tools/testdb.sh" start "$background_dbdir" && "$root/tools/testdb.sh" start-galera "$background_dbdir"; } \
-    > "$background/servers.env"
-  await "build-${sanitizer_list[0]}"
-  in_background "ctest-${sanitizer_list[0]}" bash -c 'source "$1"; shift; exec "$@"' servers "$background/servers.env" \
-    ctest --preset "${sanitizer_list[0]}" -j "$sanitizer_test_jobs" -LE "$unsanitized_labels"
-fi
 
 for backend in mysql postgres; do
   step "ctest without the $backend backend (preset no-$backend: library, CLI and the quick tier's suites that apply)"
@@ -262,14 +245,12 @@ tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
 step "the container image: built and its compose stacks run on PostgreSQL and MariaDB (own dockerd; in the background)"
 await image
 
-for preset in "${sanitizer_list[@]:1}"; do
+# The sanitizers' tiers run one after the other, alone: they use the CPU far more than the dev
+# tests, and the suites that a load failed were found with two of them at once (--loaded).
+for preset in "${sanitizer_list[@]}"; do
   step "ctest under preset $preset (sanitized tier: every test not labelled $unsanitized_labels)"
   await "build-$preset"
   ctest --preset "$preset" -j "$sanitizer_test_jobs" -LE "$unsanitized_labels"
 done
-if [ ${#sanitizer_list[@]} -gt 0 ]; then
-  step "ctest under preset ${sanitizer_list[0]}: its result (it ran in the background)"
-  await "ctest-${sanitizer_list[0]}"
-fi
 
 step "all tests passed"
