@@ -116,7 +116,10 @@ void Store::check_schema() {
     std::lock_guard lock(impl_->mutex);
     if (impl_->schema_checked) return;
   }
-  int found = detail::repeat_if_reply_lost([&] { return impl_->locks->schema_version(); });
+  // A read: a transient error (a lock-wait timeout while other schemas' DDL runs on Galera) is
+  // asked again, as a lost reply is.
+  int found = detail::retry_transient(
+      [&] { return detail::repeat_if_reply_lost([&] { return impl_->locks->schema_version(); }); });
   int known = latest_schema_version();
   if (found < known)
     throw SchemaError(SchemaError::Reason::outdated,
