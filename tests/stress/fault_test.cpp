@@ -345,10 +345,7 @@ class Cut : public ::testing::TestWithParam<dblock::test::BackendCase> {};
 TEST_P(Cut, AHolderCutOffFromTheServerBlocksTheNameOnlyUntilItsLeaseEndsPlusTheMargin) {
   std::string server_dsn;
   DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
-  if (!LoopbackCut::available()) {
-    if (dblock::test::servers_required()) FAIL() << "cutting a connection needs root and iptables";
-    GTEST_SKIP() << "needs root and iptables to cut a connection";
-  }
+  ASSERT_TRUE(LoopbackCut::available()) << "cutting a connection needs root and iptables (tools/deps.sh installs it)";
   const auto bound = kCutTtl + cut_margin(GetParam()) + kCutSlack;
   dblock::test::Installation installation(GetParam(), server_dsn);
   const std::string name = fmt::format("cut/{}/{}", GetParam().label, getpid());
@@ -383,10 +380,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CutXact, ATransactionCutOffFromTheServerKeepsItsXactLockOnlyForTheMargin) {
   std::string server_dsn;
   DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
-  if (!LoopbackCut::available()) {
-    if (dblock::test::servers_required()) FAIL() << "cutting a connection needs root and iptables";
-    GTEST_SKIP() << "needs root and iptables to cut a connection";
-  }
+  ASSERT_TRUE(LoopbackCut::available()) << "cutting a connection needs root and iptables (tools/deps.sh installs it)";
   dblock::test::Installation installation(dblock::test::kPostgresAdvisory, server_dsn);
   const std::string name = fmt::format("cut/xact/{}", getpid());
   std::unique_ptr<PGconn, void (*)(PGconn*)> conn(PQconnectdb(server_dsn.c_str()), PQfinish);
