@@ -57,11 +57,27 @@ class Combining : public dblock::test::InstalledCaseTest {
   /// PostgreSQL: how many sessions on this test's lock table wait, right now, in a cycle of sessions
   /// that wait for each other (pg_blocking_pids). A cycle lasts until the batch's lock_timeout
   /// (200 ms) breaks it, so sampling sees it; a wait that is merely long (a loaded machine) is none.
+  // From one pg_locks snapshot (the view is read under all lock-manager partitions at once, and the
+  // CTE reads it once): pg_blocking_pids per session reads at different instants, and a waiter
+  // sampled before its blocker moved on and the blocker sampled after made cycles no server had.
   int sessions_in_a_wait_cycle() {
     auto rows = installation_->admin().query(fmt::format(
-        "WITH RECURSIVE edges AS ("
-        "  SELECT pid, unnest(pg_blocking_pids(pid)) AS blocker FROM pg_stat_activity"
-        "  WHERE wait_event_type = 'Lock' AND query LIKE '%{}locks%'),"
+        "WITH RECURSIVE locks AS MATERIALIZED (SELECT * FROM pg_locks),"
+        " ours AS (SELECT pid FROM pg_stat_activity WHERE query LIKE '%{}locks%'),"
+        " edges AS ("
+        "  SELECT DISTINCT waiter.pid, holder.pid AS blocker FROM locks waiter JOIN locks holder"
+        "  ON holder.granted AND holder.pid <> waiter.pid"
+        "  AND holder.locktype = waiter.locktype"
+        "  AND holder.database IS NOT DISTINCT FROM waiter.database"
+        "  AND holder.relation IS NOT DISTINCT FROM waiter.relation"
+        "  AND holder.page IS NOT DISTINCT FROM waiter.page"
+        "  AND holder.tuple IS NOT DISTINCT FROM waiter.tuple"
+        "  AND holder.virtualxid IS NOT DISTINCT FROM waiter.virtualxid"
+        "  AND holder.transactionid IS NOT DISTINCT FROM waiter.transactionid"
+        "  AND holder.classid IS NOT DISTINCT FROM waiter.classid"
+        "  AND holder.objid IS NOT DISTINCT FROM waiter.objid"
+        "  AND holder.objsubid IS NOT DISTINCT FROM waiter.objsubid"
+        "  WHERE NOT waiter.granted AND waiter.pid IN (SELECT pid FROM ours)),"
         " walk(start, pid, steps) AS ("
         "  SELECT pid, blocker, 1 FROM edges"
         "  UNION ALL SELECT walk.start, edges.blocker, walk.steps + 1 FROM walk JOIN edges ON edges.pid = walk.pid"
