@@ -38,8 +38,7 @@ class GroupBackend {
                                                      std::int64_t token) = 0;
   /// As LockBackend::renew, for memberships (`held[i].kind` permit or shared): renews those still
   /// live in a live group, and their groups' lock rows with them.
-  virtual std::vector<std::size_t> renew_members(std::span<const HeldRef> held,
-                                                 std::chrono::steady_clock::time_point reply_by) = 0;
+  virtual Renewal renew_members(std::span<const HeldRef> held, std::chrono::steady_clock::time_point reply_by) = 0;
   /// For a waiting member: when a place may come free — the earliest lease of a permit group's live
   /// members, else the lease left on `name` (as LockBackend::lease_left).
   virtual std::optional<milliseconds> first_lease_end(std::string_view name) = 0;

@@ -52,6 +52,18 @@ struct HeldRef {
   HolderKind kind = HolderKind::exclusive;  // permit or shared: a group's member (GroupBackend)
 };
 
+/// What one renewal statement did: the positions in its `held` renewed, and those it left alone
+/// because another transaction holds their row locked (an application's fenced transaction, the
+/// holder's own included): neither renewed nor lost. The caller keeps those leases' deadlines and
+/// asks again soon; no other owner can take a row while a fence share-locks it.
+struct Renewal {
+  Renewal() = default;
+  /// Every position not renewed is gone (a backend that never leaves a row alone).
+  Renewal(std::vector<std::size_t> renewed_positions) : renewed(std::move(renewed_positions)) {}  // NOLINT(google-explicit-constructor)
+  std::vector<std::size_t> renewed;
+  std::vector<std::size_t> busy;
+};
+
 /// One acquisition of a combined statement (exclusive locks only; groups are never combined):
 /// try_acquire's arguments.
 struct AcquireRequest {
@@ -119,8 +131,9 @@ class LockBackend {
   /// has ended). Waits for the reply until `reply_by` at most where the driver allows (PostgreSQL;
   /// MySQL and SQLite are bounded by their statement timeout), then abandons the session and
   /// throws OutcomeUnknown.
-  virtual std::vector<std::size_t> renew(std::span<const HeldRef> held,
-                                         std::chrono::steady_clock::time_point reply_by) = 0;
+  /// A row another transaction holds locked is left alone and reported busy, not waited for
+  /// (PostgreSQL, MySQL/MariaDB; SQLite's one writer waits for a fence's write lock).
+  virtual Renewal renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point reply_by) = 0;
   /// Read-only: how long until `name` is free (its lease and any lock-delay after it), empty when
   /// there is no row.
   virtual std::optional<milliseconds> lease_left(std::string_view name) = 0;

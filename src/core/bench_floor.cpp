@@ -18,7 +18,7 @@ std::unique_ptr<RawWriteClient> BenchFloor::raw_write_client() { return bench_.r
 void BenchFloor::seed_expired(std::string_view stem, std::size_t count) { bench_.seed_expired(stem, count); }
 
 std::size_t BenchFloor::renew(std::span<const HeldRef> held) {
-  return locks_.renew(held, std::chrono::steady_clock::time_point::max()).size();
+  return locks_.renew(held, std::chrono::steady_clock::time_point::max()).renewed.size();
 }
 
 }  // namespace dblock::detail

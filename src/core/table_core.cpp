@@ -576,7 +576,7 @@ void TableCore::deadline_passed(const std::shared_ptr<HeldLock>& held) {
   mark_lost(held, "its local deadline passed before a renewal succeeded");
 }
 
-std::vector<std::size_t> TableCore::renew_all(const std::vector<HeldRef>& refs, SteadyClock::time_point reply_by) {
+Renewal TableCore::renew_all(const std::vector<HeldRef>& refs, SteadyClock::time_point reply_by) {
   std::vector<HeldRef> plain, members;
   std::vector<std::size_t> plain_at, members_at;  // positions in refs
   for (std::size_t i = 0; i < refs.size(); ++i) {
@@ -584,14 +584,16 @@ std::vector<std::size_t> TableCore::renew_all(const std::vector<HeldRef>& refs, 
     (member ? members : plain).push_back(refs[i]);
     (member ? members_at : plain_at).push_back(i);
   }
-  std::vector<std::size_t> renewed;
-  if (!plain.empty())
-    for (auto index : with_read_retries([&] { return locks_.renew(plain, reply_by); }))
-      if (index < plain_at.size()) renewed.push_back(plain_at[index]);
-  if (!members.empty())
-    for (auto index : with_read_retries([&] { return groups_->renew_members(members, reply_by); }))
-      if (index < members_at.size()) renewed.push_back(members_at[index]);
-  return renewed;
+  Renewal all;
+  auto gather = [&all](const Renewal& part, const std::vector<std::size_t>& at) {
+    for (auto index : part.renewed)
+      if (index < at.size()) all.renewed.push_back(at[index]);
+    for (auto index : part.busy)
+      if (index < at.size()) all.busy.push_back(at[index]);
+  };
+  if (!plain.empty()) gather(with_read_retries([&] { return locks_.renew(plain, reply_by); }), plain_at);
+  if (!members.empty()) gather(with_read_retries([&] { return groups_->renew_members(members, reply_by); }), members_at);
+  return all;
 }
 
 bool TableCore::watchdog_cycle() {
@@ -612,9 +614,9 @@ bool TableCore::watchdog_cycle() {
   // A renewal that cannot answer before the first deadline is useless: the timer reports that
   // lock lost, and the next round renews the others on a fresh session.
   auto sent = SteadyClock::now();
-  std::vector<std::size_t> renewed;
+  Renewal renewal;
   try {
-    renewed = renew_all(refs, reply_by);
+    renewal = renew_all(refs, reply_by);
   } catch (const std::exception& e) {
     logger_->warn("renewing {} lock(s) failed, will retry: {}", snapshot.size(), e.what());
     LockEvent failed{LockEventKind::renew_failed, {}, 0, static_cast<std::int64_t>(snapshot.size())};
@@ -622,18 +624,21 @@ bool TableCore::watchdog_cycle() {
     emit(failed);
     return false;
   }
-  count_renewal(static_cast<std::int64_t>(renewed.size()),
+  count_renewal(static_cast<std::int64_t>(renewal.renewed.size()),
                 std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - sent));
-  std::vector<bool> was_renewed(snapshot.size(), false);
-  for (auto index : renewed)
-    if (index < was_renewed.size()) was_renewed[index] = true;
+  enum class Outcome { gone, renewed, busy };
+  std::vector<Outcome> outcome(snapshot.size(), Outcome::gone);
+  for (auto index : renewal.renewed)
+    if (index < outcome.size()) outcome[index] = Outcome::renewed;
+  for (auto index : renewal.busy)
+    if (index < outcome.size()) outcome[index] = Outcome::busy;
   now = SteadyClock::now();
   for (std::size_t i = 0; i < snapshot.size(); ++i) {
     auto& held = snapshot[i];
-    if (was_renewed[i]) {
-      held->extend(lease_deadline(sent, refs[i].ttl), now);
-      continue;
-    }
+    if (outcome[i] == Outcome::renewed) held->extend(lease_deadline(sent, refs[i].ttl), now);
+    // A fenced transaction holds the row (the holder's own, or one given its token): its deadline
+    // stays, and the next round, soon, renews it once the transaction ends.
+    if (outcome[i] != Outcome::gone) continue;
     bool still_held;
     {
       std::lock_guard lock(mutex_);
@@ -642,7 +647,10 @@ bool TableCore::watchdog_cycle() {
     }
     if (still_held) mark_lost(held, "the row was deleted, expired or taken over");
   }
-  return true;
+  if (!renewal.busy.empty())
+    logger_->debug("{} lock(s) left for the next renewal: a transaction (a fence) holds their rows",
+                   renewal.busy.size());
+  return renewal.busy.empty();
 }
 
 }  // namespace dblock::detail

@@ -101,8 +101,9 @@ class TableCore final : public ManagerBase {
   /// After the last release found the row not ours: if it was revoked from this grant, lets go of
   /// it (the name is free now). Returns whether it was.
   bool acknowledge_revocation(const HeldLock& held);
-  /// Renews `refs` (plain locks and group members, each set in one statement); positions renewed.
-  std::vector<std::size_t> renew_all(const std::vector<HeldRef>& refs, SteadyClock::time_point reply_by);
+  /// Renews `refs` (plain locks and group members, each set in one statement): positions in
+  /// `refs` renewed, and those a transaction holds (busy).
+  Renewal renew_all(const std::vector<HeldRef>& refs, SteadyClock::time_point reply_by);
   void forget(const std::shared_ptr<HeldLock>& held);  // REQUIRES: mutex_ held
   void mark_lost(const std::shared_ptr<HeldLock>& held, std::string_view why);
 

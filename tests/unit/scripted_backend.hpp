@@ -566,7 +566,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
     }
     return scripted_release([&] { return script_->apply_release_last(name, owner, token); });
   }
-  std::vector<std::size_t> renew(std::span<const HeldRef> held, Clock::time_point) override {
+  dblock::detail::Renewal renew(std::span<const HeldRef> held, Clock::time_point) override {
     ++script_->renewals;
     if (script_->stepper) {
       std::vector<RenewedRef> refs;
@@ -708,7 +708,7 @@ class ScriptedGroups final : public dblock::detail::GroupBackend {
     return run_stepped<std::optional<std::int64_t>>(*script_, "release_member", owner, {std::string(name)}, {token},
                                                     apply);
   }
-  std::vector<std::size_t> renew_members(std::span<const HeldRef> held, Clock::time_point) override {
+  dblock::detail::Renewal renew_members(std::span<const HeldRef> held, Clock::time_point) override {
     ++script_->renewals;
     std::vector<RenewedMember> refs;
     std::vector<std::string> names;

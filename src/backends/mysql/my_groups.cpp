@@ -28,7 +28,7 @@ class MyGroups final : public GroupBackend {
     return left_and_freed->count;
   }
 
-  std::vector<std::size_t> renew_members(std::span<const HeldRef> held,
+  Renewal renew_members(std::span<const HeldRef> held,
                                          std::chrono::steady_clock::time_point) override {
     auto json = held_json(held, true);
     std::array<MyParam, 1> params{json};

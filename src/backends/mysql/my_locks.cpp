@@ -70,7 +70,7 @@ class MyLocks final : public LockBackend {
     return parse_positions(combined_call(db_.sql.release_last_many, params), releases.size());
   }
 
-  std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
+  Renewal renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     auto json = held_json(held);
     std::array<MyParam, 1> params{json};
     auto renewed = db_.pool.lease()->update(db_.sql.renew, params);

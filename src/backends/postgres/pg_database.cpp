@@ -48,8 +48,8 @@ std::vector<std::string> renewal_arrays(std::span<const HeldRef> held, bool with
 
 }  // namespace
 
-std::vector<std::size_t> pg_renew(PgDatabase& database, const PgStatement& statement, std::span<const HeldRef> held,
-                                  bool with_kinds, std::chrono::steady_clock::time_point reply_by) {
+Renewal pg_renew(PgDatabase& database, const PgStatement& statement, std::span<const HeldRef> held, bool with_kinds,
+                 std::chrono::steady_clock::time_point reply_by) {
   // A try (the core repeats one whose reply was lost) is pointless once the first deadline has passed.
   if (std::chrono::steady_clock::now() >= reply_by)
     throw OutcomeUnknown("renewal: no time left before the first local deadline", "57014");
@@ -57,11 +57,13 @@ std::vector<std::size_t> pg_renew(PgDatabase& database, const PgStatement& state
   auto session = database.pool.lease();
   auto limit = session->limit_replies(reply_by);
   auto result = run_table_statement(*session, statement, params);
-  std::vector<std::size_t> renewed;
-  renewed.reserve(static_cast<std::size_t>(PQntuples(result.get())));
-  for (int row = 0; row < PQntuples(result.get()); ++row)
-    renewed.push_back(static_cast<std::size_t>(to_int64(result.get(), row, 0)));
-  return renewed;
+  Renewal renewal;
+  for (int row = 0; row < PQntuples(result.get()); ++row) {
+    auto position = to_int64(result.get(), row, 0);  // -(position + 1): left alone, busy
+    if (position >= 0) renewal.renewed.push_back(static_cast<std::size_t>(position));
+    else renewal.busy.push_back(static_cast<std::size_t>(-position - 1));
+  }
+  return renewal;
 }
 
 }  // namespace dblock::detail

@@ -56,8 +56,7 @@ PgResult run_table_statement(PgConnection& session, const PgStatement& statement
 
 /// A renewal of plain locks or of group members (`with_kinds`), its reply bounded by `reply_by`;
 /// the positions in `held` renewed.
-[[nodiscard]] std::vector<std::size_t> pg_renew(PgDatabase& database, const PgStatement& statement,
-                                                std::span<const HeldRef> held, bool with_kinds,
-                                                std::chrono::steady_clock::time_point reply_by);
+[[nodiscard]] Renewal pg_renew(PgDatabase& database, const PgStatement& statement, std::span<const HeldRef> held,
+                               bool with_kinds, std::chrono::steady_clock::time_point reply_by);
 
 }  // namespace dblock::detail

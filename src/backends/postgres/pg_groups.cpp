@@ -32,7 +32,7 @@ class PgGroups final : public GroupBackend {
     return to_int64(result.get(), 0, 0);
   }
 
-  std::vector<std::size_t> renew_members(std::span<const HeldRef> held,
+  Renewal renew_members(std::span<const HeldRef> held,
                                          std::chrono::steady_clock::time_point reply_by) override {
     return pg_renew(database_, database_.sql.renew_members, held, true, reply_by);
   }

@@ -13,6 +13,8 @@ namespace dblock::detail {
 
 namespace {
 
+constexpr std::string_view kLockNotAvailable = "55P03";
+
 class Positions {
  public:
   explicit Positions(std::span<const std::string_view> names) {
@@ -39,7 +41,15 @@ class PgLocks final : public LockBackend {
     std::array<std::string, 5> params{std::string(name), std::string(owner), std::to_string(ttl.count()),
                                       std::to_string(held_token), std::to_string(lock_delay.count())};
     auto session = database_.pool.lease();
-    auto result = run_table_statement(*session, database_.sql.acquire, params);
+    PgResult result;
+    try {
+      result = run_table_statement(*session, database_.sql.acquire, params);
+    } catch (const TransientError& e) {
+      // The statement's lock_timeout: another transaction holds the row (a fence) or the name's
+      // turn; nothing took effect, and a try answers what it found, busy.
+      if (e.sqlstate() == kLockNotAvailable) return std::nullopt;
+      throw;
+    }
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return Grant{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1)};
   }
@@ -104,7 +114,7 @@ class PgLocks final : public LockBackend {
     return released;
   }
 
-  std::vector<std::size_t> renew(std::span<const HeldRef> held,
+  Renewal renew(std::span<const HeldRef> held,
                                  std::chrono::steady_clock::time_point reply_by) override {
     return pg_renew(database_, database_.sql.renew, held, false, reply_by);
   }

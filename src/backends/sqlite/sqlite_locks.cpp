@@ -198,7 +198,7 @@ class SqliteLocks final : public LockBackend {
     return session->guarded_write("release", [&] { return of(*session).release_last_many(requests); });
   }
 
-  std::vector<std::size_t> renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
+  Renewal renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     std::string json = "[";
     for (std::size_t i = 0; i < held.size(); ++i)
       json += fmt::format("{}[{},{},{},{}]", i == 0 ? "" : ",", json_string(held[i].name), json_string(held[i].owner),
