@@ -4,17 +4,21 @@
 // server ends a fenced transaction paused past its lease, so the next holder is granted within the
 // TTL plus a bound and the paused writer's write never lands.
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <dblock/dblock.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
 
@@ -189,6 +193,112 @@ TEST_P(Fence, NoTakeoverCommitsWhileAFencedTransactionIsOpenEvenPastTheLease) {
 INSTANTIATE_TEST_SUITE_P(Backends, Fence,
                          ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
                                                                   dblock::test::kSqlite, dblock::test::kGaleraTable})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+// Where the fence meets the rest of the manager (PostgreSQL, MySQL/MariaDB, Galera; SQLite's one
+// writer waits for a fence's write lock by design): nothing waits on a fenced row but that row's
+// own next owner.
+class FenceBesideOthers : public Fence {
+ protected:
+  /// A manager that renews every 100 ms, counting each renewal round's leases and every loss.
+  std::unique_ptr<dblock::LockManager> counting_manager() {
+    return manager(dblock::ManagerOptions{
+        .default_ttl = 6s,
+        .renew_interval = 100ms,
+        .on_lost = [this](std::string_view, std::int64_t) { ++lost_; },
+        .on_event =
+            [this](const dblock::LockEvent& event) {
+              if (event.kind != dblock::LockEventKind::renewed) return;
+              std::lock_guard lock(mutex_);
+              renewals_.push_back(event.count);
+            },
+    });
+  }
+  /// Whether a renewal round after the `since`-th extended at least `leases` leases.
+  bool renewed_since(std::size_t since, std::int64_t leases) {
+    std::lock_guard lock(mutex_);
+    for (auto i = since; i < renewals_.size(); ++i)
+      if (renewals_[i] >= leases) return true;
+    return false;
+  }
+  std::size_t renewal_rounds() {
+    std::lock_guard lock(mutex_);
+    return renewals_.size();
+  }
+  /// The manager's own fence on the lock taken with `fenced_options`, beside a plain lock of the
+  /// same manager: the plain lock is renewed while the fenced transaction is open, and both once it
+  /// has committed; nothing is lost.
+  void renewals_go_on_beside_the_managers_own_fence(const dblock::LockOptions& fenced_options) {
+    auto holder = counting_manager();
+    auto fenced = holder->acquire("meet/fenced", 5s, fenced_options);
+    auto other = holder->acquire("meet/other", 5s);
+    bool renewed_during_fence = false;
+    store_->fenced(fenced, [&](dblock::FencedTransaction& tx) {
+      tx.execute(insert("meet/fenced", fenced.token(), "fenced"));
+      auto since = renewal_rounds();
+      // Bounded well inside the fence's own bound (the fenced lease left, about 6 s).
+      renewed_during_fence = dblock::test::eventually([&] { return renewed_since(since, 1); }, 3s);
+    });
+    EXPECT_TRUE(renewed_during_fence) << "no lease of the manager was renewed while its own fence held one row";
+    auto after = renewal_rounds();
+    EXPECT_TRUE(dblock::test::eventually([&] { return renewed_since(after, 2); }, 10s))
+        << "the fenced lock was not renewed with the other once its fence had ended";
+    EXPECT_FALSE(fenced.lost());
+    EXPECT_FALSE(other.lost());
+    EXPECT_EQ(lost_.load(), 0) << "a lease was lost on a healthy database";
+    EXPECT_EQ(rows_with(fenced.token()), 1);
+  }
+
+  std::atomic<int> lost_{0};
+  std::mutex mutex_;
+  std::vector<std::int64_t> renewals_;
+};
+
+// Another process's fenced transaction on one name (12 s and more, well inside its lease): a try
+// of that name answers busy at once, a waiter for it waits as a waiter, and the manager's other
+// names, alone or combined with the fenced one, are granted meanwhile.
+TEST_P(FenceBesideOthers, ATryOfAFencedNameIsBusyAtOnceAndTheManagersOtherNamesGoOn) {
+  auto holder = manager(dblock::ManagerOptions{.default_ttl = 60s});
+  auto held = holder->acquire("meet/acct", 5s);
+  auto app = app_connection();
+  app->exec(begin());
+  fence(*app, "meet/acct", held.token());
+
+  auto contender = manager();  // combining on, the default
+  auto waiter = std::async(std::launch::async, [&] { return contender->acquire("meet/acct", 60s).token(); });
+  EXPECT_FALSE(contender->try_acquire("meet/acct")) << "a try of a fenced name was granted";
+  // Several at once: the combiner batches them with the fenced name.
+  std::vector<std::string> names{"meet/acct", "meet/free-1", "meet/free-2", "meet/free-3", "meet/free-4"};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::future<bool>> tries;
+    for (auto& name : names)
+      tries.push_back(std::async(std::launch::async, [&contender, name] {
+        auto lock = contender->try_acquire(name);
+        return lock.has_value();
+      }));
+    for (std::size_t i = 0; i < names.size(); ++i)
+      EXPECT_EQ(tries[i].get(), i != 0) << names[i] << (i == 0 ? " was granted while fenced" : " was refused");
+  }
+  EXPECT_EQ(waiter.wait_for(0s), std::future_status::timeout) << "the waiter was granted while the fence held the name";
+  // The fenced transaction was never in anyone's way: it is still open, and commits.
+  EXPECT_NO_THROW(app->exec("COMMIT")) << "the fence had been ended while the tries waited for it";
+  auto token = held.token();
+  held.release();
+  ASSERT_EQ(waiter.wait_for(30s), std::future_status::ready);
+  EXPECT_GT(waiter.get(), token);
+}
+
+TEST_P(FenceBesideOthers, TheManagersOwnFenceNeverStopsItsOtherRenewals) {
+  renewals_go_on_beside_the_managers_own_fence({});
+}
+
+TEST_P(FenceBesideOthers, AMembersOwnFenceNeverStopsTheManagersOtherRenewals) {
+  renewals_go_on_beside_the_managers_own_fence(dblock::LockOptions{.permits = 2});
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FenceBesideOthers,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
+                                                                  dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 // PostgreSQL and MySQL/MariaDB: the server ends a fenced transaction paused past its lease.

@@ -297,8 +297,12 @@ class RunLoop {
 /// A holder thread: takes a name, works while lost() is false, records what it believed. Threads
 /// given one `owner` share a manager with OwnerScope::manager: they re-enter each other's locks,
 /// and their releases race those re-entries. Every other guard is released on another thread.
+/// `fencing`, when given (table mode), is the manager's store: about one grant in three does the
+/// first part of its work inside a fenced transaction on it, share-locking the row while the
+/// manager renews its other names and others try this one.
 void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::atomic<bool>& stop, History& history,
-                    std::string label, std::uint32_t seed, std::string owner = {}) {
+                    std::string label, std::uint32_t seed, std::string owner = {},
+                    const std::shared_ptr<dblock::Store>& fencing = nullptr, std::atomic<int>* fences = nullptr) {
   std::mt19937 random(seed);
   while (!stop) {
     auto take = pick(workload, random);
@@ -311,14 +315,26 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
       continue;
     }
     Belief belief{take.name, token, 0, 0, label, take.kind, owner};
+    auto work_until = [&](Clock::time_point until) {
+      while (Clock::now() < until) {
+        auto at = now_ns();
+        if (lock->lost()) return;  // checked after `at`: the lock was believed held at `at`
+        if (belief.first_ns == 0) belief.first_ns = at;
+        belief.last_ns = at;
+        std::this_thread::sleep_for(1ms);  // the work's own pace
+      }
+    };
     auto until = Clock::now() + work_time(random);
-    while (Clock::now() < until) {
-      auto at = now_ns();
-      if (lock->lost()) break;  // checked after `at`: the lock was believed held at `at`
-      if (belief.first_ns == 0) belief.first_ns = at;
-      belief.last_ns = at;
-      std::this_thread::sleep_for(1ms);  // the work's own pace
+    if (fencing && random() % 3 == 0) {
+      // Well inside the lease: its renewals wait for the fence to end, and the rest is unfenced.
+      try {
+        fencing->fenced(*lock, [&](dblock::FencedTransaction&) { work_until(std::min(until, Clock::now() + kTtl / 3)); });
+        if (fences) ++*fences;
+      } catch (const dblock::Error&) {
+        // refused (the lock was lost or revoked) or cut off by the nemesis: the work goes on unfenced
+      }
     }
+    work_until(until);
     if (belief.first_ns != 0) history.add(belief);
     auto release = [](dblock::Lock held) {
       try {
@@ -430,10 +446,13 @@ void Nemesis::run(Workload workload) {
   behind_options.write_behind_releases = true;
   // In advisory mode its two owners share a pool of one session: each lease that finds it dry makes
   // the leasing thread, inside its own owner's statement, give back the other owner's idle session.
-  auto shared_manager = std::make_unique<dblock::LockManager>(
-      dblock::Store::open(advisory ? dsn_for(0) + "&pool=1" : dsn_for(0), store_options), behind_options);
-  auto own_manager = std::make_unique<dblock::LockManager>(dblock::Store::open(dsn_for(1), store_options),
-                                                           manager_options);
+  auto shared_store = dblock::Store::open(advisory ? dsn_for(0) + "&pool=1" : dsn_for(0), store_options);
+  auto shared_manager = std::make_unique<dblock::LockManager>(shared_store, behind_options);
+  auto own_store = dblock::Store::open(dsn_for(1), store_options);
+  auto own_manager = std::make_unique<dblock::LockManager>(own_store, manager_options);
+  // Table mode: the in-process holders fence some of their work (a fence is a table-mode row's).
+  auto fencing_of = [&](const std::shared_ptr<dblock::Store>& store) { return advisory ? nullptr : store; };
+  std::atomic<int> fences{0};
   // One owner for two threads (plain locks in table mode: an advisory lock is its session's, one
   // per guard, and a group's re-entered membership is one permit the checker would count twice).
   auto one_owner_options = behind_options;
@@ -450,9 +469,15 @@ void Nemesis::run(Workload workload) {
   History history;
   std::atomic<bool> stop{false};
   std::vector<std::jthread> holders;
-  holders.emplace_back([&] { hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread0", 1); });
-  holders.emplace_back([&] { hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread1", 2); });
-  holders.emplace_back([&] { hold_in_thread(*own_manager, workload, stop, history, "manager1/thread0", 3); });
+  holders.emplace_back([&] {
+    hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread0", 1, {}, fencing_of(shared_store), &fences);
+  });
+  holders.emplace_back([&] {
+    hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread1", 2, {}, fencing_of(shared_store), &fences);
+  });
+  holders.emplace_back([&] {
+    hold_in_thread(*own_manager, workload, stop, history, "manager1/thread0", 3, {}, fencing_of(own_store), &fences);
+  });
   if (one_owner_manager)
     for (std::uint32_t thread : {0u, 1u})
       holders.emplace_back([&, thread] {
@@ -487,10 +512,13 @@ void Nemesis::run(Workload workload) {
     return nullptr;
   };
   // The run goes on past its length until the in-process holders alone have ended enough beliefs
-  // to judge (a loaded machine grants less in the same time), up to four lengths.
+  // to judge (a loaded machine grants less in the same time), and fenced some work, up to four
+  // lengths.
   auto end = Clock::now() + run_length();
   auto hard_end = Clock::now() + 4 * run_length();
-  auto enough = [&] { return Clock::now() >= end && history.size() >= kEnoughBeliefs; };
+  auto enough = [&] {
+    return Clock::now() >= end && history.size() >= kEnoughBeliefs && (advisory || fences.load() > 0);
+  };
   for (int round = 0; !enough() && Clock::now() < hard_end; ++round) {
     std::this_thread::sleep_for(between(50, 250));
     undo_due(Clock::now());
@@ -553,9 +581,12 @@ void Nemesis::run(Workload workload) {
   for (auto& [kind, count] : kinds) summary += fmt::format(" {}-beliefs={}", kind, count);
   auto async_beliefs =
       std::count_if(beliefs.begin(), beliefs.end(), [](auto& b) { return b.holder.starts_with("async/"); });
-  summary += fmt::format(" async-holder-beliefs={}", async_beliefs);
+  summary += fmt::format(" async-holder-beliefs={} fenced-works={}", async_beliefs, fences.load());
   std::cout << "[ nemesis  ] " << beliefs.size() << " belief intervals; faults:" << summary << "\n";
   EXPECT_GE(beliefs.size(), kEnoughBeliefs) << "too few grants to say anything";
+  if (!advisory) {
+    EXPECT_GT(fences.load(), 0) << "no work was fenced: the renewals and tries beside a fence went untested";
+  }
   int fault_count = 0;
   for (auto& [fault, count] : faults) fault_count += count;
   EXPECT_GE(fault_count, 4) << "the nemesis did too little";

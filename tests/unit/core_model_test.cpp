@@ -1,7 +1,8 @@
 // Model-based test of the table-mode core: random interleavings of acquisitions, re-entries,
 // releases (also from another thread than the one that acquired, and written behind), renewals, lost replies (the
-// statement landing at once, later or never) and forced releases (revocations, and the unsafe
-// immediate delete), for one owner and several,
+// statement landing at once, later or never), forced releases (revocations, and the unsafe
+// immediate delete) and applications' fenced transactions (a renewal leaves the fenced row alone,
+// busy, and renews the others), for one owner and several,
 // over the scripted backend. Every statement that writes waits for the scheduler, which decides
 // which one runs next and what becomes of its reply. After every step the guards' beliefs are
 // checked against what the table holds: a guard that is not lost has the live row of its name
@@ -327,6 +328,7 @@ struct Tally {
   // readers held off by a writer's mark, permits refused at capacity.
   std::uint64_t members_afresh = 0, readers_kept_levels = 0, readers_held_off = 0, permits_refused = 0;
   std::uint64_t member_rows_read = 0;  // reads of a name (a lost reply's) that found a membership first
+  std::uint64_t fences = 0, busy_renewals = 0;  // fenced transactions begun; renewals they left alone
 };
 
 /// The capacity every acquisition of "p" asks for.
@@ -363,6 +365,9 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
 
     std::mt19937 random(seed);
     auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(random); };
+    // Fences come and go on a stream of their own, so that the other steps' choices stay those of
+    // the same seed without fences.
+    std::mt19937 fence_random(seed * 7919u + 17u);
     std::mutex guards_mutex;  // actors hand guards back to the pool
     std::vector<Guard> guards;
     std::deque<std::string> trace;
@@ -476,6 +481,31 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
         held_count = guards.size();
       }
       auto pending = interleaver->pending_count();
+      // An application's fenced transaction begins or commits on a plain row: while it is open, the
+      // row's renewals are busy and its deadline stays, and nobody is granted it.
+      // Mostly the row of a believing guard of "a" (short leases: a belief the core extended over a
+      // row left alone would outlast it within a few renewals, which check() finds).
+      if (fence_random() % 12 == 0) {
+        std::lock_guard guards_lock(guards_mutex);  // before the script's, as check() takes them
+        std::lock_guard lock(script->mutex);
+        if (!script->fenced.empty() && fence_random() % 4 == 0) {
+          note(fmt::format("{}: the fence on '{}' commits", step, *script->fenced.begin()));
+          script->fenced.erase(script->fenced.begin());
+        } else {
+          auto name = names[fence_random() % names.size()];
+          for (const auto& guard : guards)
+            if (guard.kind == HolderKind::exclusive && !guard.lock.lost() && guard.ttl == kShortTtl &&
+                fence_random() % 4 != 0) {
+              name = guard.name;
+              break;
+            }
+          auto it = script->rows.find(name);
+          if (it != script->rows.end() && !it->second.owner.starts_with('(') && script->fenced.insert(name).second) {
+            note(fmt::format("{}: a fenced transaction on '{}' (token {}) begins", step, name, it->second.token));
+            ++tally.fences;
+          }
+        }
+      }
       int choice = static_cast<int>(pick(1000));
       // Guards that a stall turns into lost re-entries are few at any one step (one step in twenty
       // or so has one), so a stall is four times as likely while there is one.
@@ -759,6 +789,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           // learn so by a renewal, as a plain holder does.
           bool group = it != script->rows.end() && (it->second.owner == "(readers)" || it->second.owner == "(permits)");
           if (it == script->rows.end() || (it->second.owner.starts_with('(') && !(group && unsafe))) continue;
+          if (script->fenced.contains(name)) continue;  // a revocation or a delete waits for the fence
           token = it->second.token;
           owner = it->second.owner;
           if (group) ++tally.member_deletes;
@@ -779,7 +810,12 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
             "core does not park it (ParkHooks)";
       if (violation.empty()) violation = check(*script, guards_mutex, guards, tally);
     }
+    {
+      std::lock_guard lock(script->mutex);
+      script->fenced.clear();  // every fence commits: the releases below are not kept waiting
+    }
     interleaver->drain();
+    tally.busy_renewals += static_cast<std::uint64_t>(script->busy_renewals.load());
     tally.batches += static_cast<std::uint64_t>(script->batches.load());
     tally.behind += static_cast<std::uint64_t>(interleaver->written_behind.load());
     tally.adoptions += adoptions.load();
@@ -993,9 +1029,11 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
       "{} steps in {} ms, {} combined statements, {} release statements written behind, {} statements failed "
       "cleanly, {} lapses of a short lease, {} checks found an orphan row, {} adoptions of a row by a lost-reply "
       "acquisition's read, {} lost-reply acquisitions over the row of a guard lost and not released, {} re-entries of "
-      "a lost grant landed ({} refused), {} releases lost and unread",
+      "a lost grant landed ({} refused), {} releases lost and unread, {} fenced transactions, {} renewals left "
+      "busy by one",
       ran * scenario.steps, took.count(), tally.batches, tally.behind, tally.failed, tally.lapses, tally.orphaned,
-      tally.adoptions, tally.over_lost_guards, tally.lost_reentries, tally.refused_reentries, tally.unread_releases);
+      tally.adoptions, tally.over_lost_guards, tally.lost_reentries, tally.refused_reentries, tally.unread_releases,
+      tally.fences, tally.busy_renewals);
   std::cout << "[ model    ] " << counts << "\n";
   if (replay) return;
   // A batched scenario that never formed a batch tested nothing of it.
@@ -1009,6 +1047,7 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   EXPECT_GE(tally.lost_reentries, kLostReentries) << counts;
   EXPECT_GE(tally.unread_releases, kUnreadReleases) << counts;
   EXPECT_GE(tally.orphaned, kOrphaned) << counts;
+  EXPECT_GT(tally.busy_renewals, 0U) << counts;
 }
 
 INSTANTIATE_TEST_SUITE_P(Owners, CoreModel,

@@ -117,6 +117,10 @@ struct Script {
   using MemberKey = std::tuple<std::string, std::string, std::string>;  // (name, owner, kind)
   std::mutex mutex;
   std::map<std::string, Row> rows;
+  /// Rows an application's fenced transaction holds (share-locked): a renewal leaves them alone,
+  /// busy, and an acquisition of one answers busy, as PostgreSQL's and MariaDB's never wait on them.
+  std::set<std::string> fenced;
+  std::atomic<int> busy_renewals{0};
   std::map<MemberKey, Member> members;
   std::int64_t member_serials = 0;
   // Group paths taken, for tests that must know the generator still reaches them.
@@ -167,6 +171,7 @@ struct Script {
   std::optional<Grant> apply_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
                                      std::int64_t held_token) {
     std::lock_guard lock(mutex);
+    if (fenced.contains(std::string(name))) return std::nullopt;
     auto now = Clock::now();
     auto [it, inserted] = rows.try_emplace(std::string(name));
     auto& row = it->second;
@@ -200,21 +205,27 @@ struct Script {
     return 0;
   }
 
-  std::vector<std::size_t> apply_renew(const std::vector<RenewedRef>& held) {
+  dblock::detail::Renewal apply_renew(const std::vector<RenewedRef>& held) {
     std::lock_guard lock(mutex);
     auto now = Clock::now();
-    std::vector<std::size_t> renewed;
+    dblock::detail::Renewal renewal;
     renewed_ttls.clear();
     for (std::size_t i = 0; i < held.size(); ++i) {
       renewed_ttls.push_back(held[i].ttl);
       auto it = rows.find(held[i].name);
       if (it == rows.end()) continue;
       auto& row = it->second;
-      if (row.owner != held[i].owner || row.token != held[i].token || row.expires <= now) continue;
+      if (row.owner != held[i].owner || row.token != held[i].token) continue;
+      if (fenced.contains(held[i].name)) {
+        renewal.busy.push_back(i);
+        ++busy_renewals;
+        continue;
+      }
+      if (row.expires <= now) continue;
       row.expires = std::max(row.expires, now + held[i].ttl);
-      renewed.push_back(i);
+      renewal.renewed.push_back(i);
     }
-    return renewed;
+    return renewal;
   }
 
   static std::string group_of(HolderKind kind) { return kind == HolderKind::permit ? "(permits)" : "(readers)"; }
@@ -577,7 +588,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
         names.emplace_back(ref.name);
         tokens.push_back(ref.token);
       }
-      return stepped<std::vector<std::size_t>>("renew", {}, std::move(names), std::move(tokens),
+      return stepped<dblock::detail::Renewal>("renew", {}, std::move(names), std::move(tokens),
                                                [s = script_, refs] { return s->apply_renew(refs); });
     }
     script_->renewals_gate.pass();  // a stall that ignores the reply bound, as MySQL's would

@@ -179,8 +179,8 @@ void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
   int code = error.getErrorCode();
   std::string state = error.getSQLStateCStr();
   auto message = fmt::format("{}: {} (MySQL error {})", what, error.what(), code);
-  if (code == kDeadlock || code == kUserLockDeadlock || code == kLockWaitTimeout)
-    throw TransientError(message, code == kLockWaitTimeout ? "HY000" : "40001");
+  if (code == kLockWaitTimeout) throw LockWaitTimedOut(message, "HY000");
+  if (code == kDeadlock || code == kUserLockDeadlock) throw TransientError(message, "40001");
   if (code == kLostDuringQuery) {
     broken_ = true;
     throw OutcomeUnknown(fmt::format("{} on {}", message, redacted_uri_), "08006");

@@ -33,11 +33,16 @@ class MyGroups final : public GroupBackend {
     auto json = held_json(held, true);
     std::array<MyParam, 1> params{json};
     auto rows = db_.group_call(db_.sql.renew_members, params);
-    std::vector<std::size_t> positions;
-    if (rows.empty() || !rows.front().text(0)) return positions;
-    for (auto part : std::views::split(std::string_view(*rows.front().text(0)), ','))
-      if (!part.empty()) positions.push_back(std::stoul(std::string(part.begin(), part.end())));
-    return positions;
+    Renewal renewal;
+    if (rows.empty() || !rows.front().text(0)) return renewal;
+    // Migration 0016: -(position + 1) for a membership whose group's row another transaction held.
+    for (auto part : std::views::split(std::string_view(*rows.front().text(0)), ',')) {
+      if (part.empty()) continue;
+      auto position = std::stoll(std::string(part.begin(), part.end()));
+      if (position >= 0) renewal.renewed.push_back(static_cast<std::size_t>(position));
+      else renewal.busy.push_back(static_cast<std::size_t>(-position - 1));
+    }
+    return renewal;
   }
 
   std::optional<milliseconds> lease_left_marking_writer(std::string_view name, std::string_view owner,

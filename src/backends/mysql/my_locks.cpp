@@ -39,7 +39,11 @@ class MyLocks final : public LockBackend {
                                    std::int64_t held_token, milliseconds lock_delay) override {
     std::array<MyParam, 5> params{name, owner, micros(ttl), held_token, static_cast<std::int64_t>(lock_delay.count())};
     auto session = db_.pool.lease();
-    return parse_grant(session->query(db_.sql.acquire, params));
+    try {
+      return parse_grant(session->query(db_.sql.acquire, params));
+    } catch (const LockWaitTimedOut&) {
+      return std::nullopt;  // another transaction holds the row (a fence): nothing took effect, busy
+    }
   }
 
   std::optional<std::int64_t> release(std::string_view name, std::string_view owner, std::int64_t token) override {
@@ -71,17 +75,21 @@ class MyLocks final : public LockBackend {
   }
 
   Renewal renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
-    auto json = held_json(held);
-    std::array<MyParam, 1> params{json};
-    auto renewed = db_.pool.lease()->update(db_.sql.renew, params);
-    std::vector<std::size_t> positions;
-    if (renewed == held.size()) {
-      for (std::size_t i = 0; i < held.size(); ++i) positions.push_back(i);
-      return positions;
+    try {
+      return renew_together(held);
+    } catch (const LockWaitTimedOut&) {
+      // A row another transaction holds (a fence): each alone, so that the others are renewed now.
+      Renewal renewal;
+      for (std::size_t i = 0; i < held.size(); ++i) {
+        std::array<MyParam, 4> params{micros(held[i].ttl), held[i].name, held[i].owner, held[i].token};
+        try {
+          if (db_.pool.lease()->update(db_.sql.renew_one, params) > 0) renewal.renewed.push_back(i);
+        } catch (const LockWaitTimedOut&) {
+          renewal.busy.push_back(i);
+        }
+      }
+      return renewal;
     }
-    for (auto& row : db_.pool.lease()->query(db_.sql.renewed_of, params))
-      positions.push_back(static_cast<std::size_t>(row.num(0)));
-    return positions;
   }
 
   std::optional<milliseconds> lease_left(std::string_view name) override {
@@ -149,6 +157,22 @@ class MyLocks final : public LockBackend {
   std::string combined_call(const MyStatement& statement, std::span<const MyParam> params) {
     auto rows = db_.galera ? db_.group_call(statement, params) : db_.pool.lease()->query(statement, params);
     return rows.empty() ? std::string() : rows.front().str(0);
+  }
+
+  /// One statement renews every lock; affected rows says whether all were renewed, and only when
+  /// some were not does renewed_of ask which.
+  Renewal renew_together(std::span<const HeldRef> held) {
+    auto json = held_json(held);
+    std::array<MyParam, 1> params{json};
+    auto renewed = db_.pool.lease()->update(db_.sql.renew, params);
+    std::vector<std::size_t> positions;
+    if (renewed == held.size()) {
+      for (std::size_t i = 0; i < held.size(); ++i) positions.push_back(i);
+      return positions;
+    }
+    for (auto& row : db_.pool.lease()->query(db_.sql.renewed_of, params))
+      positions.push_back(static_cast<std::size_t>(row.num(0)));
+    return positions;
   }
 
   static constexpr std::size_t kBatch = 32;

@@ -34,7 +34,11 @@ struct MySql {
           ids, name, fill(fill(sql, {{"{seed_token}", seed_token}}), {{"{prefix}", prefix}, {"{held}", kHeldTable}}));
     };
     // Migration 0008's acquire_held with the lock's lock-delay (doc/semantics.md, "Lock-delay").
-    acquire = make("acquire", "SELECT `{prefix}acquire_delayed`(?, ?, ?, ?, ?)");
+    // acquire_delayed refuses a name another owner holds live without locking its row (migration
+    // 0016); what it may still wait for (a fence past its lease, or the caller's own fence under a
+    // re-entry) is bounded by the smallest lock wait that still waits (1 s): a try answers busy
+    // then (1205), and a combined call gives way to its requests sent alone.
+    acquire = make("acquire", "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT `{prefix}acquire_delayed`(?, ?, ?, ?, ?)");
     release = make("release", "SELECT `{prefix}release`(?, ?, ?)");
     // The caller's last level: the row goes whatever its count (LockBackend::release_last).
     release_last = make("release_last", "DELETE FROM `{prefix}locks` WHERE name = ? AND owner = ? AND token = ?");
@@ -42,10 +46,22 @@ struct MySql {
     // ... RETURNING on MariaDB), and only when some were not does renewed_of ask which.
     // A lease is live until expires_at - lock_delay_ms (migration 0008), and a renewal keeps the
     // lock-delay after the renewed lease.
+    // It never waits for a row lock (NOWAIT, 1205 at once): a row another transaction holds (an
+    // application's fence share-locks it) fails the statement, and MyLocks then renews each lock
+    // alone (renew_one), reporting that one busy.
     renew = make("renew", R"(
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 UPDATE `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
 SET l.expires_at = GREATEST(l.expires_at, UTC_TIMESTAMP(6) + INTERVAL (h.ttl_us + l.lock_delay_ms * 1000) MICROSECOND)
 WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6))");
+    // One lock by its primary key, locking no other row: `renew`'s join may lock every row it
+    // scans (a small table is scanned), the fenced one included.
+    renew_one = make("renew_one", R"(
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
+UPDATE `{prefix}locks`
+SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL (? + lock_delay_ms * 1000) MICROSECOND)
+WHERE name = ? AND owner = ? AND token = ?
+  AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6))");
     renewed_of = make("renewed", R"(
 SELECT h.position - 1 FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
 WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6))");
@@ -148,7 +164,7 @@ WHERE name = ? AND owner = ? AND token = ? AND acquired_at + INTERVAL ? MICROSEC
     // Many acquisitions, or many last-level releases, in one call of migration 0011's functions (one
     // statement, one transaction): the requests as one JSON parameter (MyLocks' requests_json),
     // the outcomes as the positions of those granted or deleted.
-    acquire_many = make("acquire_many", "SELECT `{prefix}acquire_many`(?)");
+    acquire_many = make("acquire_many", "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT `{prefix}acquire_many`(?)");
     release_last_many = make("release_last_many", "SELECT `{prefix}release_last_many`(?)");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
@@ -172,7 +188,7 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   ttl_us BIGINT PATH '$[3]',
   position FOR ORDINALITY)) h)";
 
-  MyStatement acquire, release, release_last, renew, renewed_of, lease_left, list, force_release, reap, reap_members,
+  MyStatement acquire, release, release_last, renew, renew_one, renewed_of, lease_left, list, force_release, reap, reap_members,
       census, seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer,
       unmark_writer, first_lease_end, schema_version, history, record_started, record_done, forget, grants, catalog,
       revoke, acknowledge_revoked, release_keeping, acquire_many, release_last_many;

@@ -180,8 +180,8 @@ void throw_pg_error(PGconn* conn, const PGresult* result, std::string_view what,
   const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE);
   std::string sqlstate = state != nullptr ? state : "";
   auto message = fmt::format("{}: {}", what, trimmed(PQresultErrorMessage(result)));
-  if (sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03" || sqlstate == "26000")
-    throw TransientError(message, sqlstate);
+  if (sqlstate == "55P03") throw LockWaitTimedOut(message, sqlstate);
+  if (sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "26000") throw TransientError(message, sqlstate);
   if (sqlstate == "42P01" || sqlstate == "3F000" || sqlstate == "42883")
     throw SchemaError(SchemaError::Reason::missing,
                       fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", where,

@@ -13,8 +13,6 @@ namespace dblock::detail {
 
 namespace {
 
-constexpr std::string_view kLockNotAvailable = "55P03";
-
 class Positions {
  public:
   explicit Positions(std::span<const std::string_view> names) {
@@ -44,11 +42,10 @@ class PgLocks final : public LockBackend {
     PgResult result;
     try {
       result = run_table_statement(*session, database_.sql.acquire, params);
-    } catch (const TransientError& e) {
+    } catch (const LockWaitTimedOut&) {
       // The statement's lock_timeout: another transaction holds the row (a fence) or the name's
       // turn; nothing took effect, and a try answers what it found, busy.
-      if (e.sqlstate() == kLockNotAvailable) return std::nullopt;
-      throw;
+      return std::nullopt;
     }
     if (PQntuples(result.get()) == 0) return std::nullopt;
     return Grant{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1)};

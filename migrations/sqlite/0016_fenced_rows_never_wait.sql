@@ -1,0 +1,4 @@
+-- dblock schema version 16: nothing waits for a row an application's fenced transaction holds but
+-- that row's own next owner (migrations/mysql/0016). Nothing changes in this dialect: SQLite has one
+-- writer, and a fenced transaction holds the database's write lock (BEGIN IMMEDIATE), which every
+-- other write waits for. The version exists so that every dialect's schema has one number.
