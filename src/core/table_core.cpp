@@ -288,7 +288,11 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
         auto wake_at = std::min(deadline, now + poll);
         if (left && left->count() > 0) wake_at = std::min(wake_at, now + *left + std::chrono::milliseconds(1));
         else if (!try_now) { try_now = true; continue; }  // free now: try at once
-        else wake_at = std::min(deadline, now + backoff.next());  // free but lost the race: back off
+        // Free by its lease, yet the attempt answered busy: a transaction holds the row (a fence
+        // past the lease, whose end wakes nobody; an attempt waits for it a bounded while inside
+        // its statement, which paces these tries) or a takeover was in flight. Soon again, not
+        // after a grown backoff: this waiter is the row's next owner.
+        else wake_at = std::min(deadline, now + options_.backoff_initial);
         bool released = subscription->wait_until(wake_at);
         woken = released;
         try_now = released || (left && SteadyClock::now() >= now + *left);
