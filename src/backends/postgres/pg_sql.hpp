@@ -168,29 +168,10 @@ DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token 
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
 DELETE FROM "{schema}"."{prefix}locks" WHERE name = $1 AND owner = $2 AND token = $3::bigint
   AND EXISTS (SELECT FROM async) RETURNING 1)");
-    // Migration 0008's renew_held (kept for other languages) as one statement that never waits:
-    // `mine` locks the caller's rows in name order, skipping any row another transaction holds
-    // locked (an application's fence share-locks it until it ends; nobody can take it meanwhile),
-    // and the clock is read once they are locked. A row skipped but still the caller's by the
-    // statement's snapshot comes back as -(position + 1): busy, asked again soon. A row whose newest
-    // version no longer matches is skipped too, and found lost on the next round.
+    // Migration 0016: a renewal that never waits for a row another transaction holds (a fence);
+    // such a row comes back as -(position + 1), busy, asked again soon.
     renew = {ids, fill(R"(
-WITH h AS (SELECT h.name COLLATE "C" AS name, h.owner, h.token, h.ttl_ms, h.position
-           FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS h(name, owner, token, ttl_ms, position)),
-     mine AS (SELECT l.name FROM "{schema}"."{prefix}locks" l JOIN h ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
-              WHERE l.name = ANY ($1::text[]) ORDER BY l.name FOR NO KEY UPDATE OF l SKIP LOCKED),
-     c AS (SELECT clock_timestamp() AS now FROM (SELECT count(*) FROM mine) m),
-     renewed AS (UPDATE "{schema}"."{prefix}locks" AS l
-                 SET expires_at = greatest(l.expires_at, c.now + (h.ttl_ms + l.lock_delay_ms) * interval '1 millisecond')
-                 FROM h, c
-                 WHERE l.name = ANY ($1::text[]) AND l.name IN (SELECT mine.name FROM mine)
-                   AND l.name = h.name AND l.owner = h.owner AND l.token = h.token
-                   AND l.expires_at - l.lock_delay_ms * interval '1 millisecond' > c.now
-                 RETURNING h.position)
-SELECT position - 1 FROM renewed
-UNION ALL
-SELECT -h.position FROM h JOIN "{schema}"."{prefix}locks" l ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
-WHERE l.name = ANY ($1::text[]) AND l.name NOT IN (SELECT mine.name FROM mine))")};
+SELECT "{schema}"."{prefix}renew_held_or_busy"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
     lease_left = {ids, fill(R"(
 SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" WHERE name = $1)")};
@@ -265,34 +246,9 @@ SELECT r.lock_count::bigint,
        CASE WHEN r.freed AND NOT pg_try_advisory_xact_lock({key}, hashtext($1)) THEN (SELECT 1 FROM pg_notify('{channel}', $1))
             ELSE 0 END
 FROM "{schema}"."{prefix}release_member"($1, $2, $3, $4::bigint) AS r)")};
-    // Migration 0014's renew_members as one statement that never waits, as `renew`: the groups'
-    // rows are locked in name order skipping any another transaction holds (a member's fence
-    // share-locks its group's row); the memberships of a skipped group come back as
-    // -(position + 1), busy. The clock is read once the groups' rows are locked.
+    // Migration 0016: as `renew`, for memberships (a member's fence share-locks its group's row).
     renew_members = {ids, fill(R"(
-WITH h AS (SELECT h.name COLLATE "C" AS name, h.owner, h.kind, h.token, h.ttl_ms, h.position
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[])
-                WITH ORDINALITY AS h(name, owner, kind, token, ttl_ms, position)),
-     mine AS (SELECT l.name FROM "{schema}"."{prefix}locks" l WHERE l.name = ANY ($1::text[])
-              ORDER BY l.name FOR UPDATE OF l SKIP LOCKED),
-     c AS (SELECT clock_timestamp() AS now FROM (SELECT count(*) FROM mine) m),
-     renewed AS (UPDATE "{schema}"."{prefix}holders" AS m
-                 SET expires_at = greatest(m.expires_at, c.now + h.ttl_ms * interval '1 millisecond')
-                 FROM h, c, "{schema}"."{prefix}locks" AS l
-                 WHERE m.name = h.name AND m.owner = h.owner AND m.kind = h.kind AND m.token = h.token
-                   AND m.expires_at > c.now AND h.name IN (SELECT mine.name FROM mine)
-                   AND l.name = m.name AND l.token = m.epoch AND l.expires_at > c.now
-                   AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
-                 RETURNING h.position, m.name, m.expires_at),
-     groups AS (UPDATE "{schema}"."{prefix}locks" AS l SET expires_at = greatest(l.expires_at, g.latest)
-                FROM (SELECT name, max(expires_at) AS latest FROM renewed GROUP BY name) AS g
-                WHERE l.name = g.name
-                RETURNING 1)
-SELECT position - 1 FROM renewed
-UNION ALL
-SELECT -h.position FROM h
-WHERE h.name NOT IN (SELECT mine.name FROM mine)
-  AND EXISTS (SELECT FROM "{schema}"."{prefix}locks" l WHERE l.name = h.name))")};
+SELECT "{schema}"."{prefix}renew_members_or_busy"($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]))")};
     // The mark is written only while readers hold the name: other waits stay read-only.
     lease_left_marking_writer = {ids, fill(R"(
 WITH l AS (SELECT owner, expires_at FROM "{schema}"."{prefix}locks" WHERE name = $1),
