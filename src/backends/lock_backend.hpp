@@ -59,7 +59,8 @@ struct HeldRef {
 struct Renewal {
   Renewal() = default;
   /// Every position not renewed is gone (a backend that never leaves a row alone).
-  Renewal(std::vector<std::size_t> renewed_positions) : renewed(std::move(renewed_positions)) {}  // NOLINT(google-explicit-constructor)
+  Renewal(std::vector<std::size_t> renewed_positions)
+      : renewed(std::move(renewed_positions)) {}  // NOLINT(google-explicit-constructor)
   std::vector<std::size_t> renewed;
   std::vector<std::size_t> busy;
 };

@@ -286,13 +286,18 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
         auto now = SteadyClock::now();
         auto poll = notified ? kNotifiedSafetyPoll : backoff.next();
         auto wake_at = std::min(deadline, now + poll);
-        if (left && left->count() > 0) wake_at = std::min(wake_at, now + *left + std::chrono::milliseconds(1));
-        else if (!try_now) { try_now = true; continue; }  // free now: try at once
-        // Free by its lease, yet the attempt answered busy: a transaction holds the row (a fence
-        // past the lease, whose end wakes nobody; an attempt waits for it a bounded while inside
-        // its statement, which paces these tries) or a takeover was in flight. Soon again, not
-        // after a grown backoff: this waiter is the row's next owner.
-        else wake_at = std::min(deadline, now + options_.backoff_initial);
+        if (left && left->count() > 0) {
+          wake_at = std::min(wake_at, now + *left + std::chrono::milliseconds(1));
+        } else if (!try_now) {
+          try_now = true;  // free now: try at once
+          continue;
+        } else {
+          // Free by its lease, yet the attempt answered busy: a transaction holds the row (a
+          // fence past the lease, whose end wakes nobody; an attempt waits for it a bounded while
+          // inside its statement, which paces these tries) or a takeover was in flight. Soon
+          // again, not after a grown backoff: this waiter is the row's next owner.
+          wake_at = std::min(deadline, now + options_.backoff_initial);
+        }
         bool released = subscription->wait_until(wake_at);
         woken = released;
         try_now = released || (left && SteadyClock::now() >= now + *left);
@@ -596,7 +601,8 @@ Renewal TableCore::renew_all(const std::vector<HeldRef>& refs, SteadyClock::time
       if (index < at.size()) all.busy.push_back(at[index]);
   };
   if (!plain.empty()) gather(with_read_retries([&] { return locks_.renew(plain, reply_by); }), plain_at);
-  if (!members.empty()) gather(with_read_retries([&] { return groups_->renew_members(members, reply_by); }), members_at);
+  if (!members.empty())
+    gather(with_read_retries([&] { return groups_->renew_members(members, reply_by); }), members_at);
   return all;
 }
 

@@ -148,6 +148,78 @@ TEST_F(Cli, RunsTheCommandWithTheTokenAndPassesItsExitCode) {
   EXPECT_EQ(missing.exit_code, 127);
 }
 
+// A command that cannot be started is named on stderr with the reason, escaped (it comes from the
+// caller, maybe from untrusted input), and `run` exits as a shell would: 127 not found, 126 not
+// executable. Both used to exit silently.
+TEST_F(Cli, ACommandThatCannotBeStartedIsNamedWithTheReasonAndExits127Or126) {
+  auto typo = run({"--dsn", sqlite_dsn_, "run", "--name", "job", "--", "dblock-no-such-command"});
+  EXPECT_EQ(typo.exit_code, 127) << typo.output;
+  EXPECT_NE(typo.output.find("cannot run 'dblock-no-such-command': command not found"), std::string::npos)
+      << typo.output;
+  auto missing = run({"--dsn", sqlite_dsn_, "run", "--name", "job", "--", "/no/such/program"});
+  EXPECT_EQ(missing.exit_code, 127) << missing.output;
+  EXPECT_NE(missing.output.find("cannot run '/no/such/program': no such file"), std::string::npos) << missing.output;
+
+  auto script = dblock::test::embedded_sqlite_path() + ".not-executable.sh";
+  outputs_.push_back(script);
+  std::ofstream(script) << "#!/bin/sh\necho ran\n";  // no execute right
+  auto refused = run({"--dsn", sqlite_dsn_, "run", "--name", "job", "--", script});
+  EXPECT_EQ(refused.exit_code, 126) << refused.output;
+  EXPECT_NE(refused.output.find("cannot run '" + script + "': not executable"), std::string::npos) << refused.output;
+  EXPECT_EQ(refused.output.find("ran"), std::string::npos) << refused.output;
+
+  auto hostile = run({"--dsn", sqlite_dsn_, "run", "--name", "job", "--", "typo\x1b[2J\nforged"});
+  EXPECT_EQ(hostile.exit_code, 127) << hostile.output;
+  EXPECT_EQ(hostile.output.find('\x1b'), std::string::npos) << "no escape sequence reaches the terminal";
+  EXPECT_NE(hostile.output.find("cannot run 'typo\\x1b[2J\\x0aforged'"), std::string::npos) << hostile.output;
+  EXPECT_EQ(std::count(hostile.output.begin(), hostile.output.end(), '\n'), 1) << hostile.output;
+
+  auto json =
+      run({"--dsn", sqlite_dsn_, "--log-format", "json", "run", "--name", "job", "--", "dblock-no-such-command"});
+  EXPECT_EQ(json.exit_code, 127) << json.output;
+  EXPECT_TRUE(dblock::test::JsonCheck::is_json(json.output.substr(0, json.output.find('\n')))) << json.output;
+  EXPECT_NE(json.output.find("command not found"), std::string::npos) << json.output;
+}
+
+// The arguments of the fence a command's own transaction begins with (doc/sql-contract.md): a
+// permit's or a reader's fence_member needs its owner id and kind, which `run` used to keep to
+// itself. The owner is the one `locks` lists for the holder; values inherited are replaced.
+TEST_F(Cli, RunTellsTheCommandTheHoldersOwnerAndKindAsTheLockTableHasThem) {
+  struct Case {
+    std::vector<std::string> options;
+    std::string kind;
+  };
+  for (const auto& [options, kind] :
+       {Case{{}, "exclusive"}, Case{{"--permits", "2"}, "permit"}, Case{{"--shared"}, "shared"}}) {
+    std::vector<std::string> args{"--dsn", sqlite_dsn_, "run", "--name", "fence-args"};
+    args.insert(args.end(), options.begin(), options.end());
+    // The command lists the locks while it holds its own: its owner must be there, with its kind.
+    for (const char* arg : {"--", "sh", "-c",
+                            "echo \"owner=$DBLOCK_LOCK_OWNER|kind=$DBLOCK_LOCK_KIND|token=$DBLOCK_FENCING_TOKEN|\"; "
+                            "\"$0\" --dsn \"$1\" locks --json"})
+      args.emplace_back(arg);
+    args.push_back(DBLOCK_CLI_PATH);
+    args.push_back(sqlite_dsn_);
+    auto held = run(args, {"DBLOCK_LOCK_OWNER=inherited", "DBLOCK_LOCK_KIND=inherited"});
+    ASSERT_EQ(held.exit_code, 0) << kind << ": " << held.output;
+    auto field = [&](const std::string& key) {  // "key=value|" ('|' is in no host name)
+      auto at = held.output.find(key + "=");
+      if (at == std::string::npos) return std::string();
+      at += key.size() + 1;
+      return held.output.substr(at, held.output.find('|', at) - at);
+    };
+    auto owner = field("owner"), token = field("token");
+    EXPECT_EQ(field("kind"), kind) << held.output;
+    ASSERT_FALSE(owner.empty()) << held.output;
+    EXPECT_NE(owner, "inherited") << held.output;
+    EXPECT_NE(held.output.find(fmt::format(
+                  "\"owner\":\"{}\",\"kind\":\"{}\",\"state\":\"held\",\"count\":1,\"token\":{},", owner, kind, token)),
+              std::string::npos)
+        << kind << ": locks lists the holder with the owner, kind and token its command was given\n"
+        << held.output;
+  }
+}
+
 TEST_F(Cli, DefaultsToTheEmbeddedSqliteFileFromDblockDsn) {
   auto result = run({"run", "--name", "env-dsn", "--", "true"}, {"DBLOCK_DSN=" + sqlite_dsn_});
   EXPECT_EQ(result.exit_code, 0) << result.output;

@@ -297,8 +297,8 @@ TEST_P(FenceBesideOthers, AMembersOwnFenceNeverStopsTheManagersOtherRenewals) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FenceBesideOthers,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 // PostgreSQL and MySQL/MariaDB: the server ends a fenced transaction paused past its lease.

@@ -430,7 +430,8 @@ TEST_P(GroupsAfterAWait, ARenewalNeverWaitsForAGroupsRowAnotherTransactionHoldsA
       .name = name_, .owner = "lapser", .token = lapser_token_, .ttl = 60s, .kind = dblock::HolderKind::permit};
   auto& admin = installation_->admin();
   admin.exec(postgres() ? "BEGIN" : "START TRANSACTION");
-  admin.query(postgres() ? fmt::format("SELECT name FROM \"{}locks\" WHERE name = '{}' FOR SHARE", installation_->prefix(), name_)
+  admin.query(postgres() ? fmt::format("SELECT name FROM \"{}locks\" WHERE name = '{}' FOR SHARE",
+                                       installation_->prefix(), name_)
                          : fmt::format("SELECT name FROM `{}locks` WHERE name = '{}' LOCK IN SHARE MODE",
                                        installation_->prefix(), name_));
   auto renewal = std::async(std::launch::async, [&] {

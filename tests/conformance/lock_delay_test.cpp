@@ -113,7 +113,8 @@ TEST_P(LockDelay, ALeaseThatEndsWithoutAReleaseKeepsTheNameUntilItsEndPlusTheDel
       << "nor does the holder whose lease ended get it back (re-entry)";
   EXPECT_FALSE(backend().try_acquire("delayed", "lapsed-holder", 400ms, 0, 0ms)) << "or afresh";
   std::vector<dblock::detail::HeldRef> refs{{"delayed", "lapsed-holder", lapsed->token, 400ms}};
-  EXPECT_TRUE(backend().renew(refs, Steady::now() + 5s).renewed.empty()) << "an ended lease is not renewed within its delay";
+  EXPECT_TRUE(backend().renew(refs, Steady::now() + 5s).renewed.empty())
+      << "an ended lease is not renewed within its delay";
 
   auto next = contender->acquire("delayed", 10s);  // the waiter sleeps until the delay has passed
   auto waited = Steady::now() - sent;

@@ -328,7 +328,8 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
     if (fencing && random() % 3 == 0) {
       // Well inside the lease: its renewals wait for the fence to end, and the rest is unfenced.
       try {
-        fencing->fenced(*lock, [&](dblock::FencedTransaction&) { work_until(std::min(until, Clock::now() + kTtl / 3)); });
+        fencing->fenced(*lock,
+                        [&](dblock::FencedTransaction&) { work_until(std::min(until, Clock::now() + kTtl / 3)); });
         if (fences) ++*fences;
       } catch (const dblock::Error&) {
         // refused (the lock was lost or revoked) or cut off by the nemesis: the work goes on unfenced
@@ -470,10 +471,12 @@ void Nemesis::run(Workload workload) {
   std::atomic<bool> stop{false};
   std::vector<std::jthread> holders;
   holders.emplace_back([&] {
-    hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread0", 1, {}, fencing_of(shared_store), &fences);
+    hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread0", 1, {}, fencing_of(shared_store),
+                   &fences);
   });
   holders.emplace_back([&] {
-    hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread1", 2, {}, fencing_of(shared_store), &fences);
+    hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread1", 2, {}, fencing_of(shared_store),
+                   &fences);
   });
   holders.emplace_back([&] {
     hold_in_thread(*own_manager, workload, stop, history, "manager1/thread0", 3, {}, fencing_of(own_store), &fences);

@@ -4,7 +4,8 @@
 usage: fence_interop.py DBLOCK_CLI BACKEND...   (BACKEND: postgres, mysql, sqlite)
 
 For each backend: `dblock run` runs this script as the writer (it fences with its
-DBLOCK_FENCING_TOKEN on a connection of its own and inserts (name, token)); a previous holder's
+DBLOCK_FENCING_TOKEN on a connection of its own and inserts (name, token)); under `--permits 2` and
+`--shared` it fences its membership with fence_member, from DBLOCK_LOCK_OWNER and DBLOCK_LOCK_KIND; a previous holder's
 token and a made-up token are refused while a `dblock run` holds the name, with the documented
 SQLSTATE/errno, and nothing of them lands; committed tokens rise; a Python acquire_held/release
 round trip is seen and then no longer seen by `dblock locks`. Exit 77 skips (a server or module
@@ -22,7 +23,7 @@ import urllib.parse
 # A run of its own (never an older run's installation); the writers it starts inherit it.
 PREFIX = os.environ.setdefault("DBLOCK_PYFENCE_PREFIX", f"pyfence{os.getpid()}_")
 APP = PREFIX + "app"  # the application's table, beside the lock tables
-COMMITTED, REFUSED = 0, 3
+COMMITTED, REFUSED, WRONG_KIND, PLAIN_ACCEPTED = 0, 3, 4, 5
 SKIP = 77
 PYTHON = sys.executable or "/usr/bin/python3"
 
@@ -83,6 +84,49 @@ def fence_and_insert(backend, conn, name, token, who):
         conn.execute("BEGIN IMMEDIATE")
         if not fence_off:
             conn.execute(f'INSERT INTO "{PREFIX}fence" (name, token) VALUES (?, ?)', (name, token))
+        conn.execute(f"INSERT INTO {APP} (name, token, who) VALUES (?, ?, ?)", (name, token, who))
+        conn.execute("COMMIT")
+    except sqlite3.IntegrityError as e:
+        conn.execute("ROLLBACK")
+        if e.sqlite_errorname == "SQLITE_CONSTRAINT_TRIGGER" and "dblock fence" in str(e):
+            return REFUSED
+        raise
+    return COMMITTED
+
+
+def member_fence_and_insert(backend, conn, name, owner, kind, token, who):
+    """One transaction fenced by a permit's or a reader's membership (fence_member, schema 10), then
+    the write: COMMITTED or REFUSED. `owner` and `kind` as `dblock run` gives them."""
+    if backend == "postgres":
+        import psycopg
+        try:
+            with conn.transaction():
+                conn.execute(f'SELECT "public"."{PREFIX}fence_member"(%s, %s, %s, %s)', (name, owner, kind, token))
+                conn.execute(f"INSERT INTO {APP} (name, token, who) VALUES (%s, %s, %s)", (name, token, who))
+        except psycopg.Error as e:
+            if e.sqlstate == "DBF01" and "dblock fence" in str(e):
+                return REFUSED
+            raise
+        return COMMITTED
+    if backend == "mysql":
+        import pymysql
+        try:
+            conn.begin()
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT `{PREFIX}fence_member`(%s, %s, %s, %s)", (name, owner, kind, token))
+                cur.execute(f"INSERT INTO {APP} (name, token, who) VALUES (%s, %s, %s)", (name, token, who))
+            conn.commit()
+        except pymysql.err.OperationalError as e:
+            conn.rollback()
+            if e.args[0] == 32001 and "dblock fence" in e.args[1]:
+                return REFUSED
+            raise
+        return COMMITTED
+    import sqlite3
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(f'INSERT INTO "{PREFIX}fence_member" (name, owner, kind, token) VALUES (?, ?, ?, ?)',
+                     (name, owner, kind, token))
         conn.execute(f"INSERT INTO {APP} (name, token, who) VALUES (?, ?, ?)", (name, token, who))
         conn.execute("COMMIT")
     except sqlite3.IntegrityError as e:
@@ -193,6 +237,25 @@ def writer(backend, dsn):
         conn.close()
 
 
+def member_writer(backend, dsn, kind):
+    """Run by `dblock run --permits N` or `--shared`: the member's fence with the owner and kind the
+    run gives, then insert (name, token). Exits WRONG_KIND when DBLOCK_LOCK_KIND is not `kind`, and
+    PLAIN_ACCEPTED when the plain fence took the member's token (it must refuse a group's row)."""
+    if os.environ.get("DBLOCK_LOCK_KIND") != kind:
+        print(f"DBLOCK_LOCK_KIND is {os.environ.get('DBLOCK_LOCK_KIND')!r}, not {kind!r}", file=sys.stderr)
+        return WRONG_KIND
+    name, token = os.environ["DBLOCK_LOCK_NAME"], int(os.environ["DBLOCK_FENCING_TOKEN"])
+    owner = os.environ["DBLOCK_LOCK_OWNER"]
+    conn = connect(backend, dsn)
+    try:
+        if fence_and_insert(backend, conn, name, token, "plain") != REFUSED:
+            print(f"the plain fence accepted the {kind}'s token {token}", file=sys.stderr)
+            return PLAIN_ACCEPTED
+        return member_fence_and_insert(backend, conn, name, owner, kind, token, kind)
+    finally:
+        conn.close()
+
+
 def holder(token_file, release_file):
     """Run by `dblock run`: publish the token, hold the name until told (at most 15 s)."""
     with open(token_file + ".tmp", "w") as f:
@@ -233,6 +296,14 @@ class Case:
         check(p.returncode in (COMMITTED, REFUSED), f"dblock run writer exited {p.returncode}: {p.stderr.strip()}")
         return p.returncode
 
+    def run_member_writer(self, name, option, kind):
+        """`dblock run OPTION -- python3 member-writer`; returns the writer's exit code."""
+        p = self.dblock("run", "--name", name, *option, "--ttl", "2s", "--wait", "10s", "--", PYTHON,
+                        os.path.abspath(__file__), "--write-member", self.backend, self.dsn, kind)
+        check(p.returncode in (COMMITTED, REFUSED), f"dblock run {' '.join(option)} writer exited {p.returncode}: "
+                                                    f"{p.stderr.strip()}")
+        return p.returncode
+
     def stale_write(self, token, who):
         conn = connect(self.backend, self.dsn)
         try:
@@ -240,12 +311,12 @@ class Case:
         finally:
             conn.close()
 
-    def rows(self):
+    def rows(self, name=None):
         conn = connect(self.backend, self.dsn)
         try:
             cur = conn.cursor()
             mark = "?" if self.backend == "sqlite" else "%s"
-            cur.execute(f"SELECT token, who FROM {APP} WHERE name = {mark} ORDER BY token, who", (self.name,))
+            cur.execute(f"SELECT token, who FROM {APP} WHERE name = {mark} ORDER BY token, who", (name or self.name,))
             rows = [(int(t), w) for t, w in cur.fetchall()]
             if self.backend != "sqlite":
                 conn.commit()
@@ -306,6 +377,16 @@ class Case:
         committed = self.rows()
         check(committed == [(first, "run"), (second, "run")], f"a refused write landed: {committed}")
 
+        # (4) A permit's and a reader's `dblock run` fence their own membership with fence_member,
+        # from the owner and kind the run gives them (DBLOCK_LOCK_OWNER, DBLOCK_LOCK_KIND), and commit;
+        # the plain fence refuses their token first, and nothing of that attempt lands.
+        for option, kind in ((("--permits", "2"), "permit"), (("--shared",), "shared")):
+            name = f"{self.name}/{kind}"
+            check(self.run_member_writer(name, option, kind) == COMMITTED,
+                  f"a dblock run {' '.join(option)} writer's fence_member was refused")
+            written = self.rows(name)
+            check(len(written) == 1 and written[0][1] == kind, f"the {kind}'s fenced write did not land: {written}")
+
         # The acquire/release contract from Python, beside the CLI (not documented for SQLite).
         if self.backend != "sqlite":
             conn = connect(self.backend, self.dsn)
@@ -361,6 +442,8 @@ def server_dsn(backend, work):
 def main(argv):
     if len(argv) >= 2 and argv[1] == "--write":
         return writer(argv[2], argv[3])
+    if len(argv) >= 2 and argv[1] == "--write-member":
+        return member_writer(argv[2], argv[3], argv[4])
     if len(argv) >= 2 and argv[1] == "--hold":
         return holder(argv[2], argv[3])
     cli, backends = argv[1], argv[2:]

@@ -92,7 +92,8 @@ inline void run_every_statement_set(const std::shared_ptr<Store>& store, int rou
   EXPECT_FALSE(groups.try_acquire_member(permits, "third", HolderKind::permit, 2, 60s, 0)) << "two permits";
   std::array members{d::HeldRef{permits, owner, member->token, 60s, HolderKind::permit},
                      d::HeldRef{permits, other, second_member->token + 1, 60s, HolderKind::permit}};
-  EXPECT_EQ(groups.renew_members(members, reply_by()).renewed, std::vector<std::size_t>{0}) << "the second's token is wrong";
+  EXPECT_EQ(groups.renew_members(members, reply_by()).renewed, std::vector<std::size_t>{0})
+      << "the second's token is wrong";
   auto first_end = groups.first_lease_end(permits);
   ASSERT_TRUE(first_end);
   EXPECT_GT(*first_end, 30s);

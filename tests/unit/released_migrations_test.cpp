@@ -34,6 +34,7 @@ const std::vector<Released> kReleased{
     {"postgres", 13, "bd37200b18bc427954c41eac46493ce11295ad9dae1e32454e8e49dd8ff3d8e8"},
     {"postgres", 14, "3a1709217f44291ec24eb5571cd97acae917a2bd29c6b91c6849a1658cbbbca0"},
     {"postgres", 15, "8fbf1eb6973e1888933aacf1ed47783bf97fff0bf43a95ff093b7b826121f426"},
+    {"postgres", 16, "7dd904f93e914df3b777da32a7a879d119c61ed135ebba30bbd5a98f3981f754"},
     {"mysql", 1, "d794f1ff94ece38147b146f7b42cd66eccf9df6643fb986f738420986c11b7d7"},
     {"mysql", 2, "45ae38f5f0ec1cac474b2f0940339442edf51582fb9abd082c559cafb581a06f"},
     {"mysql", 3, "51026c8acd9f6e07732feafc15ee6649dd534c9b36564e6a7e1f28a1538243e8"},
@@ -49,6 +50,7 @@ const std::vector<Released> kReleased{
     {"mysql", 13, "c817ad6961dbf44e6d3571f21ff43c1f6520816320d6dbcc243c216cb8598b26"},
     {"mysql", 14, "2d54e2162ba36c8472019a900baf86366adb32333257d0aade682325b0b54ce4"},
     {"mysql", 15, "6f4f04e489b92c49050f2764ee0a4856eed088da3685b5631cf05952e560e98c"},
+    {"mysql", 16, "6cb5545a7ef9e5f754d70f5e11c2dbf7ab918bb35987962463415dd0aabcd173"},
     {"galera", 1, "4353166034a867c4cee5a24df2091c0e4815bcdadffef017f9375b74fb97a158"},
     {"galera", 2, "7f62a03a205b2aa2d11f34690529d1c93da21235a8abb66bce2aee69888c40f5"},
     {"galera", 3, "d93cb40cb948293b8f249f397e9b1b1f90aa640034bc3664529079b0ae81a9c1"},
@@ -64,6 +66,7 @@ const std::vector<Released> kReleased{
     {"galera", 13, "c817ad6961dbf44e6d3571f21ff43c1f6520816320d6dbcc243c216cb8598b26"},
     {"galera", 14, "2d54e2162ba36c8472019a900baf86366adb32333257d0aade682325b0b54ce4"},
     {"galera", 15, "a940c35bf44d1fec9fb818267442b2b8ae66471acf8faac17c11630ad2d3f9dd"},
+    {"galera", 16, "6cb5545a7ef9e5f754d70f5e11c2dbf7ab918bb35987962463415dd0aabcd173"},
     {"sqlite", 1, "ede1c9483360a3fdb8bb5c3be98b301f2f1ac996d52d54e28a59d63e78a7454d"},
     {"sqlite", 2, "81d1617858417603b3afab5e699b73d27c61fd0187487ecb9781a1aec6ceeff9"},
     {"sqlite", 3, "2a8169be75068d03a7ec690f160c34aa65bd41701b24cc551c7f85265da38938"},
@@ -79,6 +82,7 @@ const std::vector<Released> kReleased{
     {"sqlite", 13, "ef8770054f2679bbcb770867931ccc0667a0017abeed284356f5e5131e08ff8e"},
     {"sqlite", 14, "8d1496489a077c0c386ff9c055578dd586bc16f18200f95a5fee112c278102d6"},
     {"sqlite", 15, "2342d54b1e57521614799196b89ddfff73d209c135c1bcd0390ed7b2bb6c37c5"},
+    {"sqlite", 16, "0ef0bce6fd6634bd551c86443a5d6267dbc7fa4fa2218207145e2c618e9422ef"},
 };
 
 TEST(ReleasedMigrations, EveryReleasedFileIsEmbeddedWithItsReleasedChecksum) {

@@ -589,7 +589,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
         tokens.push_back(ref.token);
       }
       return stepped<dblock::detail::Renewal>("renew", {}, std::move(names), std::move(tokens),
-                                               [s = script_, refs] { return s->apply_renew(refs); });
+                                              [s = script_, refs] { return s->apply_renew(refs); });
     }
     script_->renewals_gate.pass();  // a stall that ignores the reply bound, as MySQL's would
     std::vector<RenewedRef> refs;

@@ -152,6 +152,14 @@ int main(int argc, char** argv) {
   run->add_flag("--retry-failed", retry_failed,
                 "Let a failed or abandoned occurrence run again (default: at most one run per occurrence)");
   run->add_option("command", request.command, "The command and its arguments, after --")->required();
+  // The manual page's source too (help2man): its last paragraph becomes the ENVIRONMENT section.
+  run->footer(
+      "run exits with CMD's status; 127 when CMD was not found, 126 when it is not executable (both named on "
+      "stderr).\n\n"
+      "Environment:\n"
+      "  CMD runs with DBLOCK_LOCK_NAME, DBLOCK_FENCING_TOKEN, DBLOCK_LOCK_OWNER (the holder's owner id, as the lock "
+      "table has it) and DBLOCK_LOCK_KIND (exclusive, permit or shared): the arguments of the fence its own "
+      "transactions begin with (fence_member for a permit or a reader).");
 
   auto* locks = app.add_subcommand("locks", "List locks with owner, count, token and lease left");
   bool json = false;

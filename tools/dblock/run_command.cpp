@@ -99,7 +99,12 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
                                        : std::optional<Occurrence>();
   if (request.occurrence && !occurrence) return kTempFail;
 
-  auto exec = prepare_exec(request, lock->token());
+  // The fence's arguments (doc/sql-contract.md): a permit's or a reader's own owner id and kind; a
+  // plain lock's owner is this thread's, which acquired it.
+  FenceTarget held(*lock);
+  auto exec = prepare_exec(request, CommandGrant{.token = held.token,
+                                                 .owner = held.owner.empty() ? manager.owner_id() : held.owner,
+                                                 .kind = holder_kind_name(held.kind)});
   Pipe life, reports;
   Pipe handoff;  // the guard's to its command: the forwarded signals the group got before the command
   auto signals = wrapper_signals();
@@ -134,6 +139,7 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   bool killed = false;
   bool command_stopped = false;
   std::optional<int> command_status;
+  std::optional<int> exec_error;  // the command could not be started: its exec's errno
   std::optional<siginfo_t> guard_end;
   int left_behind = 0;  // processes of the command killed after it ended
   auto read_reports = [&] {
@@ -141,6 +147,8 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
     while (read(reports.read, &report, sizeof report) == sizeof report) {
       if (report.kind == Report::exited) {
         command_status = report.value;
+      } else if (report.kind == Report::exec_failed) {
+        exec_error = report.value;
       } else if (report.kind == Report::continued) {
         command_stopped = false;
       } else {
@@ -211,6 +219,7 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
                                    "cannot kill (pids {})",
                                    request.name, waiting.size(), fmt::join(waiting, ", ")));
   });
+  if (exec_error) out.say("error", exec_failure_message(request.command.front(), *exec_error));
   if (command_status && left_behind > 0)
     out.say("warning", fmt::format("the command left {} process(es) running; they were killed before the lock on '{}' "
                                    "was released",

@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -137,21 +138,40 @@ bool Pipe::send(const void* data, std::size_t size) const noexcept {
   return written == static_cast<ssize_t>(size);
 }
 
-Exec prepare_exec(const RunRequest& request, std::int64_t token) {
+Exec prepare_exec(const RunRequest& request, const CommandGrant& grant) {
   Exec exec;
+  constexpr std::string_view kOurs[] = {
+      "DBLOCK_FENCING_TOKEN=", "DBLOCK_LOCK_NAME=", "DBLOCK_LOCK_OWNER=", "DBLOCK_LOCK_KIND="};
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string_view text(*entry);
-    if (text.starts_with("DBLOCK_FENCING_TOKEN=") || text.starts_with("DBLOCK_LOCK_NAME=")) continue;
+    if (std::ranges::any_of(kOurs, [&](std::string_view ours) { return text.starts_with(ours); })) continue;
     exec.env_storage.emplace_back(text);
   }
-  exec.env_storage.push_back(fmt::format("DBLOCK_FENCING_TOKEN={}", token));
+  exec.env_storage.push_back(fmt::format("DBLOCK_FENCING_TOKEN={}", grant.token));
   exec.env_storage.push_back(fmt::format("DBLOCK_LOCK_NAME={}", request.name));
+  exec.env_storage.push_back(fmt::format("DBLOCK_LOCK_OWNER={}", grant.owner));
+  exec.env_storage.push_back(fmt::format("DBLOCK_LOCK_KIND={}", grant.kind));
   for (auto& entry : exec.env_storage) exec.envp.push_back(entry.data());
   exec.envp.push_back(nullptr);
   exec.args_storage = request.command;
   for (auto& arg : exec.args_storage) exec.argv.push_back(arg.data());
   exec.argv.push_back(nullptr);
   return exec;
+}
+
+std::string exec_failure_message(const std::string& command, int error) {
+  std::string why;
+  if (error == ENOENT && command.find('/') == std::string::npos) {
+    why = "command not found in PATH";
+  } else if (error == ENOENT) {
+    std::error_code ignored;  // execve's ENOENT for a file that exists: its #! interpreter is missing
+    why = std::filesystem::exists(command, ignored) ? "its interpreter (the #! line) was not found" : "no such file";
+  } else if (error == EACCES) {
+    why = "not executable: permission denied (no execute right, or not a regular file)";
+  } else {
+    why = fmt::format("cannot be executed: {}", std::strerror(error));
+  }
+  return fmt::format("cannot run '{}': {} (exit {})", command, why, error == ENOENT ? 127 : 126);
 }
 
 std::int64_t steady_nanoseconds(Clock::time_point at) {
@@ -199,7 +219,11 @@ void become_guard(Exec& exec, Pipe& life, Pipe& reports, Pipe& handoff, const Gu
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != guard_pid) _exit(kSoftware);
     execvpe(exec.argv[0], exec.argv.data(), exec.envp.data());
-    _exit(errno == ENOENT ? 127 : 126);
+    // Exit as a shell would (127: not found, 126: not executable); the wrapper says which, and why.
+    int error = errno;
+    Report failed{Report::exec_failed, error};
+    reports.send(&failed, sizeof failed);
+    _exit(error == ENOENT ? 127 : 126);
   }
   handoff.close_read();
   hand_over_signals_sent_before_fork(handoff);

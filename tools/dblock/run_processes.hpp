@@ -12,6 +12,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dblock/run_command.hpp"
@@ -77,8 +78,22 @@ struct Exec {
   std::vector<char*> envp, argv;
 };
 
-/// The command line, and this environment with the lock's name and fencing token in it.
-Exec prepare_exec(const RunRequest& request, std::int64_t token);
+/// What the command is told of its grant: with the lock's name, the arguments of the fence a
+/// transaction of its own begins with (doc/sql-contract.md): `fence(name, token)` for an exclusive
+/// lock, `fence_member(name, owner, kind, token)` for a permit or a reader.
+struct CommandGrant {
+  std::int64_t token = 0;
+  std::string owner;      // the holder's owner id, as the lock table (a member: the holders table) has it
+  std::string_view kind;  // "exclusive", "permit" or "shared"
+};
+
+/// The command line, and this environment with the grant in it: DBLOCK_LOCK_NAME,
+/// DBLOCK_FENCING_TOKEN, DBLOCK_LOCK_OWNER and DBLOCK_LOCK_KIND (inherited values of those replaced).
+Exec prepare_exec(const RunRequest& request, const CommandGrant& grant);
+
+/// Why the command could not be started, for the wrapper to print: `error` is the errno of its
+/// exec (`run` exits 127 for ENOENT, 126 for any other).
+[[nodiscard]] std::string exec_failure_message(const std::string& command, int error);
 
 /// A steady_clock instant as CLOCK_MONOTONIC nanoseconds, the guard's clock (the same on Linux).
 std::int64_t steady_nanoseconds(std::chrono::steady_clock::time_point at);
@@ -87,10 +102,12 @@ std::int64_t steady_nanoseconds(std::chrono::steady_clock::time_point at);
 timespec timespec_of(std::int64_t nanoseconds);
 
 /// One event of the command, from the guard to the wrapper (a pipe write below PIPE_BUF: atomic).
+/// A failed exec is written by the command itself, before it exits: so before the guard's report
+/// of that exit.
 struct Report {
-  enum Kind : int { exited, stopped, continued };
+  enum Kind : int { exited, stopped, continued, exec_failed };
   int kind = exited;
-  int value = 0;  // exited: the wait status; stopped: the stop signal
+  int value = 0;  // exited: the wait status; stopped: the stop signal; exec_failed: the exec's errno
 };
 
 struct GuardSetup {

@@ -8,7 +8,9 @@
 #include <cppconn/resultset_metadata.h>
 #include <cppconn/statement.h>
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -171,8 +173,22 @@ auto MyConnection::guarded(std::string_view what, Fn&& fn) {
   try {
     return fn();
   } catch (const sql::SQLException& e) {
+    if (application_statement_) fail_application(e, what);
     fail(e, what);
   }
+}
+
+void MyConnection::fail_application(const sql::SQLException& error, std::string_view what) {
+  int code = error.getErrorCode();
+  // The errors fail() answers with advice about dblock's own objects or the server it needs.
+  constexpr int kReadOnlyServer = 1290, kReadOnlyTransaction = 1792;
+  constexpr int kAdvised[] = {kTableAccessDenied,    kColumnAccessDenied,   kRoutineAccessDenied,
+                              kSpecificAccessDenied, kDatabaseAccessDenied, kNoSuchTable,
+                              kNoSuchFunction,       kReadOnlyServer,       kReadOnlyTransaction};
+  if (std::find(std::begin(kAdvised), std::end(kAdvised), code) == std::end(kAdvised)) fail(error, what);
+  std::string state = error.getSQLStateCStr();
+  throw DatabaseError(fmt::format("{}: {} (MySQL error {})", what, error.what(), code),
+                      state.size() == 5 ? state : std::string_view{});
 }
 
 void MyConnection::fail(const sql::SQLException& error, std::string_view what) {

@@ -97,10 +97,30 @@ class MyConnection {
   /// One statement as plain text, no parameters (DDL).
   void execute(const std::string& sql);
 
+  /// While the returned guard lives, the statements run are the application's (a fenced
+  /// transaction's work): a failure is the server's message and SQLSTATE as a DatabaseError, never
+  /// dblock's advice about its own tables, grants or the writable server (a missing table or a
+  /// right lacking is the application's); a broken session and a transient failure as for dblock's.
+  class ApplicationStatements {
+   public:
+    explicit ApplicationStatements(MyConnection& connection) : connection_(connection) {
+      connection_.application_statement_ = true;
+    }
+    ~ApplicationStatements() { connection_.application_statement_ = false; }
+    ApplicationStatements(const ApplicationStatements&) = delete;
+    ApplicationStatements& operator=(const ApplicationStatements&) = delete;
+
+   private:
+    MyConnection& connection_;
+  };
+  [[nodiscard]] ApplicationStatements application_statements() { return ApplicationStatements(*this); }
+
  private:
   sql::PreparedStatement& prepared(const MyStatement& statement, std::span<const MyParam> params);
   /// Throws the dblock exception for a driver error; marks the session broken when it is.
   [[noreturn]] void fail(const sql::SQLException& error, std::string_view what);
+  /// fail() for the application's statements (ApplicationStatements).
+  [[noreturn]] void fail_application(const sql::SQLException& error, std::string_view what);
   template <class Fn>
   auto guarded(std::string_view what, Fn&& fn);
 
@@ -110,6 +130,7 @@ class MyConnection {
   std::string redacted_uri_;
   std::chrono::milliseconds statement_timeout_;
   bool broken_ = false;
+  bool application_statement_ = false;
 };
 
 }  // namespace dblock::detail

@@ -146,6 +146,7 @@ std::vector<MyParam> params_of(std::span<const std::string> params) {
 FenceRows MyFencedSession::query(std::string_view sql, std::span<const std::string> params) {
   auto statement = fences_.statement(sql);
   auto values = params_of(params);
+  auto application = session_->application_statements();
   MyRows rows = stop_.run([&] { return session_->query(statement, values); });
   FenceRows out;
   for (auto& row : rows) {
@@ -158,6 +159,7 @@ FenceRows MyFencedSession::query(std::string_view sql, std::span<const std::stri
 std::int64_t MyFencedSession::execute(std::string_view sql, std::span<const std::string> params) {
   auto statement = fences_.statement(sql);
   auto values = params_of(params);
+  auto application = session_->application_statements();
   return static_cast<std::int64_t>(stop_.run([&] { return session_->update(statement, values); }));
 }
 

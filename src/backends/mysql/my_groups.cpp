@@ -28,8 +28,7 @@ class MyGroups final : public GroupBackend {
     return left_and_freed->count;
   }
 
-  Renewal renew_members(std::span<const HeldRef> held,
-                                         std::chrono::steady_clock::time_point) override {
+  Renewal renew_members(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     auto json = held_json(held, true);
     std::array<MyParam, 1> params{json};
     auto rows = db_.group_call(db_.sql.renew_members, params);
@@ -39,8 +38,10 @@ class MyGroups final : public GroupBackend {
     for (auto part : std::views::split(std::string_view(*rows.front().text(0)), ',')) {
       if (part.empty()) continue;
       auto position = std::stoll(std::string(part.begin(), part.end()));
-      if (position >= 0) renewal.renewed.push_back(static_cast<std::size_t>(position));
-      else renewal.busy.push_back(static_cast<std::size_t>(-position - 1));
+      if (position >= 0)
+        renewal.renewed.push_back(static_cast<std::size_t>(position));
+      else
+        renewal.busy.push_back(static_cast<std::size_t>(-position - 1));
     }
     return renewal;
   }

@@ -38,7 +38,8 @@ struct MySql {
     // 0016); what it may still wait for (a fence past its lease, or the caller's own fence under a
     // re-entry) is bounded by the smallest lock wait that still waits (1 s): a try answers busy
     // then (1205), and a combined call gives way to its requests sent alone.
-    acquire = make("acquire", "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT `{prefix}acquire_delayed`(?, ?, ?, ?, ?)");
+    acquire = make("acquire",
+                   "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT `{prefix}acquire_delayed`(?, ?, ?, ?, ?)");
     release = make("release", "SELECT `{prefix}release`(?, ?, ?)");
     // The caller's last level: the row goes whatever its count (LockBackend::release_last).
     release_last = make("release_last", "DELETE FROM `{prefix}locks` WHERE name = ? AND owner = ? AND token = ?");
@@ -164,7 +165,8 @@ WHERE name = ? AND owner = ? AND token = ? AND acquired_at + INTERVAL ? MICROSEC
     // Many acquisitions, or many last-level releases, in one call of migration 0011's functions (one
     // statement, one transaction): the requests as one JSON parameter (MyLocks' requests_json),
     // the outcomes as the positions of those granted or deleted.
-    acquire_many = make("acquire_many", "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT `{prefix}acquire_many`(?)");
+    acquire_many =
+        make("acquire_many", "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT `{prefix}acquire_many`(?)");
     release_last_many = make("release_last_many", "SELECT `{prefix}release_last_many`(?)");
     history_table = fill(R"(
 CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
@@ -188,10 +190,10 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   ttl_us BIGINT PATH '$[3]',
   position FOR ORDINALITY)) h)";
 
-  MyStatement acquire, release, release_last, renew, renew_one, renewed_of, lease_left, list, force_release, reap, reap_members,
-      census, seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers, mark_writer,
-      unmark_writer, first_lease_end, schema_version, history, record_started, record_done, forget, grants, catalog,
-      revoke, acknowledge_revoked, release_keeping, acquire_many, release_last_many;
+  MyStatement acquire, release, release_last, renew, renew_one, renewed_of, lease_left, list, force_release, reap,
+      reap_members, census, seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers,
+      mark_writer, unmark_writer, first_lease_end, schema_version, history, record_started, record_done, forget, grants,
+      catalog, revoke, acknowledge_revoked, release_keeping, acquire_many, release_last_many;
   std::string history_table;
 };
 

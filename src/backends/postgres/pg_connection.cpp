@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend.hpp"
+#include "base/scope_exit.hpp"
 #include "base/uri.hpp"
 
 namespace dblock::detail {
@@ -200,8 +201,25 @@ void throw_pg_error(PGconn* conn, const PGresult* result, std::string_view what,
   throw DatabaseError(message, sqlstate);
 }
 
+void throw_pg_application_error(PGconn* conn, const PGresult* result, std::string_view what, std::string_view where) {
+  const char* state =
+      result != nullptr && PQstatus(conn) != CONNECTION_BAD ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  std::string_view sqlstate = state != nullptr ? state : "";
+  // The states throw_pg_error answers with advice about dblock's own objects or the server it needs.
+  if (sqlstate == "42P01" || sqlstate == "3F000" || sqlstate == "42883" || sqlstate == "42501" || sqlstate == "25006")
+    throw DatabaseError(fmt::format("{}: {}", what, trimmed(PQresultErrorMessage(result))), sqlstate);
+  throw_pg_error(conn, result, what, where);
+}
+
 void PgConnection::fail(const PGresult* result, std::string_view what) const {
+  if (application_statement_) throw_pg_application_error(conn_.get(), result, what, redacted_uri_);
   throw_pg_error(conn_.get(), result, what, redacted_uri_);
+}
+
+PgResult PgConnection::exec_application(const std::string& sql, std::span<const std::string> params) {
+  application_statement_ = true;
+  ScopeExit restore([this]() noexcept { application_statement_ = false; });
+  return exec_params(sql, params);
 }
 
 PgResult PgConnection::exec(std::string_view sql) {

@@ -26,6 +26,12 @@ namespace dblock::detail {
 /// connection, permission (42501), read-only (25006) or any other DatabaseError. `where` names the
 /// server in messages (a redacted URI).
 [[noreturn]] void throw_pg_error(PGconn* conn, const PGresult* result, std::string_view what, std::string_view where);
+/// The translation of a failed statement the application wrote (a fenced transaction's work): the
+/// server's message and SQLSTATE as a DatabaseError, never dblock's advice about its own tables,
+/// grants or primary (a missing table or a right lacking is the application's); a broken
+/// connection, a transient failure and a lock wait timed out as throw_pg_error has them.
+[[noreturn]] void throw_pg_application_error(PGconn* conn, const PGresult* result, std::string_view what,
+                                             std::string_view where);
 
 struct PgResultDeleter {
   void operator()(PGresult* result) const noexcept { PQclear(result); }
@@ -148,6 +154,9 @@ class PgConnection {
     PgConnection& connection_;
   };
   [[nodiscard]] ReplyLimit limit_replies(std::chrono::steady_clock::time_point by) { return ReplyLimit(*this, by); }
+  /// exec_params for a statement the application wrote: its failure is translated by
+  /// throw_pg_application_error.
+  PgResult exec_application(const std::string& sql, std::span<const std::string> params);
 
   /// Never hand this session back to a pool (its server-side state cannot be trusted).
   void abandon() noexcept { abandoned_ = true; }
@@ -184,6 +193,7 @@ class PgConnection {
   bool abandoned_ = false;
   std::chrono::steady_clock::time_point reply_by_ = std::chrono::steady_clock::time_point::max();
   std::int64_t server_pid_ = 0;
+  bool application_statement_ = false;  // exec_application's: fail() translates as the application's
 };
 
 /// `{"a","b\"c"}`: a text[] literal with every element quoted, so NULL, commas and braces in

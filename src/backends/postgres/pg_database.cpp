@@ -60,8 +60,10 @@ Renewal pg_renew(PgDatabase& database, const PgStatement& statement, std::span<c
   Renewal renewal;
   for (int row = 0; row < PQntuples(result.get()); ++row) {
     auto position = to_int64(result.get(), row, 0);  // -(position + 1): left alone, busy
-    if (position >= 0) renewal.renewed.push_back(static_cast<std::size_t>(position));
-    else renewal.busy.push_back(static_cast<std::size_t>(-position - 1));
+    if (position >= 0)
+      renewal.renewed.push_back(static_cast<std::size_t>(position));
+    else
+      renewal.busy.push_back(static_cast<std::size_t>(-position - 1));
   }
   return renewal;
 }

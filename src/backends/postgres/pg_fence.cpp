@@ -32,7 +32,7 @@ class PgFencedSession final : public FencedSession {
   std::int64_t lease_left_ms() const noexcept override { return left_ms_; }
 
   FenceRows query(std::string_view sql, std::span<const std::string> params) override {
-    auto result = session_->exec_params(std::string(sql), params);
+    auto result = session_->exec_application(std::string(sql), params);
     FenceRows rows;
     for (int row = 0; row < PQntuples(result.get()); ++row) {
       auto& cells = rows.emplace_back();
@@ -44,7 +44,7 @@ class PgFencedSession final : public FencedSession {
   }
 
   std::int64_t execute(std::string_view sql, std::span<const std::string> params) override {
-    auto result = session_->exec_params(std::string(sql), params);
+    auto result = session_->exec_application(std::string(sql), params);
     return std::atoll(PQcmdTuples(result.get()));
   }
 

@@ -32,8 +32,7 @@ class PgGroups final : public GroupBackend {
     return to_int64(result.get(), 0, 0);
   }
 
-  Renewal renew_members(std::span<const HeldRef> held,
-                                         std::chrono::steady_clock::time_point reply_by) override {
+  Renewal renew_members(std::span<const HeldRef> held, std::chrono::steady_clock::time_point reply_by) override {
     return pg_renew(database_, database_.sql.renew_members, held, true, reply_by);
   }
 

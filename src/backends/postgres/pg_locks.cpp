@@ -111,8 +111,7 @@ class PgLocks final : public LockBackend {
     return released;
   }
 
-  Renewal renew(std::span<const HeldRef> held,
-                                 std::chrono::steady_clock::time_point reply_by) override {
+  Renewal renew(std::span<const HeldRef> held, std::chrono::steady_clock::time_point reply_by) override {
     return pg_renew(database_, database_.sql.renew, held, false, reply_by);
   }
 

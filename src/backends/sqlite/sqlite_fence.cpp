@@ -62,15 +62,23 @@ class SqliteFencedSession final : public FencedSession {
 
   FenceRows query(std::string_view sql, std::span<const std::string> params) override {
     FenceRows rows;
-    stop_.run(
-        [&] { session_->guarded("a statement in a fenced transaction", [&] { run(*session_, sql, params, &rows); }); });
+    stop_.run([&] {
+      session_->guarded(
+          "a statement in a fenced transaction", [&] { run(*session_, sql, params, &rows); },
+          StatementAuthor::application);
+    });
     return rows;
   }
 
   std::int64_t execute(std::string_view sql, std::span<const std::string> params) override {
+    return execute(sql, params, StatementAuthor::application);
+  }
+
+  /// execute() of `author`'s statement: the fence itself is dblock's.
+  std::int64_t execute(std::string_view sql, std::span<const std::string> params, StatementAuthor author) {
     return stop_.run([&] {
-      return session_->guarded("a statement in a fenced transaction",
-                               [&] { return run(*session_, sql, params, nullptr); });
+      return session_->guarded(
+          "a statement in a fenced transaction", [&] { return run(*session_, sql, params, nullptr); }, author);
     });
   }
 
@@ -119,10 +127,10 @@ class SqliteFences final : public FenceBackend {
         if (target.member()) {
           std::array<std::string, 4> params{std::string(target.name), std::string(target.owner),
                                             std::string(target.kind), std::to_string(target.token)};
-          fenced->execute(member_, params);
+          fenced->execute(member_, params, StatementAuthor::dblock);
         } else {
           std::array<std::string, 2> params{std::string(target.name), std::to_string(target.token)};
-          fenced->execute(fence_, params);
+          fenced->execute(fence_, params, StatementAuthor::dblock);
         }
       } catch (const Error& e) {
         fenced->rollback();

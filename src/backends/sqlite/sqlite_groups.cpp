@@ -209,8 +209,7 @@ class SqliteGroups final : public GroupBackend {
     return session->guarded_write("release", [&] { return of(*session).release_member(name, owner, kind, token); });
   }
 
-  Renewal renew_members(std::span<const HeldRef> held,
-                                         std::chrono::steady_clock::time_point) override {
+  Renewal renew_members(std::span<const HeldRef> held, std::chrono::steady_clock::time_point) override {
     auto session = pool_.lease();
     return session->guarded_write("renew", [&] { return of(*session).renew_members(held); });
   }

@@ -2,7 +2,7 @@
 
 namespace dblock::detail {
 
-[[noreturn]] void rethrow_translated(std::string_view what, std::string_view path) {
+[[noreturn]] void rethrow_translated(std::string_view what, std::string_view path, StatementAuthor author) {
   try {
     throw;
   } catch (const soci::sqlite3_soci_error& e) {
@@ -12,7 +12,7 @@ namespace dblock::detail {
     // Compare primary codes: extended ones such as SQLITE_BUSY_SNAPSHOT (517) are busy too.
     int primary = e.result() & 0xff;
     if (primary == kSqliteBusy || primary == kSqliteLocked) throw TransientError(message);
-    if (std::string_view(e.what()).find("no such table") != std::string_view::npos)
+    if (author == StatementAuthor::dblock && std::string_view(e.what()).find("no such table") != std::string_view::npos)
       throw SchemaError(SchemaError::Reason::missing,
                         fmt::format("dblock's tables are missing in sqlite://{}: run `dblock migrate up`", path));
     throw DatabaseError(message);

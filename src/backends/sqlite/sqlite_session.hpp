@@ -25,8 +25,14 @@
 
 namespace dblock::detail {
 
-/// Translates SOCI/SQLite failures (the exception in flight) into dblock exceptions.
-[[noreturn]] void rethrow_translated(std::string_view what, std::string_view path);
+/// Who wrote a statement: dblock, or the application (a fenced transaction's work), whose missing
+/// table is its own, not a sign that dblock's tables are missing.
+enum class StatementAuthor { dblock, application };
+
+/// Translates SOCI/SQLite failures (the exception in flight) into dblock exceptions. The
+/// application's statements get SQLite's own message, never dblock's advice (`migrate up`).
+[[noreturn]] void rethrow_translated(std::string_view what, std::string_view path,
+                                     StatementAuthor author = StatementAuthor::dblock);
 
 /// Executes a statement that returns at most one row and runs it to completion: SQLite commits an
 /// autocommit write only when its statement finishes, and SOCI stops stepping after the first row.
@@ -102,9 +108,9 @@ class SqliteSession {
   /// False after any failure (a statement may be mid-step) or inside a transaction.
   [[nodiscard]] bool usable() const noexcept { return !broken_ && sqlite_api::sqlite3_get_autocommit(raw_) != 0; }
 
-  /// Runs `body` and translates failures; a failed session is not reused.
+  /// Runs `body` and translates failures (`author` wrote its statements); a failed session is not reused.
   template <class Fn>
-  auto guarded(std::string_view what, Fn&& body) {
+  auto guarded(std::string_view what, Fn&& body, StatementAuthor author = StatementAuthor::dblock) {
     try {
       return body();
     } catch (const Error&) {
@@ -112,7 +118,7 @@ class SqliteSession {
       throw;
     } catch (...) {
       broken_ = true;
-      rethrow_translated(what, path_);
+      rethrow_translated(what, path_, author);
     }
   }
 
