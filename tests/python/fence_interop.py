@@ -46,15 +46,20 @@ def connect(backend, dsn):
     return sqlite3.connect(dsn[len("sqlite://"):].split("?", 1)[0], isolation_level=None, timeout=10)
 
 
-def fence_and_insert(backend, conn, name, token, who):
-    """One fenced transaction: the fence first, then the write. Returns COMMITTED or REFUSED."""
-    fence_off = os.environ.get("DBLOCK_TEST_FENCE_OFF") is not None
+def fence_and_insert(backend, conn, name, token, who, member=None):
+    """One fenced transaction: the fence first, then the write. Returns COMMITTED or REFUSED.
+    `member`: (owner, kind) as `dblock run` gives them for a permit or a reader: the transaction is
+    fenced by that membership (fence_member, schema 10) instead of the plain fence."""
+    fence_off = member is None and os.environ.get("DBLOCK_TEST_FENCE_OFF") is not None
+    args = (name, *member, token) if member else (name, token)
     if backend == "postgres":
         import psycopg
+        fence = f'SELECT "public"."{PREFIX}fence_member"(%s, %s, %s, %s)' if member else \
+            f'SELECT "public"."{PREFIX}fence"(%s, %s)'
         try:
             with conn.transaction():
                 if not fence_off:
-                    conn.execute(f'SELECT "public"."{PREFIX}fence"(%s, %s)', (name, token))
+                    conn.execute(fence, args)
                 conn.execute(f"INSERT INTO {APP} (name, token, who) VALUES (%s, %s, %s)", (name, token, who))
         except psycopg.Error as e:
             if e.sqlstate == "DBF01" and "dblock fence" in str(e):
@@ -63,11 +68,12 @@ def fence_and_insert(backend, conn, name, token, who):
         return COMMITTED
     if backend == "mysql":
         import pymysql
+        fence = f"SELECT `{PREFIX}fence_member`(%s, %s, %s, %s)" if member else f"SELECT `{PREFIX}fence`(%s, %s)"
         try:
             conn.begin()
             with conn.cursor() as cur:
                 if not fence_off:
-                    cur.execute(f"SELECT `{PREFIX}fence`(%s, %s)", (name, token))
+                    cur.execute(fence, args)
                 cur.execute(f"INSERT INTO {APP} (name, token, who) VALUES (%s, %s, %s)", (name, token, who))
             conn.commit()
         except pymysql.err.OperationalError as e:
@@ -80,53 +86,12 @@ def fence_and_insert(backend, conn, name, token, who):
                 cur.execute("SET SESSION idle_transaction_timeout = DEFAULT")
         return COMMITTED
     import sqlite3
+    fence = f'INSERT INTO "{PREFIX}fence_member" (name, owner, kind, token) VALUES (?, ?, ?, ?)' if member else \
+        f'INSERT INTO "{PREFIX}fence" (name, token) VALUES (?, ?)'
     try:
         conn.execute("BEGIN IMMEDIATE")
         if not fence_off:
-            conn.execute(f'INSERT INTO "{PREFIX}fence" (name, token) VALUES (?, ?)', (name, token))
-        conn.execute(f"INSERT INTO {APP} (name, token, who) VALUES (?, ?, ?)", (name, token, who))
-        conn.execute("COMMIT")
-    except sqlite3.IntegrityError as e:
-        conn.execute("ROLLBACK")
-        if e.sqlite_errorname == "SQLITE_CONSTRAINT_TRIGGER" and "dblock fence" in str(e):
-            return REFUSED
-        raise
-    return COMMITTED
-
-
-def member_fence_and_insert(backend, conn, name, owner, kind, token, who):
-    """One transaction fenced by a permit's or a reader's membership (fence_member, schema 10), then
-    the write: COMMITTED or REFUSED. `owner` and `kind` as `dblock run` gives them."""
-    if backend == "postgres":
-        import psycopg
-        try:
-            with conn.transaction():
-                conn.execute(f'SELECT "public"."{PREFIX}fence_member"(%s, %s, %s, %s)', (name, owner, kind, token))
-                conn.execute(f"INSERT INTO {APP} (name, token, who) VALUES (%s, %s, %s)", (name, token, who))
-        except psycopg.Error as e:
-            if e.sqlstate == "DBF01" and "dblock fence" in str(e):
-                return REFUSED
-            raise
-        return COMMITTED
-    if backend == "mysql":
-        import pymysql
-        try:
-            conn.begin()
-            with conn.cursor() as cur:
-                cur.execute(f"SELECT `{PREFIX}fence_member`(%s, %s, %s, %s)", (name, owner, kind, token))
-                cur.execute(f"INSERT INTO {APP} (name, token, who) VALUES (%s, %s, %s)", (name, token, who))
-            conn.commit()
-        except pymysql.err.OperationalError as e:
-            conn.rollback()
-            if e.args[0] == 32001 and "dblock fence" in e.args[1]:
-                return REFUSED
-            raise
-        return COMMITTED
-    import sqlite3
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(f'INSERT INTO "{PREFIX}fence_member" (name, owner, kind, token) VALUES (?, ?, ?, ?)',
-                     (name, owner, kind, token))
+            conn.execute(fence, args)
         conn.execute(f"INSERT INTO {APP} (name, token, who) VALUES (?, ?, ?)", (name, token, who))
         conn.execute("COMMIT")
     except sqlite3.IntegrityError as e:
@@ -251,7 +216,7 @@ def member_writer(backend, dsn, kind):
         if fence_and_insert(backend, conn, name, token, "plain") != REFUSED:
             print(f"the plain fence accepted the {kind}'s token {token}", file=sys.stderr)
             return PLAIN_ACCEPTED
-        return member_fence_and_insert(backend, conn, name, owner, kind, token, kind)
+        return fence_and_insert(backend, conn, name, token, kind, member=(owner, kind))
     finally:
         conn.close()
 
