@@ -606,6 +606,30 @@ TEST_F(Cli, ServerErrorsExit69And78WithoutPrintingThePassword) {
   EXPECT_EQ(run({"--dsn", unmigrated, "run", "--name", "x", "--", "true"}).exit_code, 0);
 }
 
+// MariaDB's Connector/C opens its sockets without close-on-exec: the command must not inherit dblock's
+// connections (an authenticated session as dblock's user, kept open after dblock is gone), while
+// what dblock itself was started with (here the test's own descriptors) still reaches it.
+TEST_F(Cli, TheCommandInheritsNoneOfDblocksOwnConnections) {
+  std::string server;
+  DBLOCK_REQUIRE_DSN(server, "DBLOCK_TEST_MYSQL_DSN");
+  auto dsn = dblock::test::with_params(server, "prefix=" + dblock::test::unique_prefix());
+  ASSERT_EQ(run({"--dsn", dsn, "migrate", "up"}).exit_code, 0);
+  const std::vector<std::string> count_sockets{"sh", "-c", "echo sockets=$(ls -l /proc/$$/fd | grep -c socket:)"};
+  auto sockets_of = [&](std::vector<std::string> args) {
+    args.insert(args.end(), count_sockets.begin(), count_sockets.end());
+    auto result = run(args);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    auto at = result.output.find("sockets=");
+    return at == std::string::npos ? -1 : std::stoi(result.output.substr(at + 8));
+  };
+  // SQLite opens no socket: what the command gets there is what dblock was given.
+  auto given = sockets_of({"--dsn", sqlite_dsn_, "run", "--name", "fd-job", "--"});
+  ASSERT_GE(given, 0);
+  EXPECT_EQ(sockets_of({"--dsn", dsn, "run", "--mode", "advisory", "--name", "fd-job", "--"}), given)
+      << "the command inherited dblock's connection (GET_LOCK mode pins one for the lock)";
+  EXPECT_EQ(sockets_of({"--dsn", dsn, "run", "--name", "fd-job", "--"}), given);
+}
+
 TEST_F(Cli, EverySubcommandWorksWithAMysqlDsn) {
   std::string server;
   DBLOCK_REQUIRE_DSN(server, "DBLOCK_TEST_MYSQL_DSN");

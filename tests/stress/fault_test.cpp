@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +33,7 @@
 #include "support/build_paths.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
+#include "support/own_pgbouncer.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
 
@@ -225,7 +227,11 @@ TEST_P(Faults, ALostReadersReleaseLeavesTheMembershipItsOwnerTookAfresh) {
 // stops forwarding keeps both ends alive and cannot show this). Another process must be granted
 // the name within the holder's lease plus the documented margin (doc/guarantees.md, "Cut"):
 // PostgreSQL's server closes a session silent for 5 s (tcp_keepalives_*, tcp_user_timeout, set
-// per session at connect) and checks once a second; table mode's lease ends by itself.
+// per session at connect) and checks once a second; table mode's lease ends by itself, also
+// through PgBouncer and on Galera (the contender on another node). Behind PgBouncer the holder's
+// connection ends at PgBouncer, which keeps its server connection alive: a session pooler's server
+// session, and so its advisory locks, go only once PgBouncer drops the client, which its own
+// client-side keepalives bound (CutSessionPooler below).
 constexpr auto kCutTtl = 3s;
 constexpr auto kCutMargin = 6s;
 constexpr auto kCutSlack = 3s;  // a loaded machine; still far below the two hours of TCP's defaults
@@ -340,26 +346,22 @@ std::optional<std::chrono::milliseconds> takeover_time(dblock::LockManager& cont
   return took;
 }
 
-class Cut : public ::testing::TestWithParam<dblock::test::BackendCase> {};
-
-TEST_P(Cut, AHolderCutOffFromTheServerBlocksTheNameOnlyUntilItsLeaseEndsPlusTheMargin) {
-  std::string server_dsn;
-  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
-  ASSERT_TRUE(LoopbackCut::available()) << "cutting a connection needs root and iptables (tools/deps.sh installs it)";
-  const auto bound = kCutTtl + cut_margin(GetParam()) + kCutSlack;
-  dblock::test::Installation installation(GetParam(), server_dsn);
-  const std::string name = fmt::format("cut/{}/{}", GetParam().label, getpid());
-  CutHolder holder(installation.dsn(), name, GetParam().mode);
+/// A `dblock run` holding a name of its own on `holder_dsn` is cut off from loopback port `port`
+/// (its end of every connection it has there); prints how long until `contender` is granted the
+/// name, and fails unless that is within `bound`.
+void expect_taken_over_after_cut(const std::string& label, const std::string& holder_dsn, std::uint16_t port,
+                                 dblock::LockManager& contender, dblock::LockMode mode, std::chrono::seconds bound) {
+  const std::string name = fmt::format("cut/{}/{}", label, getpid());
+  CutHolder holder(holder_dsn, name, mode);
   ASSERT_TRUE(dblock::test::eventually([&] { return holder.holds(); }, 30s)) << "the holder never got the lock";
-  auto ports = local_ports_of(holder.pid(), dblock::test::dsn_port(server_dsn));
-  ASSERT_FALSE(ports.empty()) << "the holder has no connection to the server";
-  dblock::LockManager contender(installation.store(), {.mode = GetParam().mode, .default_ttl = kCutTtl});
+  auto ports = local_ports_of(holder.pid(), port);
+  ASSERT_FALSE(ports.empty()) << "the holder has no connection to port " << port;
   ASSERT_FALSE(contender.try_acquire(name)) << "the holder holds the name";
 
   LoopbackCut cut(ports);
   ASSERT_TRUE(cut.added());
   auto took = takeover_time(contender, name, bound);
-  std::cout << GetParam().label << ": " << ports.size() << " connection(s) of the holder cut; another process was "
+  std::cout << label << ": " << ports.size() << " connection(s) of the holder cut; another process was "
             << (took ? fmt::format("granted the name {} ms after the cut", took->count())
                      : fmt::format("not granted the name within {} s", bound.count()))
             << "\n";
@@ -367,11 +369,110 @@ TEST_P(Cut, AHolderCutOffFromTheServerBlocksTheNameOnlyUntilItsLeaseEndsPlusTheM
   EXPECT_LE(*took, bound);
 }
 
+class Cut : public ::testing::TestWithParam<dblock::test::BackendCase> {};
+
+// Also through the shared PgBouncer (tools/testdb.sh: pool_mode = transaction; the holder's
+// connections to PgBouncer are cut, PgBouncer's to the server stay) and on Galera (the holder on
+// node 1 is cut off from it, the contender asks node 2): table mode's lease ends by itself there too.
+TEST_P(Cut, AHolderCutOffFromTheServerBlocksTheNameOnlyUntilItsLeaseEndsPlusTheMargin) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
+  ASSERT_TRUE(LoopbackCut::available()) << "cutting a connection needs root and iptables (tools/deps.sh installs it)";
+  dblock::test::Installation installation(GetParam(), dblock::test::node_dsns(GetParam(), server_dsn));
+  auto stores = installation.stores_on_nodes();
+  dblock::LockManager contender(stores.size() > 1 ? stores[1] : stores[0],
+                                {.mode = GetParam().mode, .default_ttl = kCutTtl});
+  expect_taken_over_after_cut(GetParam().label, installation.dsn(), dblock::test::dsn_port(server_dsn), contender,
+                              GetParam().mode, kCutTtl + cut_margin(GetParam()) + kCutSlack);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Backends, Cut,
     ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
-                                             dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory})),
+                                             dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
+                                             dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
     [](const auto& info) { return std::string(info.param.label); });
+
+#if DBLOCK_TEST_WITH_POSTGRES
+/// PgBouncer's client side bounded as dblock bounds PostgreSQL's server side (pg_connection.hpp,
+/// kCut*): a client silent for 5 s is dropped (doc/configuration.md, "Cut connections behind PgBouncer").
+constexpr const char* kPoolerCutSettings =
+    "tcp_keepalive = 1\ntcp_keepidle = 2\ntcp_keepintvl = 1\ntcp_keepcnt = 3\ntcp_user_timeout = 5000";
+
+const dblock::test::BackendCase kSessionPoolerTable{"pgbouncer_session_table", "postgresql",
+                                                    "DBLOCK_TEST_PG_DSN",      dblock::LockMode::table,
+                                                    "pool_mode=session",       "DBLOCK_TEST_PG_DSN"};
+const dblock::test::BackendCase kSessionPoolerAdvisory{"pgbouncer_session_advisory", "postgresql",
+                                                       "DBLOCK_TEST_PG_DSN",         dblock::LockMode::advisory,
+                                                       "pool_mode=session",          "DBLOCK_TEST_PG_DSN"};
+
+class CutSessionPooler : public ::testing::TestWithParam<dblock::test::BackendCase> {};
+
+// Through a PgBouncer in session mode (a pooler of the test's own: the shared one runs in
+// transaction mode, where advisory mode is refused), the holder cut off from PgBouncer. dblock's
+// keepalive settings then reach only PgBouncer's server connection, whose ends both live: the server
+// session, and its advisory locks, stay until PgBouncer drops the client and gives the server
+// connection back (server_reset_query, DISCARD ALL by default, unlocks them). PgBouncer's own client
+// settings bound that (kPoolerCutSettings; with its defaults, TCP's: about 2 h 11 min); table
+// mode's lease ends by itself whatever PgBouncer does.
+TEST_P(CutSessionPooler, AHolderCutOffFromPgBouncerBlocksTheNameOnlyUntilItsLeaseEndsPlusTheMargin) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
+  if (dblock::test::OwnPgBouncer::program().empty()) {
+    if (dblock::test::servers_required()) FAIL() << "PgBouncer is not installed but DBLOCK_REQUIRE_SERVERS=1";
+    GTEST_SKIP() << "PgBouncer is not installed";
+  }
+  ASSERT_TRUE(LoopbackCut::available()) << "cutting a connection needs root and iptables (tools/deps.sh installs it)";
+  dblock::test::OwnPgBouncer pooler(server_dsn, "session", kPoolerCutSettings);
+  ASSERT_TRUE(pooler.started()) << pooler.log();
+  dblock::test::Installation installation(GetParam(), dblock::test::with_params(pooler.dsn(), GetParam().dsn_params));
+  dblock::LockManager contender(installation.store(), {.mode = GetParam().mode, .default_ttl = kCutTtl});
+  expect_taken_over_after_cut(GetParam().label, installation.dsn(), pooler.port(), contender, GetParam().mode,
+                              kCutTtl + kCutMargin + kCutSlack);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CutSessionPooler, ::testing::Values(kSessionPoolerTable, kSessionPoolerAdvisory),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+// The other side of the pooler: PgBouncer (in session mode, with its defaults) cut off from the
+// server, on the one server connection that holds the holder's advisory lock. That server session
+// got dblock's keepalive settings (the SETs at connect pass through a session pooler to its server
+// connection), so the server ends it, and the lock, as it does a direct holder's.
+TEST(CutSessionPoolerServer, APgBouncerCutOffFromTheServerLosesItsClientsAdvisoryLocksWithinTheMargin) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_DSN(server_dsn, "DBLOCK_TEST_PG_DSN");
+  if (dblock::test::OwnPgBouncer::program().empty()) {
+    if (dblock::test::servers_required()) FAIL() << "PgBouncer is not installed but DBLOCK_REQUIRE_SERVERS=1";
+    GTEST_SKIP() << "PgBouncer is not installed";
+  }
+  ASSERT_TRUE(LoopbackCut::available()) << "cutting a connection needs root and iptables (tools/deps.sh installs it)";
+  dblock::test::OwnPgBouncer pooler(server_dsn, "session", "");
+  ASSERT_TRUE(pooler.started()) << pooler.log();
+  dblock::test::Installation installation(kSessionPoolerAdvisory,
+                                          dblock::test::with_params(pooler.dsn(), kSessionPoolerAdvisory.dsn_params));
+  dblock::LockManager contender(installation.store(), {.mode = dblock::LockMode::advisory, .default_ttl = kCutTtl});
+  const std::string name = fmt::format("cut/pgbouncer-server/{}", getpid());
+  CutHolder holder(installation.dsn(), name, dblock::LockMode::advisory);
+  ASSERT_TRUE(dblock::test::eventually([&] { return holder.holds(); }, 30s)) << "the holder never got the lock";
+  auto key = static_cast<std::uint64_t>(dblock::AdvisoryKey::from_name(name).key());
+  auto ports = installation.admin().query(fmt::format(
+      "SELECT a.client_port FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+      "AND l.classid = {} AND l.objid = {} AND l.objsubid = 1 AND l.granted",
+      key >> 32, key & 0xffffffffu));
+  ASSERT_EQ(ports.size(), 1u) << "one server session holds the lock";
+  ASSERT_FALSE(contender.try_acquire(name)) << "the holder holds the name";
+
+  LoopbackCut cut({static_cast<std::uint16_t>(std::stoi(ports[0]))});
+  ASSERT_TRUE(cut.added());
+  const auto bound = kCutMargin + kCutSlack;
+  auto took = takeover_time(contender, name, bound);
+  std::cout << "pgbouncer_session_advisory, PgBouncer's server connection cut: another process was "
+            << (took ? fmt::format("granted the name {} ms after the cut", took->count())
+                     : fmt::format("not granted the name within {} s", bound.count()))
+            << "\n";
+  ASSERT_TRUE(took) << "a server session cut off from its pooler kept its advisory lock past the margin";
+}
+#endif
 
 #if DBLOCK_TEST_WITH_POSTGRES
 // The same for a transaction-scoped advisory lock on the application's own connection (opened
@@ -403,6 +504,52 @@ TEST(CutXact, ATransactionCutOffFromTheServerKeepsItsXactLockOnlyForTheMargin) {
   ASSERT_TRUE(took) << "a cut transaction kept its lock past the margin";
 }
 #endif
+
+class CutStatement : public ::testing::TestWithParam<dblock::test::BackendCase> {};
+
+// No call waits on a dead socket: with every session of a store cut off (packets dropped both
+// ways, nothing closed, so a statement is sent into the kernel's buffer and its reply never comes)
+// a call returns within the statement timeout plus one resolution read on a fresh session, as
+// through a stalled proxy (AStalledConnectionFailsWithinTheStatementTimeout): libpq's reply
+// deadline; MariaDB Connector/C's read timeout, which dblock sets to the statement timeout.
+TEST_P(CutStatement, ACallOnACutSessionReturnsWithinTheStatementTimeout) {
+  std::string server_dsn;
+  DBLOCK_REQUIRE_DSN(server_dsn, GetParam().dsn_env);
+  ASSERT_TRUE(LoopbackCut::available()) << "cutting a connection needs root and iptables (tools/deps.sh installs it)";
+  dblock::test::Installation installation(GetParam(), server_dsn);
+  const auto port = dblock::test::dsn_port(server_dsn);
+  const auto others = local_ports_of(getpid(), port);  // the installation's own: not cut
+  auto store = installation.open_store("pool=1", {.connect_timeout = 2s, .statement_timeout = 1s});
+  dblock::LockManager locks(store, {.mode = GetParam().mode, .default_ttl = kCutTtl});
+  const std::string name = fmt::format("cut-statement/{}", getpid());
+  locks.try_acquire(name + "/warm-up")->release();
+  std::vector<std::uint16_t> ports;
+  for (auto local : local_ports_of(getpid(), port))
+    if (std::find(others.begin(), others.end(), local) == others.end()) ports.push_back(local);
+  ASSERT_FALSE(ports.empty()) << "the store has no session";
+
+  LoopbackCut cut(ports);
+  ASSERT_TRUE(cut.added());
+  auto started = std::chrono::steady_clock::now();
+  std::string outcome;
+  try {
+    outcome = locks.try_acquire(name) ? "granted (on a fresh session)" : "refused";
+  } catch (const dblock::ConnectionError& e) {
+    outcome = std::string("ConnectionError: ") + e.what();
+  }
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  std::cout << GetParam().label << ": " << ports.size() << " session(s) cut; the call returned after " << waited.count()
+            << " ms: " << outcome << "\n";
+  // The statement timeout (1 s), less the rounding of a poll's milliseconds: the call met the cut session.
+  EXPECT_GE(waited, 900ms) << "the call did not meet the cut session";
+  EXPECT_LT(waited, 6s) << "the call must give up after the statement timeout (and one resolution read)";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, CutStatement,
+    ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
+                                             dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory})),
+    [](const auto& info) { return std::string(info.param.label); });
 
 INSTANTIATE_TEST_SUITE_P(Backends, Faults, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });

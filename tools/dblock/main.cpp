@@ -312,6 +312,7 @@ int main(int argc, char** argv) {
                               "need --once-per or --occurrence");
       }
       cli::block_forwarded_signals();  // before the Store or a manager starts any thread
+      request.inherited_descriptors = cli::descriptors_open_now();  // before the Store opens any
     }
     if (release->parsed()) {
       if (!force) throw InvalidArgument("release breaks another owner's lock: add --force to confirm");

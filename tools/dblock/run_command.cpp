@@ -67,6 +67,8 @@ std::optional<Lock> wait_for_lock(LockManager& manager, const RunRequest& reques
 
 }  // namespace
 
+std::vector<int> descriptors_open_now() { return open_descriptors(); }
+
 void block_forwarded_signals() {
   auto set = wrapper_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
@@ -119,6 +121,7 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
                    .kill_margin = std::chrono::duration_cast<std::chrono::nanoseconds>(kill_margin(request)).count()};
   job_control.prepare(setup);
   auto told_deadline = lock->local_deadline();
+  close_on_exec_all_but(request.inherited_descriptors);
   pid_t group = fork();
   if (group < 0) throw Error(ErrorCategory::database, fmt::format("fork failed: {}", std::strerror(errno)));
   if (group == 0) become_guard(exec, life, reports, handoff, setup);

@@ -32,7 +32,12 @@ struct RunRequest {
   std::optional<OccurrenceOptions> occurrence;  // --once-per/--occurrence: run once per occurrence
   std::vector<std::string> command;
   const Stderr* out = nullptr;  // where run's reports on its command go
+  std::vector<int> inherited_descriptors;  // open when dblock started: the command's to inherit
 };
+
+/// The descriptors this process has open now; call before the Store opens any, for
+/// RunRequest::inherited_descriptors.
+[[nodiscard]] std::vector<int> descriptors_open_now();
 
 /// Blocks SIGTERM/SIGINT/SIGHUP/SIGCHLD/SIGCONT for the calling thread and every thread started
 /// later, so that run_guarded (and the reaper) can receive them synchronously. Call before any

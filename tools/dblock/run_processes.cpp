@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string_view>
+#include <vector>
 
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
@@ -180,6 +182,25 @@ std::int64_t steady_nanoseconds(Clock::time_point at) {
 
 timespec timespec_of(std::int64_t nanoseconds) {
   return {static_cast<time_t>(nanoseconds / 1'000'000'000), static_cast<long>(nanoseconds % 1'000'000'000)};
+}
+
+std::vector<int> open_descriptors() {
+  std::vector<int> descriptors;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
+    int fd = -1;
+    auto name = entry.path().filename().string();
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec == std::errc()) descriptors.push_back(fd);
+  }
+  // The listing's own directory is among them, closed by now.
+  std::erase_if(descriptors, [](int fd) { return fcntl(fd, F_GETFD) == -1; });
+  return descriptors;
+}
+
+void close_on_exec_all_but(const std::vector<int>& inherited) {
+  for (int fd : open_descriptors())
+    if (fd > STDERR_FILENO && std::ranges::find(inherited, fd) == inherited.end())
+      fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
 }
 
 void become_guard(Exec& exec, Pipe& life, Pipe& reports, Pipe& handoff, const GuardSetup& setup) {

@@ -110,6 +110,14 @@ struct Report {
   int value = 0;  // exited: the wait status; stopped: the stop signal; exec_failed: the exec's errno
 };
 
+/// The descriptors this process has open now (/proc/self/fd): taken at start, before dblock opens
+/// any of its own, it is what the command may inherit.
+[[nodiscard]] std::vector<int> open_descriptors();
+/// Marks close-on-exec every descriptor above stderr not in `inherited`: the command gets what
+/// dblock itself was given (a socket passed on, a redirected fd 3), never dblock's own connections
+/// (MariaDB's Connector/C opens its sockets without close-on-exec).
+void close_on_exec_all_but(const std::vector<int>& inherited);
+
 struct GuardSetup {
   pid_t wrapper = 0;
   std::int64_t deadline = 0, kill_margin = 0;  // CLOCK_MONOTONIC nanoseconds
