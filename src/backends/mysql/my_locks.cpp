@@ -83,7 +83,10 @@ class MyLocks final : public LockBackend {
       for (std::size_t i = 0; i < held.size(); ++i) {
         std::array<MyParam, 4> params{micros(held[i].ttl), held[i].name, held[i].owner, held[i].token};
         try {
-          if (db_.pool.lease()->update(db_.sql.renew_one, params) > 0) renewal.renewed.push_back(i);
+          // Affected rows count changed rows (no CLIENT_FOUND_ROWS): a lease already later is
+          // unchanged, so 0 asks renewed_of whether the row is still live and the caller's.
+          if (db_.pool.lease()->update(db_.sql.renew_one, params) > 0 || still_live(held.subspan(i, 1)))
+            renewal.renewed.push_back(i);
         } catch (const LockWaitTimedOut&) {
           renewal.busy.push_back(i);
         }
@@ -173,6 +176,12 @@ class MyLocks final : public LockBackend {
     for (auto& row : db_.pool.lease()->query(db_.sql.renewed_of, params))
       positions.push_back(static_cast<std::size_t>(row.num(0)));
     return positions;
+  }
+
+  bool still_live(std::span<const HeldRef> one) {
+    auto json = held_json(one);
+    std::array<MyParam, 1> params{json};
+    return !db_.pool.lease()->query(db_.sql.renewed_of, params).empty();
   }
 
   static constexpr std::size_t kBatch = 32;
