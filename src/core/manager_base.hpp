@@ -200,11 +200,11 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   auto with_retries(Fn&& statement) {
     return retry_transient(std::forward<Fn>(statement), [this] { count_retry(); });
   }
-  /// with_retries with kReleaseAttempts, for releases.
+  /// with_retries bounded by kReleaseRetryTime instead of attempts, for releases.
   template <class Fn>
   auto with_release_retries(Fn&& statement) {
-    return retry_transient(
-        std::forward<Fn>(statement), [this] { count_retry(); }, kReleaseAttempts);
+    return retry_transient_for(
+        std::forward<Fn>(statement), [this] { count_retry(); }, kReleaseRetryTime);
   }
   /// with_retries for a statement safe to run twice (a read, a renewal): asked again once when its
   /// reply was lost.

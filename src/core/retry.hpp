@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <thread>
 
 #include "backends/backend_errors.hpp"
@@ -14,10 +17,21 @@ namespace dblock::detail {
 
 inline constexpr int kTransientAttempts = 5;
 /// A release that fails leaves its lock (or a group's place) taken until the lease ends, so it
-/// tries harder: 12 attempts, about half a second in all.
-inline constexpr int kReleaseAttempts = 12;
+/// tries harder: for up to 5 s, not a number of attempts. On a loaded Galera cluster beside a busy
+/// reaper, one release met 12 certification conflicts in a row (half a second of pauses).
+inline constexpr std::chrono::seconds kReleaseRetryTime{5};
 
-/// `on_retry` runs before each repeat (e.g. to count it). Pauses 2, 4, 8, ... ms, at most 64.
+/// The pause before repeat `attempt` (1, 2, ...): 2, 4, 8, ... ms, at most 64, less a part of it
+/// that differs by thread and attempt, so that two sessions that conflicted once do not come back
+/// in step and conflict again (a deadlock's or a certification conflict's loser retries at once).
+inline std::chrono::microseconds transient_pause(int attempt) {
+  std::chrono::microseconds full = std::chrono::milliseconds(1 << std::min(attempt, 6));
+  auto spread = std::hash<std::thread::id>{}(std::this_thread::get_id()) * 0x9E3779B97F4A7C15ull +
+                static_cast<std::size_t>(attempt) * 0xBF58476D1CE4E5B9ull;
+  return full - full * static_cast<std::int64_t>((spread >> 33) % 512) / 1024;  // 50-100 % of it
+}
+
+/// `on_retry` runs before each repeat (e.g. to count it). Pauses as transient_pause says.
 template <class Fn, class OnRetry>
 auto retry_transient(Fn&& statement, OnRetry&& on_retry, int attempts = kTransientAttempts) {
   for (int attempt = 1;; ++attempt) {
@@ -26,7 +40,24 @@ auto retry_transient(Fn&& statement, OnRetry&& on_retry, int attempts = kTransie
     } catch (const TransientError&) {
       if (attempt >= attempts) throw;
       on_retry();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 << std::min(attempt, 6)));
+      std::this_thread::sleep_for(transient_pause(attempt));
+    }
+  }
+}
+
+/// retry_transient bounded by time instead of attempts: the last repeat starts before `limit` has
+/// passed since the first. Measured on the steady clock.
+template <class Fn, class OnRetry>
+auto retry_transient_for(Fn&& statement, OnRetry&& on_retry, std::chrono::steady_clock::duration limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return statement();
+    } catch (const TransientError&) {
+      auto pause = transient_pause(attempt);
+      if (std::chrono::steady_clock::now() + pause >= until) throw;
+      on_retry();
+      std::this_thread::sleep_for(pause);
     }
   }
 }

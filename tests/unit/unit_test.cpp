@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <latch>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include <dblock/advisory_key.hpp>
@@ -12,6 +16,7 @@
 #include "base/uri.hpp"
 #include "base/validate.hpp"
 #include "core/backoff.hpp"
+#include "core/retry.hpp"
 #include "migrate/migration_lock.hpp"
 #if DBLOCK_TEST_WITH_POSTGRES
 #include "backends/postgres/pg_connection.hpp"
@@ -252,4 +257,54 @@ TEST(MigrationLock, ATransientErrorOnATryIsBusyNotAFailure) {
   FlakyLockSession session(2);
   EXPECT_NO_THROW(dblock::detail::take_migration_lock(session, std::chrono::seconds(30)));
   EXPECT_EQ(session.tries, 3);
+}
+
+// Galera answered one group release with 12 certification conflicts in a row on a loaded machine,
+// and a release that gives up leaves its place taken until the lease ends: releases retry by time.
+TEST(Retry, AReleaseRidesOutMoreConflictsInARowThanAnAcquisitionWouldAndStillEnds) {
+  using dblock::detail::TransientError;
+  int calls = 0;
+  int retries = 0;
+  auto value = dblock::detail::retry_transient_for(
+      [&] {
+        if (++calls <= 20) throw TransientError("Deadlock found when trying to get lock", "40001");
+        return 7;
+      },
+      [&] { ++retries; }, dblock::detail::kReleaseRetryTime);
+  EXPECT_EQ(value, 7);
+  EXPECT_EQ(calls, 21);
+  EXPECT_EQ(retries, 20);
+
+  calls = 0;
+  EXPECT_THROW(dblock::detail::retry_transient_for(
+                   [&]() -> int {
+                     ++calls;
+                     throw TransientError("Deadlock found when trying to get lock", "40001");
+                   },
+                   [] {}, std::chrono::milliseconds(20)),
+               TransientError);
+  EXPECT_GT(calls, 1) << "a bound of 20 ms still allows a repeat after a 1-2 ms pause";
+}
+
+TEST(Retry, PausesGrowToTheirCapAndDifferByThreadSoConflictingSessionsDoNotRetryInStep) {
+  for (int attempt = 1; attempt <= 10; ++attempt) {
+    std::chrono::microseconds full = std::chrono::milliseconds(1 << std::min(attempt, 6));
+    auto pause = dblock::detail::transient_pause(attempt);
+    EXPECT_GE(pause, full / 2) << "attempt " << attempt;
+    EXPECT_LE(pause, full) << "attempt " << attempt;
+  }
+  // Eight threads alive at once (a thread's id may be reused once it ended).
+  constexpr int kThreads = 8;
+  std::array<std::int64_t, kThreads> pauses{};
+  std::latch all_alive(kThreads);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        pauses[static_cast<std::size_t>(t)] = dblock::detail::transient_pause(6).count();
+        all_alive.arrive_and_wait();
+      });
+  }
+  EXPECT_GT(std::set<std::int64_t>(pauses.begin(), pauses.end()).size(), 1u)
+      << "every thread would retry after the same pause";
 }
