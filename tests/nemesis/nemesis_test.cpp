@@ -42,6 +42,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/scope_exit.hpp"
 #include "support/build_paths.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
@@ -494,6 +495,13 @@ void Nemesis::run(Workload workload) {
   auto async_holders = std::make_unique<AsyncHolders>(dblock::Store::open(dsn_for(1), store_options), manager_options,
                                                       workload, stop, history);
 #endif
+  // However this function ends (an exception from a fault's set-up included), the holders are told
+  // to stop before their threads are joined: a join of a holder still at work waited forever (a
+  // loaded run hung here with no failure printed).
+  dblock::detail::ScopeExit stop_holders([&]() noexcept {
+    stop = true;
+    for (auto& loop : loops) loop->signal(SIGCONT);
+  });
 
   // The nemesis: new faults every 50-250 ms, each undone after its own time, so that faults
   // overlap. Its pauses are the fault schedule, not synchronisation.

@@ -20,7 +20,13 @@ class PgAdmin final : public Admin {
       : conn_(PQconnectdb(dsn.c_str())), schema_(schema), table_(fmt::format("\"{}\".\"{}locks\"", schema, prefix)),
         sequence_(fmt::format("\"{}\".\"{}token_seq\"", schema, prefix)),
         history_(fmt::format("\"{}\".\"{}schema_history\"", schema, prefix)) {
-    if (PQstatus(conn_) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(conn_));
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      // The destructor does not run for a constructor that throws: a refused connection (the write
+      // nemesis cuts them) leaked it, and LeakSanitizer failed the worker process.
+      std::string error = PQerrorMessage(conn_);
+      PQfinish(conn_);
+      throw std::runtime_error(error);
+    }
   }
   ~PgAdmin() override { PQfinish(conn_); }
 
