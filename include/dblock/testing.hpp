@@ -43,10 +43,10 @@
 #include <string_view>
 #include <vector>
 
+#include <spdlog/fwd.h>
 #include <dblock/lock.hpp>
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
-#include <spdlog/fwd.h>
 
 namespace dblock::testing {
 

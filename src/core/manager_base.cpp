@@ -69,7 +69,7 @@ void ManagerBase::stop_threads() {
 
 void ManagerBase::log_loss_at_end(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
-  held.stop.request_stop();
+  held.request_stop();
   if (!held.claim_end()) {
     logger_->info("lock '{}' (token {}), released already, was found lost as its manager ended: {}", held.name,
                   held.token.load(), why);
@@ -222,7 +222,7 @@ void ManagerBase::throw_timeout(std::string_view name, std::chrono::milliseconds
 
 void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
-  held.stop.request_stop();
+  held.request_stop();
   // Its release told the user `released` first: that was the grant's end, and the lock is held by
   // nobody of this manager now, so there is nothing to stop (on_lost) and nothing to count.
   if (!held.claim_end()) {
@@ -249,7 +249,7 @@ void ManagerBase::forgo_min_hold(Lock& lock) {
 
 void ManagerBase::throw_lost_on_release(HeldLock& held, std::string_view why) {
   // Reported once per grant, like the counter: a loss already reported ended the hold then.
-  held.stop.request_stop();
+  held.request_stop();
   if (!held.lost.exchange(true) && held.claim_end()) {
     lost_.fetch_add(1, std::memory_order_relaxed);
     logger_->warn("lock '{}' (token {}) was lost before release", held.name, held.token.load());

@@ -106,8 +106,31 @@ struct HeldLock {
   std::int64_t depth = 0;  // guarded by the manager's mutex_
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
   const SteadyClock::time_point granted = SteadyClock::now();  // for LockEvent::held
-  /// Lock::stop_token(): requested once the grant is lost (report_lost and its kin), never on release.
-  std::stop_source stop;
+  /// Lock::stop_token(): requested once the grant is lost (report_lost and its kin), never on
+  /// release. Its state is made on first ask (no allocation per grant for those who never ask).
+  [[nodiscard]] std::stop_token stop_token() {
+    std::lock_guard lock(stop_mutex_);
+    if (!stop_) {
+      stop_.emplace();
+      if (stop_wanted_) stop_->request_stop();  // no callback can be registered yet
+    }
+    return stop_->get_token();
+  }
+  /// Requests the stop; its callbacks run on this thread, outside the record's lock.
+  void request_stop() {
+    std::optional<std::stop_source> source;
+    {
+      std::lock_guard lock(stop_mutex_);
+      stop_wanted_ = true;
+      source = stop_;
+    }
+    if (source) source->request_stop();
+  }
+
+ private:
+  std::mutex stop_mutex_;
+  std::optional<std::stop_source> stop_;  // guarded by stop_mutex_
+  bool stop_wanted_ = false;              // guarded by stop_mutex_
 };
 
 class ManagerBase : public std::enable_shared_from_this<ManagerBase> {

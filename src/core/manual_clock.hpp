@@ -79,9 +79,9 @@ class DBLOCK_EXPORT ManualClock {
 
   std::atomic<duration::rep> now_;
   std::mutex mutex_;
-  std::condition_variable changed_;  // a waiter went idle, left or was parked
-  std::uint64_t moves_ = 0;          // guarded by mutex_: advances and pokes
-  std::uint64_t pokes_ = 0;          // guarded by mutex_
+  std::condition_variable changed_;               // a waiter went idle, left or was parked
+  std::uint64_t moves_ = 0;                       // guarded by mutex_: advances and pokes
+  std::uint64_t pokes_ = 0;                       // guarded by mutex_
   std::vector<std::shared_ptr<Waiter>> waiters_;  // guarded by mutex_
   std::vector<std::thread::id> parked_;           // guarded by mutex_
 };

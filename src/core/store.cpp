@@ -29,8 +29,8 @@ struct Store::Impl {
   std::mutex mutex;
   bool schema_checked = false;
   std::unique_ptr<detail::ReleaseHub> hub;  // created by the first waiter
-  std::shared_ptr<detail::ManualClock> local_clock;          // dblock::testing only
-  std::function<void(const LockEvent&)> event_tap;           // dblock::testing only
+  std::shared_ptr<detail::ManualClock> local_clock;  // dblock::testing only
+  std::function<void(const LockEvent&)> event_tap;   // dblock::testing only
 };
 
 namespace detail {
@@ -53,7 +53,9 @@ void StoreParts::schema_changed(Store& store) {
 }
 
 const std::shared_ptr<ManualClock>& StoreParts::local_clock(const Store& store) { return store.impl_->local_clock; }
-const std::function<void(const LockEvent&)>& StoreParts::event_tap(const Store& store) { return store.impl_->event_tap; }
+const std::function<void(const LockEvent&)>& StoreParts::event_tap(const Store& store) {
+  return store.impl_->event_tap;
+}
 
 std::shared_ptr<Store> StoreParts::over(std::unique_ptr<Backend> backend, std::shared_ptr<spdlog::logger> logger) {
   auto impl = std::make_unique<Store::Impl>();
@@ -102,7 +104,8 @@ std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
   return detail::StoreParts::open_for_testing(uri, std::move(options), {});
 }
 
-std::shared_ptr<Store> detail::StoreParts::open_for_testing(std::string_view uri, StoreOptions options, TestSeams seams) {
+std::shared_ptr<Store> detail::StoreParts::open_for_testing(std::string_view uri, StoreOptions options,
+                                                            TestSeams seams) {
   auto impl = std::make_unique<Store::Impl>();
   impl->uri = detail::resolve_store_uri(uri, options);
   auto& parsed = impl->uri;

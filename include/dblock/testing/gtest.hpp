@@ -15,11 +15,11 @@
 #include <string>
 #include <string_view>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <dblock/lock.hpp>
 #include <dblock/store.hpp>
 #include <dblock/testing.hpp>
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 namespace dblock::testing {
 

@@ -155,7 +155,9 @@ class SqliteSession {
   }
 
  private:
-  StatementFault consult_hook(std::string_view what) { return hook_ != nullptr ? hook_->before(what) : StatementFault::none; }
+  StatementFault consult_hook(std::string_view what) {
+    return hook_ != nullptr ? hook_->before(what) : StatementFault::none;
+  }
 
   template <class Fn>
   auto guarded_after_hook(std::string_view what, StatementFault fault, Fn&& body, StatementAuthor author) {
@@ -164,11 +166,11 @@ class SqliteSession {
       if (fault == StatementFault::busy) throw soci::sqlite3_soci_error("database is locked", kSqliteBusy);
       if (fault == StatementFault::error) throw soci::sqlite3_soci_error("disk I/O error", kSqliteIoErr);
       if (fault == StatementFault::disconnect)
-        throw ConnectionError(fmt::format("{} on sqlite://{}: the connection dropped (dblock::testing fault)", what, path_));
+        throw ConnectionError(
+            fmt::format("{} on sqlite://{}: the connection dropped (dblock::testing fault)", what, path_));
       if (fault == StatementFault::reply_lost) {
         body();
-        throw OutcomeUnknown(
-            fmt::format("{} on sqlite://{}: the reply was lost (dblock::testing fault)", what, path_));
+        throw OutcomeUnknown(fmt::format("{} on sqlite://{}: the reply was lost (dblock::testing fault)", what, path_));
       }
       return body();
     } catch (const Error&) {

@@ -18,7 +18,8 @@ class SqliteTestControl final : public TestControlBackend {
 SELECT token, lock_delay_ms FROM "{prefix}locks"
 WHERE name = :name AND substr(owner, 1, 1) <> '(' AND expires_at - lock_delay_ms > {now})");
     // The lease ends now; the name stays unavailable until the row's expiry, as a lock-delay would.
-    end_lease_ = fill(R"(UPDATE "{prefix}locks" SET lock_delay_ms = expires_at - {now} WHERE name = :name AND token = :token)");
+    end_lease_ =
+        fill(R"(UPDATE "{prefix}locks" SET lock_delay_ms = expires_at - {now} WHERE name = :name AND token = :token)");
     free_after_ = fill(R"(
 UPDATE "{prefix}locks" SET expires_at = {now} + :delay, lock_delay_ms = :delay2
 WHERE name = :name AND token = :token AND substr(owner, 1, 1) <> '(' AND expires_at - lock_delay_ms <= {now}
