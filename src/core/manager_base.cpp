@@ -44,6 +44,11 @@ ManagerBase::~ManagerBase() { stop_threads(); }
 
 void ManagerBase::stop_threads() {
   for (auto* thread : {&watchdog_, &timer_}) thread->request_stop();
+  // A test's stalled statement lets the watchdog go: the join below would wait for it forever.
+  if (local_clock_) {
+    for (auto* waiter : {&watchdog_waiter_, &timer_waiter_})
+      if (*waiter) local_clock_->retire(*waiter);
+  }
   for (auto* thread : {&watchdog_, &timer_}) {
     if (!thread->joinable()) continue;
     // The last Lock can be dropped by the user's on_lost callback, i.e. on one of these threads.

@@ -24,6 +24,20 @@ void ManualClock::leave(const std::shared_ptr<Waiter>& waiter) {
   changed_.notify_all();
 }
 
+void ManualClock::retire(const std::shared_ptr<Waiter>& waiter) {
+  {
+    std::lock_guard lock(mutex_);
+    waiter->retired_ = true;
+  }
+  if (retire_hook_) retire_hook_();
+}
+
+bool ManualClock::retired(std::thread::id thread) {
+  std::lock_guard lock(mutex_);
+  return std::ranges::any_of(
+      waiters_, [&](const std::shared_ptr<Waiter>& waiter) { return waiter->retired_ && waiter->thread_ == thread; });
+}
+
 bool ManualClock::due(Waiter& waiter, time_point until) {
   bool idle = false;
   {

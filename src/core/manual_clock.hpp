@@ -41,6 +41,7 @@ class DBLOCK_EXPORT ManualClock {
     std::uint64_t idle_at_ = 0;  // the clock's move the thread was idle at
     time_point until_{};
     std::uint64_t poke_seen_ = 0;
+    bool retired_ = false;
   };
 
   explicit ManualClock(time_point start) : now_(start.time_since_epoch().count()) {}
@@ -53,6 +54,14 @@ class DBLOCK_EXPORT ManualClock {
   std::shared_ptr<Waiter> join(std::function<void()> wake, bool runs_when_poked);
   /// Unregisters it: `wake` is not called again once this returns.
   void leave(const std::shared_ptr<Waiter>& waiter);
+  /// Its manager is ending and will join the thread: whatever holds the thread for the test (a
+  /// stalled statement) must let it go. Runs the retire hook (set_retire_hook).
+  void retire(const std::shared_ptr<Waiter>& waiter);
+  /// Whether `thread` is a waiter's whose manager is ending (retire).
+  [[nodiscard]] bool retired(std::thread::id thread);
+  /// Called by retire(), with no lock of the clock held (dblock::testing wakes its stalls). Set
+  /// before any waiter joins.
+  void set_retire_hook(std::function<void()> hook) { retire_hook_ = std::move(hook); }
 
   /// For the waiting thread, inside its wait's predicate: true when `until` has come (or a poke
   /// asks it to run); else it is recorded as idle until `until` at the clock's latest move.
@@ -84,6 +93,7 @@ class DBLOCK_EXPORT ManualClock {
   std::uint64_t pokes_ = 0;                       // guarded by mutex_
   std::vector<std::shared_ptr<Waiter>> waiters_;  // guarded by mutex_
   std::vector<std::thread::id> parked_;           // guarded by mutex_
+  std::function<void()> retire_hook_;             // set before any waiter joins
 };
 
 }  // namespace dblock::detail

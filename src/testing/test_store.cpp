@@ -102,11 +102,19 @@ class FaultHook final : public detail::StatementHook {
     ++stalled_;
     clock_->park(std::this_thread::get_id());
     stall_changed_.notify_all();
-    stall_changed_.wait(lock, [&] { return releases_ != released_at || closing_; });
+    // Let go too when the thread's manager ends (it joins the thread).
+    auto me = std::this_thread::get_id();
+    stall_changed_.wait(lock, [&] { return releases_ != released_at || closing_ || clock_->retired(me); });
     clock_->unpark(std::this_thread::get_id());
     --stalled_;
     stall_changed_.notify_all();
     return detail::StatementFault::none;
+  }
+
+  /// Wakes the stalled statements to look whether their manager ends (ManualClock::retire).
+  void wake_stalls() {
+    { std::lock_guard lock(mutex_); }  // a stall between its check and its wait sees the wake-up
+    stall_changed_.notify_all();
   }
 
   void add(Statements which, Fault fault, int times) {
@@ -173,6 +181,22 @@ std::filesystem::path make_private_directory() {
 
 }  // namespace
 
+/// What the store's event tap records; shared with the tap, which a manager outliving the
+/// TestStore may still call.
+struct Recorder {
+  std::shared_ptr<detail::ManualClock> clock;
+  std::chrono::steady_clock::time_point start;
+  std::mutex mutex;
+  std::vector<Event> events;  // guarded by mutex
+
+  [[nodiscard]] milliseconds elapsed() const { return std::chrono::duration_cast<milliseconds>(clock->now() - start); }
+  void record(const LockEvent& event) {
+    Event copy{event.kind, std::string(event.name), event.token, event.count, elapsed()};
+    std::lock_guard lock(mutex);
+    events.push_back(std::move(copy));
+  }
+};
+
 struct TestStore::Impl {
   TestStoreOptions options;
   std::filesystem::path directory;
@@ -183,15 +207,12 @@ struct TestStore::Impl {
   std::shared_ptr<Store> store;
   detail::TestControlBackend* control = nullptr;
 
-  mutable std::mutex events_mutex;
-  std::vector<Event> events;  // guarded by events_mutex
+  std::shared_ptr<Recorder> recorder;
 
   std::mutex intruder_mutex;
   std::unique_ptr<LockManager> intruder;  // made by the first steal(); guarded by intruder_mutex
 
-  [[nodiscard]] milliseconds elapsed() const {
-    return std::chrono::duration_cast<milliseconds>(clock->now() - local_start);
-  }
+  [[nodiscard]] milliseconds elapsed() const { return recorder->elapsed(); }
 
   void settle() const {
     if (!clock->settle(options.settle_limit))
@@ -219,15 +240,17 @@ TestStore::TestStore(TestStoreOptions options) : impl_(std::make_unique<Impl>())
       std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   impl.clock = std::make_shared<detail::ManualClock>(impl.local_start);
   impl.hook = std::make_shared<FaultHook>(impl.clock);
+  impl.clock->set_retire_hook([hook = std::weak_ptr<FaultHook>(impl.hook)] {
+    if (auto alive = hook.lock()) alive->wake_stalls();
+  });
+  impl.recorder = std::make_shared<Recorder>();
+  impl.recorder->clock = impl.clock;
+  impl.recorder->start = impl.local_start;
   detail::TestSeams seams;
   seams.database_clock = std::make_shared<TestDatabaseClock>(impl.clock, impl.local_start, impl.database_start_ms);
   seams.hook = impl.hook;
   seams.local_clock = impl.clock;
-  seams.event_tap = [&impl](const LockEvent& event) {
-    Event copy{event.kind, std::string(event.name), event.token, event.count, impl.elapsed()};
-    std::lock_guard lock(impl.events_mutex);
-    impl.events.push_back(std::move(copy));
-  };
+  seams.event_tap = [recorder = impl.recorder](const LockEvent& event) { recorder->record(event); };
   StoreOptions store_options;
   store_options.pool_size = impl.options.pool_size;
   store_options.logger = impl.options.logger;
@@ -344,10 +367,11 @@ int TestStore::stalled() const { return impl_->hook->stalled(); }
 std::optional<LockInfo> TestStore::holder(std::string_view name) { return impl_->store->lock(name); }
 
 std::vector<Event> TestStore::events(std::string_view name) const {
-  std::lock_guard lock(impl_->events_mutex);
-  if (name.empty()) return impl_->events;
+  auto& recorder = *impl_->recorder;
+  std::lock_guard lock(recorder.mutex);
+  if (name.empty()) return recorder.events;
   std::vector<Event> chosen;
-  std::ranges::copy_if(impl_->events, std::back_inserter(chosen), [&](const Event& e) { return e.name == name; });
+  std::ranges::copy_if(recorder.events, std::back_inserter(chosen), [&](const Event& e) { return e.name == name; });
   return chosen;
 }
 
@@ -364,8 +388,8 @@ std::vector<Event> TestStore::losses(std::string_view name) const {
 }
 
 void TestStore::clear_events() {
-  std::lock_guard lock(impl_->events_mutex);
-  impl_->events.clear();
+  std::lock_guard lock(impl_->recorder->mutex);
+  impl_->recorder->events.clear();
 }
 
 }  // namespace dblock::testing

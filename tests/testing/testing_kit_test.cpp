@@ -290,6 +290,30 @@ TEST(TestingKit, ALeaderStepsDownWhenItsTermIsStolen) {
   EXPECT_EQ(elected.load(), 1);
 }
 
+TEST(TestingKit, AManagerEndedWhileItsRenewalIsStalledEndsWithoutAnUnstall) {
+  TestStore db;
+  {
+    dblock::LockManager locks(db.store());
+    auto lock = locks.acquire("job", 0ms);
+    db.inject(Statements::renew, Fault::stall);
+    db.advance(10s);
+    EXPECT_EQ(db.stalled(), 1);
+  }  // the manager joins its watchdog: the stall lets it go
+  EXPECT_EQ(db.stalled(), 0);
+}
+
+TEST(TestingKit, EventsOfAManagerThatOutlivesTheTestStoreGoNowhere) {
+  std::unique_ptr<dblock::LockManager> survivor;
+  {
+    TestStore db;
+    survivor = std::make_unique<dblock::LockManager>(db.store());
+    auto lock = survivor->acquire("job", 0ms);
+    EXPECT_EQ(db.grants("job").size(), 1U);
+  }
+  auto after = survivor->try_acquire("job");  // its store lives on with it (the file unlinked)
+  EXPECT_TRUE(after);
+}
+
 TEST(TestingKit, TimeNeverMovesBack) {
   TestStore db;
   EXPECT_THROW(db.advance(-1ms), dblock::InvalidArgument);
