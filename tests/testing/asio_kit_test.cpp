@@ -8,8 +8,8 @@
 #include <chrono>
 #include <optional>
 
-#include <asio.hpp>
 #include <gtest/gtest.h>
+#include <asio.hpp>
 
 namespace {
 
@@ -23,7 +23,11 @@ TEST(TestingKitAsio, ALossReachesTheWorkBoundToACancellationSlot) {
   locks.async_acquire("job", 0ms, [&](std::exception_ptr error, dblock::Lock lock) {
     if (!error) held = std::move(lock);
   });
-  while (!held) io.run_one();  // the acquisition's completion
+  // Each wait below is for a completion the code under test delivers, bounded (real time).
+  auto until = std::chrono::steady_clock::now() + 30s;
+  while (!held && std::chrono::steady_clock::now() < until) io.run_one_for(100ms);
+  ASSERT_TRUE(held);
+  io.restart();  // it ran out of work after the acquisition: a stopped context runs nothing more
 
   asio::cancellation_signal cancel_work;
   asio::steady_timer work(io, 1h);  // the task's work: a long wait, cancellable through the slot
@@ -35,8 +39,12 @@ TEST(TestingKitAsio, ALossReachesTheWorkBoundToACancellationSlot) {
   });
 
   ASSERT_TRUE(db.expire("job"));
-  while (!lost || !work_ended) io.run_one();
+  EXPECT_TRUE(held->lost());
+  EXPECT_EQ(db.losses("job").size(), 1U);
+  while ((!lost || !work_ended) && std::chrono::steady_clock::now() < until) io.run_one_for(100ms);
+  ASSERT_TRUE(lost) << "async_wait_lost completed";
   EXPECT_FALSE(*lost) << "completes with no error once the lock is lost";
+  ASSERT_TRUE(work_ended) << "the work bound to the slot was cancelled";
   EXPECT_EQ(*work_ended, asio::error::operation_aborted);
   EXPECT_TRUE(held->stop_token().stop_requested());
   EXPECT_TRUE(held->lost());
