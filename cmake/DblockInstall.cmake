@@ -55,3 +55,14 @@ if(TARGET dblock_prometheus)
   install(FILES include/dblock/prometheus.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dblock COMPONENT dev)
   install(EXPORT dblockPrometheusTargets NAMESPACE dblock:: DESTINATION ${_cmake_dir} COMPONENT dev)
 endif()
+
+# The test kit (dblock::testing): the CMake package's component `testing` (an export set of its own:
+# find_package(dblock COMPONENTS testing)), shipped in the dev install component (the -dev package).
+if(TARGET dblock_testing)
+  set_target_properties(dblock_testing PROPERTIES EXPORT_NAME testing)
+  install(TARGETS dblock_testing EXPORT dblockTestingTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev NAMELINK_COMPONENT dev
+          FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+  install(EXPORT dblockTestingTargets NAMESPACE dblock:: DESTINATION ${_cmake_dir} COMPONENT dev)
+endif()

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stop_token>
 #include <string>
 
 #include <dblock/export.hpp>
@@ -42,9 +43,20 @@ class DBLOCK_EXPORT Lock {
   [[nodiscard]] std::int64_t count() const noexcept { return count_; }
   /// True once the lease was found gone, taken over or unrenewable. Thread-safe.
   [[nodiscard]] bool lost() const;
+  /// A stop token requested when this grant is lost: a renewal found it expired, taken over or
+  /// revoked, its local deadline passed before a renewal succeeded (the deadline timer requests it
+  /// at that deadline), its release found it gone, or its manager ended while it was held. Not
+  /// requested by a release. Every re-entrant guard of one grant shares it; it stays valid after
+  /// release() and after the guard is gone. Work written for C++20 cooperative cancellation
+  /// (std::jthread, std::stop_callback) stops by itself. Thread-safe; the request and its
+  /// callbacks run on the thread that found the loss (the manager's watchdog or deadline timer,
+  /// or the releasing thread), like ManagerOptions::on_lost, and must not block.
+  /// @throws NotHeld after release() or when moved from.
+  [[nodiscard]] std::stop_token stop_token() const;
   /// Steady-clock instant before which the lease cannot have run out, however the database's
   /// clock runs: request send time + TTL, moved forward by each successful renewal. Advisory
-  /// locks have no lease: time_point::max() (watch lost(), or the on_lost callback).
+  /// locks have no lease: time_point::max() (watch lost(), or the on_lost callback). On a
+  /// dblock::testing store it is on the test's local clock (TestStore::local_now()).
   [[nodiscard]] std::chrono::steady_clock::time_point local_deadline() const;
   /// False after release() or after being moved from.
   [[nodiscard]] bool owns() const noexcept { return held_ != nullptr; }

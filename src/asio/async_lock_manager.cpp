@@ -143,7 +143,7 @@ class LostWait final : public detail::Cancellable, public std::enable_shared_fro
 
  private:
   void check() {
-    if (!held_->believed_held(std::chrono::steady_clock::now())) end({});
+    if (!held_->believed_held(engine_->core().local_now())) end({});
   }
   void end(std::error_code code) {
     if (ended_.exchange(true)) return;

@@ -23,6 +23,7 @@
 #include "backends/migration_backend.hpp"
 #include "backends/notification_backend.hpp"
 #include "backends/occurrence_backend.hpp"
+#include "backends/test_control_backend.hpp"
 
 namespace dblock::detail {
 
@@ -43,6 +44,10 @@ class Backend : public virtual DialectBound {
   virtual Role<BenchBackend> bench() = 0;
   virtual Role<FenceBackend> fences() = 0;
   virtual Role<OccurrenceBackend> occurrences() = 0;
+  /// dblock::testing only: an SQLite store opened with a test clock.
+  virtual Role<TestControlBackend> test_control() {
+    return Role<TestControlBackend>::absent("test control: only a dblock::testing store (SQLite, a test clock) has it");
+  }
   /// PostgreSQL only.
   virtual Role<PgXactLocks> xact_locks() {
     return Role<PgXactLocks>::absent("xact lock: the store is " + std::string(to_string(dialect())) +

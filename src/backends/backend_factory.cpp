@@ -42,6 +42,8 @@ std::vector<std::string> compiled_backends() {
 }
 
 std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings& settings) {
+  if ((settings.clock || settings.hook) && uri.dialect != Dialect::sqlite)
+    throw InvalidArgument("a test clock and statement faults need an SQLite store (dblock::testing)");
   switch (uri.dialect) {
 #if DBLOCK_WITH_POSTGRES
     case Dialect::postgresql: return make_postgres_backend(uri, settings);

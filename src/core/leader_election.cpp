@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/validate.hpp"
+#include "core/manual_clock.hpp"
 #include "core/store_parts.hpp"
 
 namespace dblock {
@@ -83,8 +84,10 @@ ElectionHealth LeaderElection::health() const {
       options_.manager.renew_interval.count() > 0 ? options_.manager.renew_interval : options_.manager.default_ttl / 3;
   std::lock_guard state(state_);
   if (term_ && !term_->lost()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(term_->local_deadline() -
-                                                                      std::chrono::steady_clock::now());
+    // The clock the term's deadline is on: dblock::testing's local clock on a test store.
+    const auto& clock = detail::StoreParts::local_clock(*store_);
+    auto now = clock ? clock->now() : std::chrono::steady_clock::now();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(term_->local_deadline() - now);
     // A renewal every interval keeps about ttl - interval of the lease left; less than one interval
     // means at least one renewal in a row failed or is stuck.
     if (term_->local_deadline() != std::chrono::steady_clock::time_point::max() && left < interval)

@@ -46,7 +46,12 @@ std::int64_t Lock::token() const {
   require(held_);
   return core_->token_of(*held_);
 }
-bool Lock::lost() const { return !require(held_).believed_held(std::chrono::steady_clock::now()); }
+bool Lock::lost() const { return !require(held_).believed_held(core_->local_now()); }
+
+std::stop_token Lock::stop_token() const {
+  require(held_);
+  return held_->stop_token();
+}
 
 std::chrono::steady_clock::time_point Lock::local_deadline() const {
   return require(held_).deadline();

@@ -32,20 +32,34 @@ std::chrono::milliseconds validated_check_interval(const ManagerOptions& options
 
 ManagerBase::ManagerBase(std::shared_ptr<Store> store, ManagerOptions options)
     : store_(std::move(store)),
+      local_clock_(StoreParts::local_clock(*store_)),
       options_(std::move(options)),
       check_interval_(validated_check_interval(options_)),
       logger_(StoreParts::logger(*store_)),
-      owner_id_(make_manager_owner_id(options_.owner_tag)) {}
+      owner_id_(make_manager_owner_id(options_.owner_tag)) {
+  if (const auto& tap = StoreParts::event_tap(*store_)) event_tap_ = &tap;
+}
 
 ManagerBase::~ManagerBase() { stop_threads(); }
 
 void ManagerBase::stop_threads() {
   for (auto* thread : {&watchdog_, &timer_}) thread->request_stop();
+  // A test's stalled statement lets the watchdog go: the join below would wait for it forever.
+  if (local_clock_) {
+    for (auto* waiter : {&watchdog_waiter_, &timer_waiter_})
+      if (*waiter) local_clock_->retire(*waiter);
+  }
   for (auto* thread : {&watchdog_, &timer_}) {
     if (!thread->joinable()) continue;
     // The last Lock can be dropped by the user's on_lost callback, i.e. on one of these threads.
     if (thread->get_id() == std::this_thread::get_id()) thread->detach();
     else thread->join();
+  }
+  // After the join: the threads read their registrations until they stop (a detached one has
+  // seen the stop already: it is the thread running this).
+  if (local_clock_) {
+    for (auto* waiter : {&watchdog_waiter_, &timer_waiter_})
+      if (*waiter) local_clock_->leave(*waiter);
   }
   // No timer reports what is left to report, nor what the manager's end finds (its releases
   // written behind): both are only logged now.
@@ -60,6 +74,7 @@ void ManagerBase::stop_threads() {
 
 void ManagerBase::log_loss_at_end(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
+  held.request_stop();
   if (!held.claim_end()) {
     logger_->info("lock '{}' (token {}), released already, was found lost as its manager ended: {}", held.name,
                   held.token.load(), why);
@@ -81,6 +96,21 @@ std::shared_ptr<ManagerBase> ManagerBase::start_for_users(std::shared_ptr<Manage
 }
 
 void ManagerBase::start() {
+  if (local_clock_) {
+    // Before the threads start: a test's advance() waits for both to be idle.
+    watchdog_waiter_ = local_clock_->join(
+        [this] {
+          std::lock_guard lock(mutex_);
+          wake_watchdog_.notify_all();
+        },
+        true);
+    timer_waiter_ = local_clock_->join(
+        [this] {
+          std::lock_guard lock(timer_mutex_);
+          wake_timer_.notify_all();
+        },
+        false);
+  }
   watchdog_ = std::jthread([this](std::stop_token stop) { watchdog(std::move(stop)); });
   timer_ = std::jthread([this](std::stop_token stop) { deadline_timer(std::move(stop)); });
 }
@@ -123,6 +153,13 @@ void ManagerBase::emit(LockEventKind kind, std::string_view name, std::int64_t t
 }
 
 void ManagerBase::emit(const LockEvent& event) const {
+  if (event_tap_ != nullptr) {
+    try {
+      (*event_tap_)(event);
+    } catch (...) {
+      logger_->error("the test store's event tap threw; the event was dropped there");
+    }
+  }
   if (!options_.on_event) return;
   try {
     options_.on_event(event);
@@ -143,7 +180,7 @@ void ManagerBase::report_failed_release(HeldLock& held, std::int64_t left, Stead
 }
 
 void ManagerBase::emit_released(const HeldLock& held, std::int64_t left, SteadyClock::time_point sent) const {
-  if (!options_.on_event) return;
+  if (!options_.on_event && event_tap_ == nullptr) return;
   auto now = SteadyClock::now();
   using std::chrono::microseconds;
   LockEvent event{LockEventKind::released, held.name, held.token, left};
@@ -190,6 +227,7 @@ void ManagerBase::throw_timeout(std::string_view name, std::chrono::milliseconds
 
 void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
+  held.request_stop();
   // Its release told the user `released` first: that was the grant's end, and the lock is held by
   // nobody of this manager now, so there is nothing to stop (on_lost) and nothing to count.
   if (!held.claim_end()) {
@@ -216,6 +254,7 @@ void ManagerBase::forgo_min_hold(Lock& lock) {
 
 void ManagerBase::throw_lost_on_release(HeldLock& held, std::string_view why) {
   // Reported once per grant, like the counter: a loss already reported ended the hold then.
+  held.request_stop();
   if (!held.lost.exchange(true) && held.claim_end()) {
     lost_.fetch_add(1, std::memory_order_relaxed);
     logger_->warn("lock '{}' (token {}) was lost before release", held.name, held.token.load());
@@ -261,7 +300,7 @@ void ManagerBase::deadline_timer(std::stop_token stop) {
       std::lock_guard lock(timer_mutex_);
       timer_wakes_at_ = SteadyClock::time_point::max();
     }
-    auto now = SteadyClock::now();
+    auto now = local_now();
     // Waking at least every check interval sees every new lock long before its deadline
     // (a TTL is at least three check intervals).
     auto next = now + check_interval_;
@@ -285,7 +324,15 @@ void ManagerBase::deadline_timer(std::stop_token stop) {
     if (stop.stop_requested()) return;
     std::unique_lock lock(timer_mutex_);
     timer_wakes_at_ = next;
-    wake_timer_.wait_until(lock, stop, next, [&] { return !lost_later_.empty() || sooner_deadline_; });
+    if (local_clock_) {
+      // Woken by the clock's moves; idle for the test's advance() while it waits.
+      wake_timer_.wait(lock, stop, [&] {
+        bool other = !lost_later_.empty() || sooner_deadline_;
+        return local_clock_->due(*timer_waiter_, other ? SteadyClock::time_point::min() : next);
+      });
+    } else {
+      wake_timer_.wait_until(lock, stop, next, [&] { return !lost_later_.empty() || sooner_deadline_; });
+    }
     sooner_deadline_ = false;
   }
 }
@@ -296,7 +343,12 @@ void ManagerBase::watchdog(std::stop_token stop) {
     {
       std::unique_lock lock(mutex_);
       auto interval = retry_soon ? std::max(check_interval_ / 4, std::chrono::milliseconds(1)) : check_interval_;
-      wake_watchdog_.wait_for(lock, stop, interval, [] { return false; });
+      if (local_clock_) {
+        auto next = local_now() + interval;
+        wake_watchdog_.wait(lock, stop, [&] { return local_clock_->due(*watchdog_waiter_, next); });
+      } else {
+        wake_watchdog_.wait_for(lock, stop, interval, [] { return false; });
+      }
     }
     if (stop.stop_requested()) return;
     auto self = weak_from_this().lock();  // keeps this alive through user callbacks

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -22,6 +23,7 @@
 #include <dblock/store.hpp>
 
 #include "backends/lock_backend.hpp"
+#include "core/manual_clock.hpp"
 #include "core/retry.hpp"
 
 namespace dblock::detail {
@@ -104,6 +106,31 @@ struct HeldLock {
   std::int64_t depth = 0;  // guarded by the manager's mutex_
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
   const SteadyClock::time_point granted = SteadyClock::now();  // for LockEvent::held
+  /// Lock::stop_token(): requested once the grant is lost (report_lost and its kin), never on
+  /// release. Its state is made on first ask (no allocation per grant for those who never ask).
+  [[nodiscard]] std::stop_token stop_token() {
+    std::lock_guard lock(stop_mutex_);
+    if (!stop_) {
+      stop_.emplace();
+      if (stop_wanted_) stop_->request_stop();  // no callback can be registered yet
+    }
+    return stop_->get_token();
+  }
+  /// Requests the stop; its callbacks run on this thread, outside the record's lock.
+  void request_stop() {
+    std::optional<std::stop_source> source;
+    {
+      std::lock_guard lock(stop_mutex_);
+      stop_wanted_ = true;
+      source = stop_;
+    }
+    if (source) source->request_stop();
+  }
+
+ private:
+  std::mutex stop_mutex_;
+  std::optional<std::stop_source> stop_;  // guarded by stop_mutex_
+  bool stop_wanted_ = false;              // guarded by stop_mutex_
 };
 
 class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
@@ -133,6 +160,11 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   /// Lock::token(): the held lock's fencing token. Advisory mode draws it here when first asked.
   /// @throws LockLost when it must be drawn and the lock is gone.
   virtual std::int64_t token_of(HeldLock& held) { return held.token; }
+
+  /// The clock a lease's belief is read on: the steady clock, or dblock::testing's (manual_clock.hpp).
+  [[nodiscard]] SteadyClock::time_point local_now() const {
+    return local_clock_ ? local_clock_->now() : SteadyClock::now();
+  }
 
   [[nodiscard]] std::string owner_for_this_thread() const;
   /// The calling thread's owner as a number, cheaper to look up than its id: 0 for the manager's
@@ -246,6 +278,7 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   void watch_deadline(SteadyClock::time_point deadline);
 
   std::shared_ptr<Store> store_;
+  const std::shared_ptr<ManualClock> local_clock_;  // dblock::testing's, else null (the steady clock)
   const ManagerOptions options_;
   const std::chrono::milliseconds check_interval_;
   std::shared_ptr<spdlog::logger> logger_;
@@ -275,6 +308,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   bool sooner_deadline_ = false;
   bool timer_stopped_ = false;  // guarded by timer_mutex_: stop_threads() joined the timer
   std::atomic<std::thread::id> callback_free_thread_{};
+  const std::function<void(const LockEvent&)>* event_tap_ = nullptr;  // the store's (dblock::testing), or null
+  // With a local clock: the watchdog's and the timer's registrations as its waiters.
+  std::shared_ptr<ManualClock::Waiter> watchdog_waiter_, timer_waiter_;
   std::weak_ptr<ManagerBase> user_handle_;  // set by start_for_users
   std::jthread watchdog_;  // last two: joined before the members above go
   std::jthread timer_;

@@ -12,6 +12,7 @@
 #include "base/uri.hpp"
 #include "base/validate.hpp"
 #include "core/backoff.hpp"
+#include "core/manual_clock.hpp"
 #include "core/release_hub.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
@@ -28,6 +29,8 @@ struct Store::Impl {
   std::mutex mutex;
   bool schema_checked = false;
   std::unique_ptr<detail::ReleaseHub> hub;  // created by the first waiter
+  std::shared_ptr<detail::ManualClock> local_clock;  // dblock::testing only
+  std::function<void(const LockEvent&)> event_tap;   // dblock::testing only
 };
 
 namespace detail {
@@ -47,6 +50,11 @@ ReleaseHub& StoreParts::release_hub(Store& store) {
 void StoreParts::schema_changed(Store& store) {
   std::lock_guard lock(store.impl_->mutex);
   store.impl_->schema_checked = false;
+}
+
+const std::shared_ptr<ManualClock>& StoreParts::local_clock(const Store& store) { return store.impl_->local_clock; }
+const std::function<void(const LockEvent&)>& StoreParts::event_tap(const Store& store) {
+  return store.impl_->event_tap;
 }
 
 std::shared_ptr<Store> StoreParts::over(std::unique_ptr<Backend> backend, std::shared_ptr<spdlog::logger> logger) {
@@ -93,7 +101,12 @@ Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
 
 std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
-  auto impl = std::make_unique<Impl>();
+  return detail::StoreParts::open_for_testing(uri, std::move(options), {});
+}
+
+std::shared_ptr<Store> detail::StoreParts::open_for_testing(std::string_view uri, StoreOptions options,
+                                                            TestSeams seams) {
+  auto impl = std::make_unique<Store::Impl>();
   impl->uri = detail::resolve_store_uri(uri, options);
   auto& parsed = impl->uri;
   if (options.connect_timeout.count() <= 0)
@@ -102,8 +115,11 @@ std::shared_ptr<Store> Store::open(std::string_view uri, StoreOptions options) {
   impl->logger = options.logger ? options.logger : silent_logger();
   if (options.statement_timeout.count() <= 0)
     throw InvalidArgument(fmt::format("statement_timeout {}ms must be positive", options.statement_timeout.count()));
-  impl->backend = open_backend(parsed, {impl->connect_timeout, options.statement_timeout, impl->logger});
+  impl->backend = open_backend(parsed, {impl->connect_timeout, options.statement_timeout, impl->logger,
+                                        std::move(seams.database_clock), std::move(seams.hook)});
   impl->locks = &impl->backend->locks();
+  impl->local_clock = std::move(seams.local_clock);
+  impl->event_tap = std::move(seams.event_tap);
   impl->logger->debug("opened store {}", parsed.redacted);
   return std::shared_ptr<Store>(new Store(std::move(impl)));
 }

@@ -4,19 +4,32 @@
 // share, and "the schema changed" for the migrator. Store::Impl itself stays private to store.cpp.
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string_view>
 
 #include <dblock/store.hpp>
 #include <spdlog/fwd.h>
 
 #include "backends/backend.hpp"
+#include "backends/backend_seams.hpp"
 #include "base/uri.hpp"
 
 namespace dblock::detail {
 
+class ManualClock;
 class ReleaseHub;
 
-struct StoreParts {
+/// What dblock::testing opens a store with (all null in production): the database's clock, a hook
+/// before each statement, the managers' local clock, and a tap that sees every manager's events.
+struct TestSeams {
+  std::shared_ptr<const DatabaseClock> database_clock;
+  std::shared_ptr<StatementHook> hook;
+  std::shared_ptr<ManualClock> local_clock;
+  std::function<void(const LockEvent&)> event_tap;
+};
+
+struct DBLOCK_EXPORT StoreParts {
   static Backend& backend(Store& store);
   static const StoreUri& uri(const Store& store);
   static const std::shared_ptr<spdlog::logger>& logger(const Store& store);
@@ -27,6 +40,13 @@ struct StoreParts {
   static void schema_changed(Store& store);
   /// A store over a backend built by hand (unit tests of the core over a scripted backend).
   static std::shared_ptr<Store> over(std::unique_ptr<Backend> backend, std::shared_ptr<spdlog::logger> logger);
+  /// Store::open with dblock::testing's seams (SQLite only: InvalidArgument otherwise).
+  static std::shared_ptr<Store> open_for_testing(std::string_view uri, StoreOptions options, TestSeams seams);
+  /// The managers' local clock: null unless opened for testing.
+  static const std::shared_ptr<ManualClock>& local_clock(const Store& store);
+  /// Sees every event of every manager of the store, before ManagerOptions::on_event: null unless
+  /// opened for testing. Called on the thread that caused the event; must not throw.
+  static const std::function<void(const LockEvent&)>& event_tap(const Store& store);
 };
 
 }  // namespace dblock::detail

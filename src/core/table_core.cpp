@@ -180,7 +180,7 @@ std::optional<TableCore::Granted> TableCore::acquire_once(std::string_view name,
 }
 
 std::optional<TableCore::Granted> TableCore::resolve_unknown_acquire(std::string_view name, const std::string& owner) {
-  auto read_sent = SteadyClock::now();
+  auto read_sent = local_now();
   auto row = with_read_retries([&] { return locks_.read(name); });
   // A row within its lock-delay has no live lease: it is not a grant (remaining counts the delay).
   // A membership of this owner (a reader or permit holder on another thread) is no exclusive grant.
@@ -211,10 +211,11 @@ std::optional<Lock> TableCore::attempt(std::string_view name, const std::string&
   {
     auto pass = gates_.enter(Key{owner, std::string(name), request.kind});
     sent = SteadyClock::now();
+    auto sent_local = local_now();  // the lease's clock (the same but under dblock::testing)
     auto got = acquire_once(name, owner, request);
     if (!got) return std::nullopt;
     grant = got->grant;
-    std::tie(held, replaced) = record_grant(name, owner, request, sent, *got);
+    std::tie(held, replaced) = record_grant(name, owner, request, sent_local, *got);
   }
   // Our earlier lease on this name expired and we took it over afresh: the old guards are stale.
   if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
@@ -359,7 +360,7 @@ std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::recor
   auto grant = granted.grant;
   auto deadline = lease_deadline(sent, ttl);
   if (granted.lease_ends_by) deadline = std::min(deadline, *granted.lease_ends_by);
-  auto now = SteadyClock::now();
+  auto now = local_now();
   if (now >= deadline) {
     // The reply came so late that the lease it granted may already have run out (and been
     // granted again): never hand it to the caller. Give the row back if it is still ours.
@@ -528,7 +529,7 @@ void TableCore::release(const std::shared_ptr<HeldLock>& held) {
     // end before the writer can send it: what its statement finds later is no second end.
     if (written_behind_ && last_plain && min_hold.count() == 0)
       written_behind = written_behind_->admit(
-          held, [&]() noexcept { released_behind = held->believed_held(SteadyClock::now()) && held->claim_end(); });
+          held, [&]() noexcept { released_behind = held->believed_held(local_now()) && held->claim_end(); });
     if (!written_behind) {
       ScopeExit sent_own([&]() noexcept {
         if (written_behind_ && last_plain && min_hold.count() == 0) written_behind_->sent();
@@ -607,7 +608,7 @@ Renewal TableCore::renew_all(const std::vector<HeldRef>& refs, SteadyClock::time
 }
 
 bool TableCore::watchdog_cycle() {
-  auto now = SteadyClock::now();
+  auto now = local_now();
   auto snapshot = held_snapshot();
   std::erase_if(snapshot, [&](const auto& held) { return !held->believed_held(now); });
   if (snapshot.empty()) return true;
@@ -624,6 +625,7 @@ bool TableCore::watchdog_cycle() {
   // A renewal that cannot answer before the first deadline is useless: the timer reports that
   // lock lost, and the next round renews the others on a fresh session.
   auto sent = SteadyClock::now();
+  auto sent_local = local_now();  // the lease's clock (the same but under dblock::testing)
   Renewal renewal;
   try {
     renewal = renew_all(refs, reply_by);
@@ -642,10 +644,10 @@ bool TableCore::watchdog_cycle() {
     if (index < outcome.size()) outcome[index] = Outcome::renewed;
   for (auto index : renewal.busy)
     if (index < outcome.size()) outcome[index] = Outcome::busy;
-  now = SteadyClock::now();
+  now = local_now();
   for (std::size_t i = 0; i < snapshot.size(); ++i) {
     auto& held = snapshot[i];
-    if (outcome[i] == Outcome::renewed) held->extend(lease_deadline(sent, refs[i].ttl), now);
+    if (outcome[i] == Outcome::renewed) held->extend(lease_deadline(sent_local, refs[i].ttl), now);
     // A fenced transaction holds the row (the holder's own, or one given its token): its deadline
     // stays, and the next round, soon, renews it once the transaction ends.
     if (outcome[i] != Outcome::gone) continue;

@@ -79,6 +79,8 @@ TEST_P(Roles, EachBackendHasItsRolesAndSaysWhyItLacksTheOthers) {
   expect_role(backend.advisory(), expected.advisory_absent_because, "advisory");
   expect_role(backend.notifications(), expected.notifications_absent_because, "notifications");
   expect_role(backend.xact_locks(), expected.xact_locks_absent_because, "xact_locks");
+  // A store opened for production never has dblock::testing's control of leases.
+  expect_role(backend.test_control(), "only a dblock::testing store", "test_control");
 
   auto migrations = backend.migrations();
   ASSERT_TRUE(migrations);

@@ -22,6 +22,7 @@
 // asio::awaitable<void>. An example that needs another name gets it here.
 
 #include <dblock/dblock.hpp>
+#include <dblock/testing.hpp>
 #include <dblock/tracing.hpp>
 
 #include <chrono>

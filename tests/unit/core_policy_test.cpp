@@ -72,33 +72,9 @@ class CorePolicy : public ::testing::Test {
   std::vector<std::shared_ptr<dblock::LockManager>> managers_;
 };
 
-TEST_F(CorePolicy, AStalledRenewalIsReportedLostAtTheLocalDeadlineNotWhenItReturns) {
-  std::promise<Clock::time_point> reported;
-  auto locks = manager({.default_ttl = 150ms, .on_lost = [&](std::string_view, std::int64_t) {
-                          reported.set_value(Clock::now());
-                        }});
-  script_->renewals_gate.close();  // every renewal hangs, past any deadline
-  auto sent = Clock::now();
-  auto held = locks->try_acquire("stalled");
-  ASSERT_TRUE(held);
-  auto deadline = held->local_deadline();
-  EXPECT_LE(deadline, sent + 150ms + 20ms) << "deadline = send time + TTL at most";
-  EXPECT_FALSE(held->lost());
-  auto future = reported.get_future();
-  ASSERT_EQ(future.wait_for(2s), std::future_status::ready) << "on_lost must fire while the renewal still hangs";
-  auto at = future.get();
-  EXPECT_GE(at, deadline);
-  EXPECT_LT(at, deadline + 100ms) << "reported at the deadline, not whenever I/O returns";
-  EXPECT_TRUE(held->lost());
-  EXPECT_LE(held->local_deadline(), deadline) << "a lost lock's deadline never moves again";
-  script_->renewals_gate.open();
-  auto other = locks->try_acquire("after-the-stall");
-  ASSERT_TRUE(other);
-  auto renewals = script_->renewals.load();
-  EXPECT_TRUE(eventually([&] { return script_->renewals.load() > renewals; })) << "the watchdog goes on after the stall";
-  EXPECT_TRUE(held->lost()) << "lost is for good: a renewal that returns late revives nothing";
-  EXPECT_THROW(held->release(), dblock::LockLost);
-}
+// Moved to tests/testing/core_policy_clock_test.cpp, on dblock::testing's clocks instead of real
+// 150-300 ms leases: a stalled renewal reported lost at the deadline, a re-entry with a shorter TTL,
+// another owner's grant of the same name.
 
 TEST_F(CorePolicy, TheLastHandleDroppedDuringARenewalEndsTheManagerOnThatThreadNotOnTheWatchdog) {
   auto locks = std::make_unique<dblock::LockManager>(store(), dblock::ManagerOptions{.default_ttl = 300ms});
@@ -126,45 +102,6 @@ TEST_F(CorePolicy, LostTurnsTrueAtTheDeadlineEvenBeforeAnyThreadNoticed) {
   auto deadline = held->local_deadline();
   ASSERT_TRUE(eventually([&] { return Clock::now() >= deadline; }));
   EXPECT_TRUE(held->lost());
-}
-
-TEST_F(CorePolicy, AnotherOwnersRowOfTheSameNameDoesNotKeepAStaleHolderAlive) {
-  auto locks = manager({.default_ttl = 150ms});
-  auto stale = locks->try_acquire("shared-name");
-  ASSERT_TRUE(stale);
-  std::optional<dblock::Lock> fresh;
-  {
-    std::lock_guard lock(script_->mutex);
-    script_->rows["shared-name"].expires = Clock::now();  // the first lease lapses...
-  }
-  std::thread([&] { fresh = locks->try_acquire("shared-name"); }).join();  // ...another thread takes it
-  ASSERT_TRUE(fresh);
-  ASSERT_NE(fresh->token(), stale->token());
-  auto renewals = script_->renewals.load();
-  ASSERT_TRUE(eventually([&] { return script_->renewals.load() >= renewals + 2; }));
-  EXPECT_TRUE(stale->lost()) << "renewing the other thread's row must not count for this one";
-  EXPECT_FALSE(fresh->lost());
-}
-
-TEST_F(CorePolicy, AReentryWithAShorterTtlNeverShortensTheLeaseOrItsRenewals) {
-  auto locks = manager({.default_ttl = 300ms});
-  auto outer = locks->try_acquire("nested", {.ttl = 900ms});
-  ASSERT_TRUE(outer);
-  auto first_deadline = outer->local_deadline();
-  auto inner = locks->try_acquire("nested", {.ttl = 300ms});
-  ASSERT_TRUE(inner);
-  EXPECT_GE(inner->local_deadline(), first_deadline);
-  auto row = script_->row("nested");
-  ASSERT_TRUE(row);
-  EXPECT_GE(row->expires, first_deadline) << "the database keeps the longer lease";
-  // The fake counts a renewal when it starts and records its TTLs when it applies it: wait for those.
-  ASSERT_TRUE(eventually([&] {
-    std::lock_guard lock(script_->mutex);
-    return !script_->renewed_ttls.empty();
-  }));
-  std::lock_guard lock(script_->mutex);
-  ASSERT_EQ(script_->renewed_ttls.size(), 1u);
-  EXPECT_EQ(script_->renewed_ttls[0], 900ms) << "renewals ask for the longest TTL held";
 }
 
 TEST_F(CorePolicy, AReleaseWhoseReplyWasLostIsNeverRunTwice) {

@@ -14,9 +14,9 @@ constexpr std::string_view kLive = R"(EXISTS (SELECT 1 FROM "{prefix}locks" l
 
 class SqliteOccurrences final : public OccurrenceBackend {
  public:
-  SqliteOccurrences(SessionPool<SqliteSession>& pool, std::string_view prefix) : pool_(pool) {
+  SqliteOccurrences(SessionPool<SqliteSession>& pool, std::string_view prefix, std::string_view clock) : pool_(pool) {
     auto fill = [&](std::string_view sql) {
-      return detail::fill(detail::fill(sql, {{"{live}", kLive}}), {{"{prefix}", prefix}, {"{now}", kNow}});
+      return detail::fill(detail::fill(sql, {{"{live}", kLive}}), {{"{prefix}", prefix}, {"{now}", clock}});
     };
     clock_ = fill("SELECT {now}");
     // One statement (SQLite serialises writes): inserted only while the caller's grant is live (as
@@ -136,8 +136,9 @@ DELETE FROM "{prefix}occurrences" WHERE (name, occurrence) IN (
 
 }  // namespace
 
-std::unique_ptr<OccurrenceBackend> make_sqlite_occurrences(SessionPool<SqliteSession>& pool, std::string_view prefix) {
-  return std::make_unique<SqliteOccurrences>(pool, prefix);
+std::unique_ptr<OccurrenceBackend> make_sqlite_occurrences(SessionPool<SqliteSession>& pool, std::string_view prefix,
+                                                           std::string_view clock) {
+  return std::make_unique<SqliteOccurrences>(pool, prefix, clock);
 }
 
 }  // namespace dblock::detail

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "backends/backend_errors.hpp"
+#include "backends/backend_seams.hpp"
 #include "backends/sqlite/sqlite_sql.hpp"
 #include "backends/sqlite/sqlite_statement_cache.hpp"
 #include "backends/sqlite/sqlite_writers.hpp"
@@ -72,12 +73,15 @@ class SqliteSessionPart {
 /// once). Single-threaded, like the SOCI session it wraps; the pool hands it to one thread at a time.
 class SqliteSession {
  public:
+  /// `clock` and `hook`: dblock::testing's seams (backend_seams.hpp), null in production; they
+  /// outlive the session. With a clock, the session defines dblock_now() (kTestNow) to read it.
   SqliteSession(const std::string& path, std::chrono::milliseconds busy_timeout, const SqliteSql& sql,
-                SqliteWriters& writers)
-      : path_(path), sql_(sql), writers_(writers) {
+                SqliteWriters& writers, const DatabaseClock* clock = nullptr, StatementHook* hook = nullptr)
+      : path_(path), sql_(sql), writers_(writers), hook_(hook) {
     try {
       session_.open(soci::sqlite3, fmt::format("db=\"{}\"", path));
       raw_ = static_cast<soci::sqlite3_session_backend*>(session_.get_backend())->conn_;
+      if (clock != nullptr) define_test_clock(*clock);
       session_ << fmt::format("PRAGMA busy_timeout = {}", busy_timeout.count());
       switch_to_wal();
       session_ << "PRAGMA synchronous = NORMAL";
@@ -111,22 +115,16 @@ class SqliteSession {
   /// Runs `body` and translates failures (`author` wrote its statements); a failed session is not reused.
   template <class Fn>
   auto guarded(std::string_view what, Fn&& body, StatementAuthor author = StatementAuthor::dblock) {
-    try {
-      return body();
-    } catch (const Error&) {
-      broken_ = true;
-      throw;
-    } catch (...) {
-      broken_ = true;
-      rethrow_translated(what, path_, author);
-    }
+    auto fault = consult_hook(what);
+    return guarded_after_hook(what, fault, std::forward<Fn>(body), author);
   }
 
   /// guarded() for a write: it runs in this backend's writers' turn (sqlite_writers.hpp).
   template <class Fn>
   auto guarded_write(std::string_view what, Fn&& body) {
+    auto fault = consult_hook(what);  // before the turn: a stalled statement holds no writer's turn
     auto turn = writers_.turn(what, path_);
-    return guarded(what, std::forward<Fn>(body));
+    return guarded_after_hook(what, fault, std::forward<Fn>(body), StatementAuthor::dblock);
   }
 
   void exec_script(const std::string& sql) {
@@ -157,15 +155,56 @@ class SqliteSession {
   }
 
  private:
+  StatementFault consult_hook(std::string_view what) {
+    return hook_ != nullptr ? hook_->before(what) : StatementFault::none;
+  }
+
+  template <class Fn>
+  auto guarded_after_hook(std::string_view what, StatementFault fault, Fn&& body, StatementAuthor author) {
+    try {
+      // A fault is SQLite's own error, translated as every other (dblock::testing).
+      if (fault == StatementFault::busy) throw soci::sqlite3_soci_error("database is locked", kSqliteBusy);
+      if (fault == StatementFault::error) throw soci::sqlite3_soci_error("disk I/O error", kSqliteIoErr);
+      if (fault == StatementFault::disconnect)
+        throw ConnectionError(
+            fmt::format("{} on sqlite://{}: the connection dropped (dblock::testing fault)", what, path_));
+      if (fault == StatementFault::reply_lost) {
+        body();
+        throw OutcomeUnknown(fmt::format("{} on sqlite://{}: the reply was lost (dblock::testing fault)", what, path_));
+      }
+      return body();
+    } catch (const Error&) {
+      broken_ = true;
+      throw;
+    } catch (...) {
+      broken_ = true;
+      rethrow_translated(what, path_, author);
+    }
+  }
+
   /// One index per Part type, the same in every session.
   static std::size_t next_part_index() noexcept {
     static std::atomic<std::size_t> next{0};
     return next.fetch_add(1, std::memory_order_relaxed);
   }
 
+  /// dblock_now(): the test clock's milliseconds (kTestNow).
+  void define_test_clock(const DatabaseClock& clock) {
+    auto now = [](sqlite_api::sqlite3_context* context, int, sqlite_api::sqlite3_value**) {
+      const auto* source = static_cast<const DatabaseClock*>(sqlite_api::sqlite3_user_data(context));
+      sqlite_api::sqlite3_result_int64(context, source->now_ms());
+    };
+    // Not SQLITE_DETERMINISTIC: SQLite must call it on every statement, never fold it.
+    int rc = sqlite_api::sqlite3_create_function_v2(raw_, "dblock_now", 0, SQLITE_UTF8,
+                                                    const_cast<DatabaseClock*>(&clock),  // NOLINT: read only
+                                                    now, nullptr, nullptr, nullptr);
+    if (rc != 0) throw soci::sqlite3_soci_error("cannot define dblock_now()", rc);
+  }
+
   std::string path_;
   const SqliteSql& sql_;
   SqliteWriters& writers_;
+  StatementHook* hook_ = nullptr;
   soci::session session_;  // declared before the statements: they must be destroyed first
   sqlite_api::sqlite3* raw_ = nullptr;
   bool broken_ = false;

@@ -12,15 +12,20 @@ namespace dblock::detail {
 inline constexpr std::string_view kNow =
     "(CAST(strftime('%s','now') AS INTEGER) * 1000 + CAST(substr(strftime('%f','now'), 4) AS INTEGER))";
 
+/// The test clock's form (dblock::testing): a function each session defines (SqliteSession).
+inline constexpr std::string_view kTestNow = "dblock_now()";
+
 inline constexpr int kSqliteBusy = 5;
 inline constexpr int kSqliteLocked = 6;
+inline constexpr int kSqliteIoErr = 10;
 
 /// The statements of groups (semaphores' permits, readers, waiting writers; migration 0004), run
 /// inside one IMMEDIATE transaction per operation, all with the clock read once (:now). A name
 /// appears once per statement (SOCI binds each name once): :now2 repeats :now.
 struct SqliteGroupSql {
-  explicit SqliteGroupSql(std::string_view prefix) {
-    auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
+  /// `clock`: the SQL that reads the time (kNow, or kTestNow under dblock::testing).
+  explicit SqliteGroupSql(std::string_view prefix, std::string_view clock = kNow) {
+    auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", clock}}); };
     now = fill("SELECT {now}");
     lock_row = fill(R"(SELECT owner, token, expires_at FROM "{prefix}locks" WHERE name = :name)");
     member = fill(R"(
@@ -85,8 +90,9 @@ FROM "{prefix}locks" l WHERE l.name = :name)");
 };
 
 struct SqliteSql {
-  explicit SqliteSql(std::string_view prefix) : groups(prefix) {
-    auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", kNow}}); };
+  /// `clock`: the SQL that reads the time (kNow, or kTestNow under dblock::testing).
+  explicit SqliteSql(std::string_view prefix, std::string_view clock = kNow) : groups(prefix, clock), now(clock) {
+    auto fill = [&](std::string_view sql) { return detail::fill(sql, {{"{prefix}", prefix}, {"{now}", clock}}); };
     // A re-entry needs the token of the grant the caller holds (:held, 0 for none): a live row of
     // the caller's with another token is a leftover it no longer counts, taken over afresh, but
     // keeping the later lease and the longer delay as a re-entry does (PgSql's acquire explains why).
@@ -111,7 +117,7 @@ WHERE {own_live} OR l.expires_at <= {now}
 RETURNING count, token)"),
                                                      {{"{reenter}", "{own_live} AND l.token = :held"}}),
                                         {{"{own_live}", "(l.owner = excluded.owner AND {lease_end} > {now})"}}),
-                           {{"{lease_end}", "(l.expires_at - l.lock_delay_ms)"}, {"{now}", kNow}});
+                           {{"{lease_end}", "(l.expires_at - l.lock_delay_ms)"}, {"{now}", clock}});
     // The caller's last level: the row goes whatever its count (LockBackend::release_last).
     release_last = fill(R"(
 DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token RETURNING 0)");
@@ -196,6 +202,7 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
   std::string revoke, acknowledge_revoked, release_keeping;
   std::string seed_expired, schema_version, history_table, history, record, forget;
   SqliteGroupSql groups;
+  std::string_view now;  // the clock's SQL, for the roles that build statements of their own
 };
 
 }  // namespace dblock::detail
