@@ -5,7 +5,8 @@
 # once without MySQL and once without PostgreSQL, builds a consumer against the installed static and shared
 # library, builds the Debian packages and installs, checks and removes them, builds the container
 # image and runs its compose stacks (tools/image_test.sh), runs the sanitized tier (every test not
-# labelled `integration`) under ThreadSanitizer and ASan+UBSan, and stops the servers. Exits
+# labelled `integration`, nor a suite's instance on the Galera cluster) under ThreadSanitizer and
+# ASan+UBSan, and stops the servers. Exits
 # non-zero on any failure. Its budget (doc/architecture.md, "Tests"): 40 minutes on a clean clone
 # with an empty compiler cache, 25 when ccache holds the objects of an earlier run.
 #   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
