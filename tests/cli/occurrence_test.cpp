@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -152,11 +153,12 @@ class ScheduledUnit : public ::testing::TestWithParam<dblock::test::BackendCase>
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
-  int runs() {
+  /// The grant of every run of the job so far, one line each.
+  std::vector<std::string> run_tokens() {
     std::ifstream in(dir_ + "/runs.log");
-    int lines = 0;
-    for (std::string line; std::getline(in, line);) ++lines;
-    return lines;
+    std::vector<std::string> tokens;
+    for (std::string line; std::getline(in, line);) tokens.push_back(line);
+    return tokens;
   }
 
   /// Polls the database's clock until the occurrence changes: the timer's scheduled instant, less
@@ -184,41 +186,71 @@ class ScheduledUnit : public ::testing::TestWithParam<dblock::test::BackendCase>
   std::shared_ptr<dblock::Store> store_;
 };
 
+/// The runs' tokens (runs.log, one line a run) against the records: every run claimed a record of
+/// its own, so no occurrence ran twice whichever occurrences the hosts' claims fell in.
+void expect_one_run_per_record(const std::vector<std::string>& run_tokens,
+                               const std::vector<dblock::OccurrenceInfo>& records) {
+  std::set<std::string> recorded;
+  for (auto& record : records) recorded.insert(std::to_string(record.token));
+  std::set<std::string> distinct(run_tokens.begin(), run_tokens.end());
+  EXPECT_EQ(run_tokens.size(), records.size()) << "an occurrence ran more than once, or a run left no record";
+  EXPECT_EQ(distinct, recorded) << "a run's grant is not the one its occurrence recorded";
+}
+
+// The hosts fire at the spread the timer gives them; a loaded machine may start one so late that
+// its claim falls in the next occurrence. That is no defect: the checks are per occurrence (each ran
+// once), and a phase whose hosts did not meet in one occurrence is tried again in the next.
 TEST_P(ScheduledUnit, RunsEachOccurrenceOnceAcrossHostsAndRecordsAFailedOne) {
   ASSERT_NE(unit_.exec_start.find("--once-per"), std::string::npos) << unit_.exec_start;
   const std::string name = "nightly-report";
+  constexpr int kTries = 3;
+  int host = 0;
 
-  // Occurrence 1: three hosts 0.45 s apart (the timer's AccuracySec spread), a fourth catching up 4 s later.
-  await_next_occurrence();
-  auto started = std::chrono::steady_clock::now();
-  std::vector<pid_t> hosts;
-  for (int host = 0; host < 3; ++host) {
-    std::this_thread::sleep_until(started + host * 450ms);  // the schedule under test, not synchronisation
-    hosts.push_back(fire(host, name, 0));
+  // Three hosts 0.45 s apart (the timer's AccuracySec spread), a fourth catching up 4 s later:
+  // one runs, the others find the occurrence done (exit 75).
+  int refused_done = 0;
+  for (int attempt = 0; attempt < kTries && refused_done == 0; ++attempt) {
+    await_next_occurrence();
+    auto started = std::chrono::steady_clock::now();
+    std::vector<pid_t> hosts;
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_until(started + i * 450ms);  // the schedule under test, not synchronisation
+      hosts.push_back(fire(host++, name, 0));
+    }
+    std::vector<int> exits;
+    for (auto pid : hosts) exits.push_back(exit_of(pid));
+    std::this_thread::sleep_until(started + 4s);
+    exits.push_back(exit_of(fire(host++, name, 0)));
+    for (int code : exits) EXPECT_TRUE(code == 0 || code == 75) << "exit " << code;
+    refused_done += static_cast<int>(std::count(exits.begin(), exits.end(), 75));
   }
-  std::vector<int> exits;
-  for (auto pid : hosts) exits.push_back(exit_of(pid));
-  std::this_thread::sleep_until(started + 4s);
-  exits.push_back(exit_of(fire(3, name, 0)));
-  EXPECT_EQ(runs(), 1) << "the occurrence ran more than once; outputs:\n" << output(0) << output(1) << output(2) << output(3);
-  EXPECT_EQ(std::count(exits.begin(), exits.end(), 0), 1);
-  EXPECT_EQ(std::count(exits.begin(), exits.end(), 75), 3) << output(3);
+  EXPECT_GT(refused_done, 0) << "no host met another in one occurrence in " << kTries << " tries";
+  auto before_failure = dblock::occurrences(*store_).size();
 
-  // Occurrence 2 runs again; its job fails on the first host, and by the default rule (no retry
-  // within the occurrence) the next host exits 75 and the record says failed.
-  await_next_occurrence();
-  started = std::chrono::steady_clock::now();
-  EXPECT_EQ(exit_of(fire(4, name, 3)), 3) << output(4);
-  std::this_thread::sleep_until(started + 450ms);
-  EXPECT_EQ(exit_of(fire(5, name, 0)), 75) << output(5);
-  EXPECT_EQ(runs(), 2);
+  // An occurrence whose job fails on the first host: by the default rule (no retry within the
+  // occurrence) the next host exits 75 and the record says failed.
+  bool refused_failed = false;
+  for (int attempt = 0; attempt < kTries && !refused_failed; ++attempt) {
+    await_next_occurrence();
+    auto started = std::chrono::steady_clock::now();
+    int failing = host++;
+    EXPECT_EQ(exit_of(fire(failing, name, 3)), 3) << output(failing);
+    std::this_thread::sleep_until(started + 450ms);
+    int next = host++;
+    int code = exit_of(fire(next, name, 0));
+    EXPECT_TRUE(code == 75 || code == 0) << output(next);
+    refused_failed = code == 75 && output(next).find("(failed") != std::string::npos;
+  }
+  EXPECT_TRUE(refused_failed) << "no host met the failed occurrence in " << kTries << " tries";
 
   auto records = dblock::occurrences(*store_);
-  ASSERT_EQ(records.size(), 2u);
-  EXPECT_EQ(records[0].status, dblock::OccurrenceStatus::succeeded);
-  EXPECT_EQ(records[1].status, dblock::OccurrenceStatus::failed);
-  EXPECT_EQ(records[1].exit_code, 3);
-  EXPECT_LT(records[0].occurrence, records[1].occurrence);
+  expect_one_run_per_record(run_tokens(), records);
+  ASSERT_GE(records.size(), before_failure + 1);
+  // Ordered by occurrence: the first is the first phase's, done; the last, the failed one.
+  EXPECT_EQ(records.front().status, dblock::OccurrenceStatus::succeeded);
+  EXPECT_EQ(records.back().status, dblock::OccurrenceStatus::failed);
+  EXPECT_EQ(records.back().exit_code, 3);
+  EXPECT_LT(records.front().occurrence, records.back().occurrence);
 
   // `dblock locks` shows the records, as text rows and as JSON entries of kind "occurrence".
   auto listed = [&](std::vector<std::string> extra, int slot) {
@@ -227,10 +259,10 @@ TEST_P(ScheduledUnit, RunsEachOccurrenceOnceAcrossHostsAndRecordsAFailedOne) {
     EXPECT_EQ(exit_of(start(argv, {}, fmt::format("{}/host{}.out", dir_, slot))), 0);
     return output(slot);
   };
-  auto text = listed({}, 6);
+  auto text = listed({}, 100);
   EXPECT_NE(text.find("succeeded"), std::string::npos) << text;
-  EXPECT_NE(text.find(records[1].occurrence), std::string::npos) << text;
-  auto json = listed({"--json"}, 7);
+  EXPECT_NE(text.find(records.back().occurrence), std::string::npos) << text;
+  auto json = listed({"--json"}, 101);
   EXPECT_NE(json.find(R"("kind":"occurrence")"), std::string::npos) << json;
   EXPECT_NE(json.find(R"("status":"failed","attempts":1,"exit_code":3)"), std::string::npos) << json;
 }
