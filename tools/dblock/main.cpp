@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <dblock/dblock.hpp>
-#include <fmt/format.h>
 
 #include "dblock/commands/command.hpp"
 #include "dblock/default_store.hpp"

@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
+#include <spdlog/logger.h>
 #include <CLI/CLI.hpp>
 #include <dblock/store.hpp>
-#include <spdlog/logger.h>
 
 #include "dblock/logging.hpp"
 

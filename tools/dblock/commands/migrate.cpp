@@ -2,8 +2,8 @@
 #include <optional>
 #include <string>
 
-#include <dblock/migrate.hpp>
 #include <fmt/format.h>
+#include <dblock/migrate.hpp>
 
 #include "dblock/commands/command.hpp"
 
@@ -63,8 +63,8 @@ class MigrateCommand final : public Command {
     if (status_->parsed()) {
       fmt::print("{:<8} {:<24} {:<14} {}\n", "VERSION", "NAME", "STATE", "CHECKSUM (recorded / shipped)");
       for (auto& row : statuses)
-        fmt::print("{:<8} {:<24} {:<14} {} / {}\n", fmt::format("{:04d}", row.version), row.name,
-                   to_string(row.state), row.recorded_checksum.empty() ? "-" : row.recorded_checksum.substr(0, 12),
+        fmt::print("{:<8} {:<24} {:<14} {} / {}\n", fmt::format("{:04d}", row.version), row.name, to_string(row.state),
+                   row.recorded_checksum.empty() ? "-" : row.recorded_checksum.substr(0, 12),
                    row.shipped_checksum.empty() ? "-" : row.shipped_checksum.substr(0, 12));
     }
     migrator.verify();  // status exits 78 too when something needs an operator

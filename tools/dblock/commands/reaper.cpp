@@ -18,9 +18,11 @@ class ReaperCommand final : public Command {
     auto& reaper = *parser_;
     reaper.add_option("--interval", interval_text_, "Pause between cycles (jittered ±20%)");
     reaper.add_option("--batch", request_.batch, "Most rows deleted per statement")->check(CLI::Range(1, 1000000));
-    reaper.add_option("--listen", request_.listen, "HOST:PORT or [IPV6]:PORT for /metrics and /healthz ('' to disable)");
+    reaper.add_option("--listen", request_.listen,
+                      "HOST:PORT or [IPV6]:PORT for /metrics and /healthz ('' to disable)");
     reaper.add_flag("--once", request_.once, "Run one cycle and exit");
-    reaper.add_option("--unhealthy-after", request_.unhealthy_after, "Failed cycles in a row before /healthz answers 503")
+    reaper
+        .add_option("--unhealthy-after", request_.unhealthy_after, "Failed cycles in a row before /healthz answers 503")
         ->check(CLI::Range(1, 1000));
     reaper.add_option("--census-every", census_every_text_,
                       "Read the lock-table gauges (a scan of the table) at most this often, whatever the scrape rate");

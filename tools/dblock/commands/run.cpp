@@ -2,10 +2,10 @@
 // while the command runs.
 #include <string>
 
-#include <dblock/options.hpp>
-#include <dblock/errors.hpp>
-#include <dblock/text.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
+#include <dblock/options.hpp>
+#include <dblock/text.hpp>
 
 #include "dblock/commands/command.hpp"
 #include "dblock/run_command.hpp"
@@ -69,7 +69,7 @@ class RunCommand final : public Command {
   int run(const Invocation& invocation) override {
     request_.out = invocation.out;
     check_options();
-    block_forwarded_signals();  // before the Store or a manager starts any thread
+    block_forwarded_signals();                                // before the Store or a manager starts any thread
     request_.inherited_descriptors = descriptors_open_now();  // before the Store opens any
     return run_guarded(open_ready_store(invocation), request_);
   }
@@ -81,9 +81,10 @@ class RunCommand final : public Command {
     validate_lock_name(request_.name);
     validate_ttl(request_.ttl);
     if (request_.ttl < kMinRunTtl)
-      throw InvalidArgument(fmt::format("--ttl {} is too short for `run`: it must be at least {} (renewals every "
-                                        "third of the lease, SIGTERM and SIGKILL before its end must fit in it)",
-                                        ttl_text_, format_duration(kMinRunTtl)));
+      throw InvalidArgument(
+          fmt::format("--ttl {} is too short for `run`: it must be at least {} (renewals every "
+                      "third of the lease, SIGTERM and SIGKILL before its end must fit in it)",
+                      ttl_text_, format_duration(kMinRunTtl)));
     request_.grace = grace_text_.empty() ? request_.ttl / 3 : parse_duration(grace_text_);
     if (request_.grace >= request_.ttl)
       throw InvalidArgument(fmt::format("--grace {} must be shorter than --ttl {}", grace_text_, ttl_text_));
