@@ -8,7 +8,6 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,19 +112,15 @@ class LockBackend {
                                                    std::int64_t token) = 0;
   /// The most requests one try_acquire_many / release_last_many statement may carry; 1: this
   /// backend does not combine, and the core never calls them.
-  [[nodiscard]] virtual std::size_t max_batch() const noexcept { return 1; }
+  [[nodiscard]] virtual std::size_t max_batch() const noexcept = 0;
   /// try_acquire for every request, with the same rules per name, in ONE statement and one
   /// transaction. REQUIRES: names distinct and sorted by bytes (the one lock order of every
   /// statement that locks several rows). Returns one outcome per request, in request order. All or
   /// nothing: on an error no request took effect, except OutcomeUnknown (then all may have).
-  virtual std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> /*requests*/) {
-    throw std::logic_error("try_acquire_many on a backend that does not combine");
-  }
+  virtual std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> requests) = 0;
   /// release_last for every request in ONE statement: true where the row carried that owner and
   /// token and was deleted. Same requirements and error contract as try_acquire_many.
-  virtual std::vector<bool> release_last_many(std::span<const ReleaseRequest> /*requests*/) {
-    throw std::logic_error("release_last_many on a backend that does not combine");
-  }
+  virtual std::vector<bool> release_last_many(std::span<const ReleaseRequest> requests) = 0;
   /// Renews every given lock in one statement, never shortening a lease and keeping a lock's
   /// lock-delay after its renewed lease, and returns the positions in `held` of those renewed (the
   /// row still carried that name, owner and token and a live lease; a lease within its lock-delay

@@ -16,7 +16,6 @@
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
 
-#include "backends/backend.hpp"
 
 namespace dblock::detail {
 

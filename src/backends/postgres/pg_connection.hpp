@@ -16,7 +16,7 @@
 
 #include <spdlog/fwd.h>
 
-#include "backends/backend.hpp"
+#include "backends/backend_errors.hpp"
 #include "backends/statement_ids.hpp"
 
 namespace dblock::detail {
