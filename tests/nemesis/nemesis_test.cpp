@@ -81,7 +81,18 @@ struct Belief {
   std::string owner;
 
   [[nodiscard]] const std::string& owner_or_holder() const { return owner.empty() ? holder : owner; }
+  /// In-process holders: each time the guard's local deadline moved, (when it was seen, the new
+  /// deadline), both in steady-clock ns; printed with a violation to say which deadline was believed.
+  std::vector<std::pair<std::int64_t, std::int64_t>> deadlines;
 };
+
+std::string deadline_trace(const Belief& belief, std::int64_t origin_ns) {
+  std::string text;
+  for (auto& [seen, deadline] : belief.deadlines)
+    text +=
+        fmt::format(" [seen {:+.1f} ms: deadline {:+.1f} ms]", (seen - origin_ns) / 1e6, (deadline - origin_ns) / 1e6);
+  return text.empty() ? std::string(" (no deadline trace: a CLI holder)") : text;
+}
 
 /// What the holders take: plain locks of two hot names, or groups: permits of "sem" (a semaphore
 /// of kPermits) and readers and writers of "rw".
@@ -169,9 +180,11 @@ std::vector<std::string> violations(std::vector<Belief> beliefs) {
       if (later.first_ns <= earlier.last_ns) {
         bool may_share = one_owner || (earlier.kind == later.kind && earlier.kind != HolderKind::exclusive);
         if (!may_share)
-          found.push_back(fmt::format("'{}': {} (token {}) began {:.3f} ms before {} (token {}) stopped", later.name,
-                                      later.holder, later.token, (earlier.last_ns - later.first_ns) / 1e6,
-                                      earlier.holder, earlier.token));
+          found.push_back(fmt::format(
+              "'{}': {} (token {}) began {:.3f} ms before {} (token {}) stopped; times from the later's start: the "
+              "earlier's deadlines{}; the later's{}",
+              later.name, later.holder, later.token, (earlier.last_ns - later.first_ns) / 1e6, earlier.holder,
+              earlier.token, deadline_trace(earlier, later.first_ns), deadline_trace(later, later.first_ns)));
         continue;
       }
       if (one_owner ? later.token < earlier.token : later.token <= earlier.token)
@@ -322,6 +335,9 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
         if (lock->lost()) return;  // checked after `at`: the lock was believed held at `at`
         if (belief.first_ns == 0) belief.first_ns = at;
         belief.last_ns = at;
+        auto deadline = lock->local_deadline().time_since_epoch().count();
+        if (belief.deadlines.empty() || belief.deadlines.back().second != deadline)
+          belief.deadlines.emplace_back(at, deadline);
         std::this_thread::sleep_for(1ms);  // the work's own pace
       }
     };
@@ -619,6 +635,15 @@ INSTANTIATE_TEST_SUITE_P(Backends, GroupNemesis,
                              {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
                               dblock::test::kSqliteQueued, dblock::test::kGaleraTable, dblock::test::kPgBouncerTable})),
                          [](const auto& info) { return std::string(info.param.label); });
+
+TEST(NemesisChecker, AnOverlapSaysWhichDeadlineTheEarlierHolderBelieved) {
+  Belief earlier{"a", 1, 0, 10'000'000, "x"};
+  earlier.deadlines = {{0, 15'000'000}};
+  auto found = violations({earlier, {"a", 2, 5'000'000, 20'000'000, "y"}});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].find("[seen -5.0 ms: deadline +10.0 ms]"), std::string::npos) << found[0];
+  EXPECT_NE(found[0].find("no deadline trace"), std::string::npos) << found[0];
+}
 
 TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {
   EXPECT_TRUE(violations({{"a", 1, 0, 10, "x"}, {"a", 2, 11, 20, "y"}, {"b", 1, 5, 15, "z"}}).empty());
