@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -81,7 +82,18 @@ struct Belief {
   std::string owner;
 
   [[nodiscard]] const std::string& owner_or_holder() const { return owner.empty() ? holder : owner; }
+  /// In-process holders: each time the guard's local deadline moved, (when it was seen, the new
+  /// deadline), both in steady-clock ns; printed with a violation to say which deadline was believed.
+  std::vector<std::pair<std::int64_t, std::int64_t>> deadlines;
 };
+
+std::string deadline_trace(const Belief& belief, std::int64_t origin_ns) {
+  std::string text;
+  for (auto& [seen, deadline] : belief.deadlines)
+    text +=
+        fmt::format(" [seen {:+.1f} ms: deadline {:+.1f} ms]", (seen - origin_ns) / 1e6, (deadline - origin_ns) / 1e6);
+  return text.empty() ? std::string(" (no deadline trace: a CLI holder)") : text;
+}
 
 /// What the holders take: plain locks of two hot names, or groups: permits of "sem" (a semaphore
 /// of kPermits) and readers and writers of "rw".
@@ -115,6 +127,80 @@ Take pick(Workload workload, std::mt19937& random) {
 }
 
 constexpr std::size_t kEnoughBeliefs = 8;
+
+/// The database's clock against this machine's steady clock, sampled through the test's admin while
+/// the holders work. Leases end by the database's clock and beliefs by the steady clock: the library
+/// assumes that the two run at one rate (within its clock allowance), and a step of the database's
+/// clock (its host's wall clock set forward) ends every lease early by that much, unseen by any
+/// client. The summary goes with every run and every overlap, so that an overlap says whether the
+/// clocks kept together meanwhile.
+class DatabaseClockWatch {
+ public:
+  DatabaseClockWatch(dblock::test::Admin& admin, std::string_view dialect) : admin_(admin), sql_(now_sql(dialect)) {
+    thread_ = std::jthread([this](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        sample();
+        std::this_thread::sleep_for(25ms);  // the sampling pace
+      }
+    });
+  }
+  /// Stops sampling; what it saw: how far the database's clock moved against the steady clock
+  /// from the first sample, and the largest move between two samples in a row.
+  std::string stop_and_summarize() {
+    thread_ = {};  // joins
+    if (samples_ < 2) return fmt::format("database clock: {} usable sample(s), drift unknown", samples_);
+    return fmt::format(
+        "database clock against the steady clock: drift {:+.1f} to {:+.1f} ms, largest move between samples "
+        "{:+.1f} ms at +{:.1f} s ({} samples, each within {:.1f} ms)",
+        low_ns_ / 1e6, high_ns_ / 1e6, jump_ns_ / 1e6, (jump_at_ns_ - first_at_ns_) / 1e9, samples_,
+        kPrecisionNs / 1e6);
+  }
+
+ private:
+  /// Answers slower than this say too little about the instant the clock was read.
+  static constexpr std::int64_t kPrecisionNs = 4'000'000;
+
+  static std::string now_sql(std::string_view dialect) {
+    if (dialect == "postgresql") return "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+    if (dialect == "mysql") return "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+    // SQLite's time is the process's wall clock, read as the backend reads it (sqlite_sql.hpp).
+    return "SELECT (CAST(strftime('%s','now') AS INTEGER) * 1000 + CAST(substr(strftime('%f','now'), 4) AS INTEGER)) "
+           "* 1000";
+  }
+
+  void sample() {
+    auto before = now_ns();
+    std::vector<std::string> rows;
+    try {
+      rows = admin_.query(sql_);
+    } catch (const std::exception&) {
+      return;  // the admin's own connection failed: one sample fewer
+    }
+    auto after = now_ns();
+    if (rows.empty() || after - before > kPrecisionNs) return;
+    std::int64_t offset = std::stoll(rows.front()) * 1000 - (before + after) / 2;
+    if (samples_++ == 0) {
+      first_ns_ = last_ns_ = offset;
+      first_at_ns_ = jump_at_ns_ = before;
+      return;
+    }
+    low_ns_ = std::min(low_ns_, offset - first_ns_);
+    high_ns_ = std::max(high_ns_, offset - first_ns_);
+    if (std::abs(offset - last_ns_) > std::abs(jump_ns_)) {
+      jump_ns_ = offset - last_ns_;
+      jump_at_ns_ = before;
+    }
+    last_ns_ = offset;
+  }
+
+  dblock::test::Admin& admin_;
+  std::string sql_;
+  // Written by the sampling thread only, read once it has been joined.
+  int samples_ = 0;
+  std::int64_t first_ns_ = 0, last_ns_ = 0, low_ns_ = 0, high_ns_ = 0, jump_ns_ = 0;
+  std::int64_t first_at_ns_ = 0, jump_at_ns_ = 0;
+  std::jthread thread_;  // last: starts once the rest is there
+};
 
 class History {
  public:
@@ -169,9 +255,11 @@ std::vector<std::string> violations(std::vector<Belief> beliefs) {
       if (later.first_ns <= earlier.last_ns) {
         bool may_share = one_owner || (earlier.kind == later.kind && earlier.kind != HolderKind::exclusive);
         if (!may_share)
-          found.push_back(fmt::format("'{}': {} (token {}) began {:.3f} ms before {} (token {}) stopped", later.name,
-                                      later.holder, later.token, (earlier.last_ns - later.first_ns) / 1e6,
-                                      earlier.holder, earlier.token));
+          found.push_back(fmt::format(
+              "'{}': {} (token {}) began {:.3f} ms before {} (token {}) stopped; times from the later's start: the "
+              "earlier's deadlines{}; the later's{}",
+              later.name, later.holder, later.token, (earlier.last_ns - later.first_ns) / 1e6, earlier.holder,
+              earlier.token, deadline_trace(earlier, later.first_ns), deadline_trace(later, later.first_ns)));
         continue;
       }
       if (one_owner ? later.token < earlier.token : later.token <= earlier.token)
@@ -322,6 +410,9 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
         if (lock->lost()) return;  // checked after `at`: the lock was believed held at `at`
         if (belief.first_ns == 0) belief.first_ns = at;
         belief.last_ns = at;
+        auto deadline = lock->local_deadline().time_since_epoch().count();
+        if (belief.deadlines.empty() || belief.deadlines.back().second != deadline)
+          belief.deadlines.emplace_back(at, deadline);
         std::this_thread::sleep_for(1ms);  // the work's own pace
       }
     };
@@ -463,6 +554,7 @@ void Nemesis::run(Workload workload) {
                                     : std::make_unique<dblock::LockManager>(
                                           dblock::Store::open(dsn_for(1), store_options), one_owner_options);
   auto revoker = dblock::Store::open(base, store_options);  // the operator, on a connection of its own
+  DatabaseClockWatch clock_watch(installation.admin(), GetParam().dialect);
   std::vector<std::unique_ptr<RunLoop>> loops;
   for (std::size_t holder : {2, 3})
     loops.push_back(
@@ -601,8 +693,10 @@ void Nemesis::run(Workload workload) {
   int fault_count = 0;
   for (auto& [fault, count] : faults) fault_count += count;
   EXPECT_GE(fault_count, 4) << "the nemesis did too little";
+  auto clocks = clock_watch.stop_and_summarize();
+  std::cout << "[ nemesis  ] " << clocks << "\n";
   auto found = violations(beliefs);
-  for (auto& violation : found) ADD_FAILURE() << violation;
+  for (auto& violation : found) ADD_FAILURE() << violation << "\n(" << clocks << ")";
   if (found.empty()) std::filesystem::remove_all(dir);
   else std::cout << "[ nemesis  ] wrapper logs kept in " << dir << "\n";
 }
@@ -619,6 +713,15 @@ INSTANTIATE_TEST_SUITE_P(Backends, GroupNemesis,
                              {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
                               dblock::test::kSqliteQueued, dblock::test::kGaleraTable, dblock::test::kPgBouncerTable})),
                          [](const auto& info) { return std::string(info.param.label); });
+
+TEST(NemesisChecker, AnOverlapSaysWhichDeadlineTheEarlierHolderBelieved) {
+  Belief earlier{"a", 1, 0, 10'000'000, "x"};
+  earlier.deadlines = {{0, 15'000'000}};
+  auto found = violations({earlier, {"a", 2, 5'000'000, 20'000'000, "y"}});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].find("[seen -5.0 ms: deadline +10.0 ms]"), std::string::npos) << found[0];
+  EXPECT_NE(found[0].find("no deadline trace"), std::string::npos) << found[0];
+}
 
 TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {
   EXPECT_TRUE(violations({{"a", 1, 0, 10, "x"}, {"a", 2, 11, 20, "y"}, {"b", 1, 5, 15, "z"}}).empty());
