@@ -703,8 +703,9 @@ TEST_F(Cli, ARuntimeRoleWithOnlyThePrintedGrantsRunsEverySubcommandButCannotMigr
     EXPECT_NE(up.output.find("up to date"), std::string::npos) << up.output;
     auto status = run({"--dsn", dsn, "migrate", "status"});
     EXPECT_EQ(status.exit_code, 0) << dialect << status.output;
-    // A lease of 1 s outlived three times over: the watchdog's renewals work for the role.
-    auto renewed = run({"--dsn", dsn, "run", "--name", "job", "--ttl", "1s", "--", "sleep", "3.5"});
+    // A lease of 3 s outlived: the watchdog's renewals work for the role (with 1 s, ASan's build
+    // beside a loaded run's other tests renewed too late once, and the command was stopped).
+    auto renewed = run({"--dsn", dsn, "run", "--name", "job", "--ttl", "3s", "--", "sleep", "4"});
     EXPECT_EQ(renewed.exit_code, 0) << dialect << renewed.output;
     auto advisory = run({"--dsn", dsn, "run", "--mode", "advisory", "--name", "job", "--", "sh", "-c",
                          "test \"$DBLOCK_FENCING_TOKEN\" -gt 0"});

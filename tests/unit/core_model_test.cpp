@@ -1019,9 +1019,12 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   // of the fewest seen in any scenario; they depend on thread timing, so a loaded machine (TSan) that
   // produced fewer runs more seeds, up to three times as many, before the minimums count as missed.
   constexpr std::uint64_t kAdoptions = 3, kLostReentries = 1, kUnreadReleases = 10, kOrphaned = 500;
+  // Combined statements and releases written behind form only when threads meet: a few per 9,000
+  // steps at times, none in an unlucky seed, so they count among the minimums too.
   auto minimums_met = [&] {
     return tally.adoptions >= kAdoptions && tally.lost_reentries >= kLostReentries &&
-           tally.unread_releases >= kUnreadReleases && tally.orphaned >= kOrphaned;
+           tally.unread_releases >= kUnreadReleases && tally.orphaned >= kOrphaned &&
+           (scenario.max_batch <= 1 || tally.batches > 0) && (!scenario.write_behind || tally.behind > 0);
   };
   auto [ran, took, replay, failure] = run_seeds(scenario, 6, tally, minimums_met);
   ASSERT_TRUE(failure.empty()) << failure;

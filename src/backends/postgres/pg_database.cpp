@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/backend_errors.hpp"
+#include "base/holder_kind.hpp"
 
 namespace dblock::detail {
 
