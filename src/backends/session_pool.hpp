@@ -16,7 +16,6 @@
 #include <dblock/errors.hpp>
 #include <fmt/format.h>
 
-
 namespace dblock::detail {
 
 template <class Session>
