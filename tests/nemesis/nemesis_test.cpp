@@ -533,15 +533,26 @@ void Nemesis::run(Workload workload) {
       proxies.push_back(std::make_unique<dblock::test::TcpProxy>(dblock::test::dsn_port(nodes[i % nodes.size()])));
 
   dblock::StoreOptions store_options{.connect_timeout = 2s, .statement_timeout = 2s};
+  // The stores' first connections, before any fault: a loaded machine took longer than the 2 s the
+  // holders' reconnections get (set for the stalls below), which failed the run before it began.
+  auto open_store = [&](const std::string& dsn) {
+    for (int attempt = 1;; ++attempt) {
+      try {
+        return dblock::Store::open(dsn, store_options);
+      } catch (const dblock::ConnectionError&) {
+        if (attempt == 5) throw;
+      }
+    }
+  };
   dblock::ManagerOptions manager_options{.mode = GetParam().mode, .default_ttl = kTtl};
   // Two threads on one manager: their releases are written behind one another's.
   auto behind_options = manager_options;
   behind_options.write_behind_releases = true;
   // In advisory mode its two owners share a pool of one session: each lease that finds it dry makes
   // the leasing thread, inside its own owner's statement, give back the other owner's idle session.
-  auto shared_store = dblock::Store::open(advisory ? dsn_for(0) + "&pool=1" : dsn_for(0), store_options);
+  auto shared_store = open_store(advisory ? dsn_for(0) + "&pool=1" : dsn_for(0));
   auto shared_manager = std::make_unique<dblock::LockManager>(shared_store, behind_options);
-  auto own_store = dblock::Store::open(dsn_for(1), store_options);
+  auto own_store = open_store(dsn_for(1));
   auto own_manager = std::make_unique<dblock::LockManager>(own_store, manager_options);
   // Table mode: the in-process holders fence some of their work (a fence is a table-mode row's).
   auto fencing_of = [&](const std::shared_ptr<dblock::Store>& store) { return advisory ? nullptr : store; };
@@ -550,10 +561,10 @@ void Nemesis::run(Workload workload) {
   // per guard, and a group's re-entered membership is one permit the checker would count twice).
   auto one_owner_options = behind_options;
   one_owner_options.owner_scope = dblock::OwnerScope::manager;
-  auto one_owner_manager = advisory || workload != Workload::locks ? nullptr
-                                    : std::make_unique<dblock::LockManager>(
-                                          dblock::Store::open(dsn_for(1), store_options), one_owner_options);
-  auto revoker = dblock::Store::open(base, store_options);  // the operator, on a connection of its own
+  auto one_owner_manager = advisory || workload != Workload::locks
+                               ? nullptr
+                               : std::make_unique<dblock::LockManager>(open_store(dsn_for(1)), one_owner_options);
+  auto revoker = open_store(base);  // the operator, on a connection of its own
   DatabaseClockWatch clock_watch(installation.admin(), GetParam().dialect);
   std::vector<std::unique_ptr<RunLoop>> loops;
   for (std::size_t holder : {2, 3})
@@ -563,6 +574,14 @@ void Nemesis::run(Workload workload) {
   History history;
   std::atomic<bool> stop{false};
   std::vector<std::jthread> holders;
+  // However this function ends (an exception from a fault's set-up or from opening the asynchronous
+  // holders' store included), the holders are told to stop before their threads are joined: a join
+  // of a holder still at work waits forever (loaded runs hung here, with no failure printed, until
+  // ctest's timeout).
+  dblock::detail::ScopeExit stop_holders([&]() noexcept {
+    stop = true;
+    for (auto& loop : loops) loop->signal(SIGCONT);
+  });
   holders.emplace_back([&] {
     hold_in_thread(*shared_manager, workload, stop, history, "manager0/thread0", 1, {}, fencing_of(shared_store),
                    &fences);
@@ -584,16 +603,8 @@ void Nemesis::run(Workload workload) {
     holders.emplace_back([&, i] { loops[i]->run(stop, static_cast<std::uint32_t>(10 + i)); });
 #if DBLOCK_TEST_WITH_ASIO
   // Beside holder 1, through its proxy: its faults reach the asynchronous holders too.
-  auto async_holders = std::make_unique<AsyncHolders>(dblock::Store::open(dsn_for(1), store_options), manager_options,
-                                                      workload, stop, history);
+  auto async_holders = std::make_unique<AsyncHolders>(open_store(dsn_for(1)), manager_options, workload, stop, history);
 #endif
-  // However this function ends (an exception from a fault's set-up included), the holders are told
-  // to stop before their threads are joined: a join of a holder still at work waited forever (a
-  // loaded run hung here with no failure printed).
-  dblock::detail::ScopeExit stop_holders([&]() noexcept {
-    stop = true;
-    for (auto& loop : loops) loop->signal(SIGCONT);
-  });
 
   // The nemesis: new faults every 50-250 ms, each undone after its own time, so that faults
   // overlap. Its pauses are the fault schedule, not synchronisation.
