@@ -17,7 +17,7 @@ cli_debs=("$dir"/dblock_*.deb) dev_debs=("$dir"/libdblock-dev_*.deb)
 [ ${#cli_debs[@]} -eq 1 ] && [ ${#dev_debs[@]} -eq 1 ] || fail "expected one dblock and one libdblock-dev package in $dir"
 cli_deb=${cli_debs[0]} dev_deb=${dev_debs[0]}
 for package in dblock libdblock-dev; do
-  if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed'; then
+  if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep 'ok installed' > /dev/null; then
     fail "$package is installed on this machine already; this check would remove it (apt-get remove $package first)"
   fi
 done
@@ -26,10 +26,10 @@ echo "-- what the packages declare"
 dpkg-deb -f "$cli_deb" Package Version Depends
 dpkg-deb -f "$dev_deb" Package Version Depends
 for dependency in libpq5 libmysqlcppconn7v5 libsoci-sqlite3-4.0 libspdlog1.10; do
-  dpkg-deb -f "$cli_deb" Depends | grep -q "\b$dependency\b" || fail "dblock does not depend on $dependency"
+  dpkg-deb -f "$cli_deb" Depends | grep "\b$dependency\b" > /dev/null || fail "dblock does not depend on $dependency"
 done
 for dependency in libspdlog-dev libfmt-dev libpq-dev libmysqlcppconn-dev libsoci-dev libsqlite3-dev; do
-  dpkg-deb -f "$dev_deb" Depends | grep -q "\b$dependency\b" || fail "libdblock-dev does not depend on $dependency"
+  dpkg-deb -f "$dev_deb" Depends | grep "\b$dependency\b" > /dev/null || fail "libdblock-dev does not depend on $dependency"
 done
 
 remove() { DEBIAN_FRONTEND=noninteractive $sudo apt-get remove --purge -y -qq dblock libdblock-dev > /dev/null || true; }
@@ -38,7 +38,7 @@ echo "-- apt-get install $(basename "$cli_deb") $(basename "$dev_deb")"
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$cli_deb" "$dev_deb" > /dev/null
 [ "$(command -v dblock)" = /usr/bin/dblock ] || fail "dblock is not /usr/bin/dblock on PATH"
 dblock --version
-dblock --version | grep -q "^dblock $(dpkg-deb -f "$cli_deb" Version | sed 's/-[^-]*$//') " \
+dblock --version | grep "^dblock $(dpkg-deb -f "$cli_deb" Version | sed 's/-[^-]*$//') " > /dev/null \
   || fail "dblock --version does not name the package's version"
 work=$(mktemp -d /tmp/dblock-packages.XXXXXX)
 trap 'remove; rm -rf "$work"' EXIT

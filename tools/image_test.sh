@@ -230,7 +230,7 @@ check_stack() {
   say "$file: SIGTERM to the reaper, then docker-compose down"
   compose stop reaper 2>&1 | grep -v '^$' || true
   [ "$("$docker" inspect -f '{{.State.ExitCode}}' "$reaper")" = 0 ] || { "$docker" logs "$reaper" >&2; fail "$file: the reaper did not exit 0 on SIGTERM"; }
-  "$docker" logs "$reaper" 2>&1 | grep -q '"stopping"' || fail "$file: the reaper did not log that it is stopping"
+  "$docker" logs "$reaper" 2>&1 | grep '"stopping"' > /dev/null || fail "$file: the reaper did not log that it is stopping"
   compose down --volumes --remove-orphans 2>&1 | grep -v '^$' || true
   [ -z "$("$docker" ps -aq --filter "label=com.docker.compose.project=$project")" ] || fail "$file: down left containers"
   [ -z "$("$docker" network ls -q --filter "label=com.docker.compose.project=$project")" ] || fail "$file: down left networks"

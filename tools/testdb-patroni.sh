@@ -94,7 +94,7 @@ YAML
   PGPASSWORD=$PATRONI_SU_PW psql -X -q -h 127.0.0.1 -p "$(patroni_port "${leader#node}")" -U postgres -d postgres \
     -c "DO \$\$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'dblock') THEN CREATE ROLE dblock LOGIN PASSWORD '$PW'; END IF; END\$\$" > /dev/null
   PGPASSWORD=$PATRONI_SU_PW psql -X -q -h 127.0.0.1 -p "$(patroni_port "${leader#node}")" -U postgres -d postgres -tA \
-    -c "SELECT 1 FROM pg_database WHERE datname = 'dblock'" | grep -q 1 \
+    -c "SELECT 1 FROM pg_database WHERE datname = 'dblock'" | grep 1 > /dev/null \
     || PGPASSWORD=$PATRONI_SU_PW psql -X -q -h 127.0.0.1 -p "$(patroni_port "${leader#node}")" -U postgres -d postgres \
          -c "CREATE DATABASE dblock OWNER dblock" > /dev/null
   # libpq does not try a multi-host URI's next host after a server refused the login, and the
@@ -103,7 +103,7 @@ YAML
   for n in 1 2; do
     for _ in $(seq 1 300); do
       PGPASSWORD=$PATRONI_SU_PW psql -X -q -h 127.0.0.1 -p "$(patroni_port "$n")" -U postgres -d postgres -tA \
-        -c "SELECT 1 FROM pg_database WHERE datname = 'dblock'" 2>/dev/null | grep -q 1 && break
+        -c "SELECT 1 FROM pg_database WHERE datname = 'dblock'" 2>/dev/null | grep 1 > /dev/null && break
       sleep 0.1
     done
   done
