@@ -206,9 +206,16 @@ fi
 
 # Beside the dev tests (which mostly wait on servers and leases): the other presets' builds at nice
 # 19, and the container image, which builds the package inside its own image and has no cache.
-# In the order the steps below need them.
+# In the order the steps below need them: the first sanitizer's tier comes before the packages,
+# whose release build would otherwise delay that tier (the package step runs while the next builds).
 sanitizer_list=($sanitizers)
-build_in_background no-mysql no-postgres shared package "${sanitizer_list[@]}"
+build_order=(no-mysql no-postgres shared)
+if ((${#sanitizer_list[@]})); then
+  build_order+=("${sanitizer_list[0]}" package "${sanitizer_list[@]:1}")
+else
+  build_order+=(package)
+fi
+build_in_background "${build_order[@]}"
 in_background image tools/image_test.sh
 # The style check is clang-tidy's CPU alone (over a minute): at nice 19 beside the waiting dev
 # tests it costs no wall time; its verdict is awaited before the run can pass.
@@ -251,13 +258,15 @@ ldd build/shared/dblock | grep "libdblock.so.[0-9]* => $root/build/shared/" > /d
   || { echo "the shared build's CLI does not load its libdblock.so" >&2; exit 1; }
 build/shared/dblock --dsn "sqlite://$dbdir/shared.db" run --name shared-cli -- true
 
-step "Debian packages: package the release build with CPack, install, use, remove"
-await build-package
-(cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
-tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
+packages_and_image() {
+  step "Debian packages: package the release build with CPack, install, use, remove"
+  await build-package
+  (cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
+  tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
 
-step "the container image: built and its compose stacks run on PostgreSQL and MariaDB (own dockerd; in the background)"
-await image
+  step "the container image: built and its compose stacks run on PostgreSQL and MariaDB (own dockerd; in the background)"
+  await image
+}
 
 # The sanitizers' tiers run one after the other, alone: they use the CPU far more than the dev
 # tests, and the suites that a load failed were found with two of them at once (--loaded).
@@ -265,7 +274,9 @@ for preset in "${sanitizer_list[@]}"; do
   step "ctest under preset $preset (sanitized tier: every test not labelled $unsanitized_labels, nor run on $server_only_instances)"
   await "build-$preset"
   ctest --preset "$preset" -j "${sanitizer_test_jobs[$preset]-$((jobs + 1))}" -LE "$unsanitized_labels" -E "$server_only_instances"
+  [ "$preset" != "${sanitizer_list[0]}" ] || packages_and_image
 done
+((${#sanitizer_list[@]})) || packages_and_image
 
 step "style: lines changed since tools/style-baseline against .clang-format and .clang-tidy (in the background)"
 await style
