@@ -290,32 +290,6 @@ std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::
   }
 }
 
-std::vector<std::shared_ptr<HeldLock>> AdvisoryCore::held_snapshot() {
-  std::vector<std::shared_ptr<HeldLock>> snapshot;
-  std::lock_guard lock(mutex_);
-  for (auto& [owner, pinned] : pinned_)
-    for (auto& [key, held] : pinned->held) snapshot.push_back(held);
-  return snapshot;
-}
-
-void AdvisoryCore::deadline_passed(const std::shared_ptr<HeldLock>& held_base) {
-  auto held = std::static_pointer_cast<AdvisoryHeld>(held_base);
-  std::vector<std::shared_ptr<AdvisoryHeld>> gone;
-  {
-    std::lock_guard lock(mutex_);
-    auto& pinned = *held->pinned;
-    auto it = pinned.held.find(key_of(held->target));
-    if (it == pinned.held.end() || it->second != held) return;  // released meanwhile
-    // The session gave no sign of life for a whole TTL: none of its locks can be trusted, and
-    // the session is dropped by the next one to use it.
-    pinned.overdue = true;
-    for (auto& [key, on_session] : pinned.held) gone.push_back(on_session);
-    pinned.users -= gone.size();
-    pinned.held.clear();
-  }
-  report_all_lost(gone, "its connection gave no sign of life before the local deadline");
-}
-
 void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   auto held = std::static_pointer_cast<AdvisoryHeld>(held_base);
   std::int64_t depth = 0;
@@ -356,54 +330,6 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
   unpin(held->pinned);
   if (!why.empty()) throw_lost_on_release(*held, why);
   report_released(*held, 0, sent);
-}
-
-bool AdvisoryCore::registered(const AdvisoryHeld& held) const {
-  auto it = held.pinned->held.find(key_of(held.target));
-  return it != held.pinned->held.end() && it->second.get() == &held;
-}
-
-void AdvisoryCore::report_all_lost(const std::vector<std::shared_ptr<AdvisoryHeld>>& gone, std::string_view why) {
-  for (auto& held : gone) report_lost(*held, why);
-}
-
-bool AdvisoryCore::watchdog_cycle() {
-  std::vector<std::shared_ptr<Pinned>> snapshot, unused;
-  {
-    std::lock_guard lock(mutex_);
-    std::erase_if(pinned_, [&](const auto& entry) {
-      auto& pinned = entry.second;
-      bool forgotten = pinned->users == 0 && !pinned->used_since_check;
-      pinned->used_since_check = false;
-      if (forgotten) unused.push_back(pinned);
-      return forgotten;
-    });
-    for (auto& [owner, pinned] : pinned_) snapshot.push_back(pinned);
-  }
-  give_back_idle_sessions(unused);
-  for (auto& pinned : snapshot) {
-    std::vector<std::shared_ptr<AdvisoryHeld>> gone;
-    std::string why;
-    {
-      // A session busy with a statement proves itself alive when that returns; only idle ones
-      // are checked.
-      std::unique_lock use(pinned->use, std::try_to_lock);
-      if (!use.owns_lock()) continue;
-      drop_if_overdue(pinned);
-      if (!pinned->session) continue;
-      auto sent = SteadyClock::now();
-      try {
-        pinned->session->check_alive();
-        prove_alive(pinned, sent);
-        continue;
-      } catch (const Error& e) {
-        why = fmt::format("the connection holding it broke: {}", e.what());
-        gone = detach_session(pinned);
-      }
-    }
-    report_all_lost(gone, why);
-  }
-  return true;
 }
 
 }  // namespace dblock::detail

@@ -203,6 +203,31 @@ void close_on_exec_all_but(const std::vector<int>& inherited) {
       fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
 }
 
+namespace {
+
+/// The guard's child: the command, with the dispositions and signal mask it would have alone, and
+/// the signals its group got before it existed. Async-signal-safe calls only.
+[[noreturn]] void become_command(Exec& exec, Pipe& reports, Pipe& handoff, const GuardSetup& setup, pid_t guard_pid) {
+  handoff.close_write();
+  receive_signals_sent_before_fork(handoff);
+  for (int signal_number : kForwarded) signal(signal_number, SIG_DFL);
+  for (std::size_t i = 0; i < std::size(kJobControl); ++i) sigaction(kJobControl[i], &setup.job_control[i], nullptr);
+  signal(SIGCHLD, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != guard_pid) _exit(kSoftware);
+  execvpe(exec.argv[0], exec.argv.data(), exec.envp.data());
+  // Exit as a shell would (127: not found, 126: not executable); the wrapper says which, and why.
+  int error = errno;
+  Report failed{Report::exec_failed, error};
+  reports.send(&failed, sizeof failed);
+  _exit(error == ENOENT ? 127 : 126);
+}
+
+}  // namespace
+
 void become_guard(Exec& exec, Pipe& life, Pipe& reports, Pipe& handoff, const GuardSetup& setup) {
   setpgid(0, 0);
   life.close_write();
@@ -228,24 +253,7 @@ void become_guard(Exec& exec, Pipe& life, Pipe& reports, Pipe& handoff, const Gu
   pid_t guard_pid = getpid();
   pid_t command = fork();
   if (command < 0) _exit(kOsError);
-  if (command == 0) {
-    handoff.close_write();
-    receive_signals_sent_before_fork(handoff);
-    for (int signal_number : kForwarded) signal(signal_number, SIG_DFL);
-    for (std::size_t i = 0; i < std::size(kJobControl); ++i) sigaction(kJobControl[i], &setup.job_control[i], nullptr);
-    signal(SIGCHLD, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != guard_pid) _exit(kSoftware);
-    execvpe(exec.argv[0], exec.argv.data(), exec.envp.data());
-    // Exit as a shell would (127: not found, 126: not executable); the wrapper says which, and why.
-    int error = errno;
-    Report failed{Report::exec_failed, error};
-    reports.send(&failed, sizeof failed);
-    _exit(error == ENOENT ? 127 : 126);
-  }
+  if (command == 0) become_command(exec, reports, handoff, setup, guard_pid);
   handoff.close_read();
   hand_over_signals_sent_before_fork(handoff);
   handoff.close_write();
