@@ -26,6 +26,7 @@
 #include "core/manual_clock.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
+#include "testing/fault_hook.hpp"
 
 namespace dblock::testing {
 
@@ -47,124 +48,6 @@ class TestDatabaseClock final : public detail::DatabaseClock {
   std::shared_ptr<detail::ManualClock> local_;
   std::chrono::steady_clock::time_point local_start_;
   std::int64_t start_ms_;
-};
-
-bool hits(Statements which, std::string_view what) {
-  auto starts = [&](std::string_view prefix) { return what.starts_with(prefix); };
-  switch (which) {
-    case Statements::acquire:
-      return what == "acquire";
-    case Statements::renew:
-      return what == "renew";
-    case Statements::release:
-      return what == "release";
-    case Statements::fence:
-      return what == "beginning a fenced transaction";
-    case Statements::occurrence:
-      return what == "claiming an occurrence" || what == "recording an occurrence";
-    case Statements::reap:
-      return starts("reaping");
-    case Statements::any:
-      return !starts("testing: ");  // never the test store's own control
-  }
-  return false;
-}
-
-/// The faults a test injected, met by statements on whatever thread runs them.
-class FaultHook final : public detail::StatementHook {
- public:
-  explicit FaultHook(std::shared_ptr<detail::ManualClock> clock) : clock_(std::move(clock)) {}
-
-  detail::StatementFault before(std::string_view what) override {
-    std::unique_lock lock(mutex_);
-    // While steal() hands a name over, other threads' acquisitions wait for it to finish.
-    if (what == "acquire")
-      stall_changed_.wait(lock,
-                          [&] { return !handing_over_ || *handing_over_ == std::this_thread::get_id() || closing_; });
-    auto it = std::ranges::find_if(pending_, [&](const Pending& p) { return hits(p.which, what); });
-    if (it == pending_.end()) return detail::StatementFault::none;
-    auto fault = it->fault;
-    if (--it->times <= 0) pending_.erase(it);
-    switch (fault) {
-      case Fault::busy:
-        return detail::StatementFault::busy;
-      case Fault::error:
-        return detail::StatementFault::error;
-      case Fault::disconnect:
-        return detail::StatementFault::disconnect;
-      case Fault::reply_lost:
-        return detail::StatementFault::reply_lost;
-      case Fault::stall:
-        break;
-    }
-    // The thread waits here, outside the writer's turn; for the clock it is done meanwhile.
-    auto released_at = releases_;
-    ++stalled_;
-    clock_->park(std::this_thread::get_id());
-    stall_changed_.notify_all();
-    // Let go too when the thread's manager ends (it joins the thread).
-    auto me = std::this_thread::get_id();
-    stall_changed_.wait(lock, [&] { return releases_ != released_at || closing_ || clock_->retired(me); });
-    clock_->unpark(std::this_thread::get_id());
-    --stalled_;
-    stall_changed_.notify_all();
-    return detail::StatementFault::none;
-  }
-
-  /// Wakes the stalled statements to look whether their manager ends (ManualClock::retire).
-  void wake_stalls() {
-    { std::lock_guard lock(mutex_); }  // a stall between its check and its wait sees the wake-up
-    stall_changed_.notify_all();
-  }
-
-  void add(Statements which, Fault fault, int times) {
-    if (times <= 0) return;
-    std::lock_guard lock(mutex_);
-    pending_.push_back({which, fault, times});
-  }
-  void clear() {
-    std::lock_guard lock(mutex_);
-    pending_.clear();
-  }
-  /// Lets every stalled statement go and waits until their threads have left the hook.
-  void release_all(bool closing) {
-    std::unique_lock lock(mutex_);
-    ++releases_;
-    closing_ = closing_ || closing;
-    stall_changed_.notify_all();
-    stall_changed_.wait(lock, [&] { return stalled_ == 0; });
-  }
-  /// Only the calling thread acquires until end_hand_over().
-  void begin_hand_over() {
-    std::lock_guard lock(mutex_);
-    handing_over_ = std::this_thread::get_id();
-  }
-  void end_hand_over() {
-    {
-      std::lock_guard lock(mutex_);
-      handing_over_.reset();
-    }
-    stall_changed_.notify_all();
-  }
-  [[nodiscard]] int stalled() const {
-    std::lock_guard lock(mutex_);
-    return stalled_;
-  }
-
- private:
-  struct Pending {
-    Statements which;
-    Fault fault;
-    int times;
-  };
-  std::shared_ptr<detail::ManualClock> clock_;
-  mutable std::mutex mutex_;
-  std::condition_variable stall_changed_;
-  std::deque<Pending> pending_;                  // guarded by mutex_
-  std::uint64_t releases_ = 0;                   // guarded by mutex_
-  int stalled_ = 0;                              // guarded by mutex_
-  bool closing_ = false;                         // guarded by mutex_
-  std::optional<std::thread::id> handing_over_;  // guarded by mutex_: steal() in progress
 };
 
 /// A fresh private directory under TMPDIR (or /tmp).
