@@ -133,13 +133,13 @@ struct Script {
   // Atomic: a release is sent by its caller or by the manager's writer thread.
   std::atomic<Unknown> acquire_unknown{Unknown::no}, release_unknown{Unknown::no};
   std::chrono::milliseconds acquire_delay{0};
-  std::size_t max_batch = 1;                    // above 1: the backend combines (try_acquire_many, release_last_many)
+  std::size_t max_batch = 1;  // above 1: the backend combines (try_acquire_many, release_last_many)
   std::atomic<Unknown> batch_unknown{Unknown::no};          // the next combined acquisition's reply
   std::atomic<Unknown> release_batch_unknown{Unknown::no};  // the next combined release's reply
-  std::set<std::string> lose_release_reply;     // a last-level release of these loses its reply once applied
-  std::map<std::string, int> releases_of;       // last-level release statements that named each name
-  std::atomic<int> failing_reads{0};            // the next reads of rows fail (a cut connection)
-  std::atomic<int> failed_reads{0};             // reads failed so far by failing_reads
+  std::set<std::string> lose_release_reply;  // a last-level release of these loses its reply once applied
+  std::map<std::string, int> releases_of;    // last-level release statements that named each name
+  std::atomic<int> failing_reads{0};         // the next reads of rows fail (a cut connection)
+  std::atomic<int> failed_reads{0};          // reads failed so far by failing_reads
   /// Counts a last-level release statement naming `names`; true when its reply is to be lost.
   bool sent_release_of(const std::vector<std::string>& names) {
     std::lock_guard lock(mutex);
