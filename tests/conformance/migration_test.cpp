@@ -2,8 +2,6 @@
 // prefixes side by side, concurrent `migrate up` processes, drift, newer databases, failures that
 // leave nothing behind, and `migrate sql` output that is the same schema as `up`.
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,6 +17,7 @@
 #include "migrate/migration_engine.hpp"
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/roles.hpp"
@@ -304,22 +303,12 @@ TEST_P(Migrations, CustomSchema) {
 
 TEST_P(Migrations, TenConcurrentMigrateUpProcessesApplyEachVersionOnce) {
   auto target = dsn(prefix_);
-  std::vector<pid_t> children;
-  for (int i = 0; i < 10; ++i) {
-    pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, 1);
-      execl(DBLOCK_CLI_PATH, "dblock", "--dsn", target.c_str(), "migrate", "up", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    children.push_back(child);
-  }
-  for (pid_t child : children) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "every concurrent run succeeds";
+  std::vector<dblock::test::ChildProcess> children;
+  for (int i = 0; i < 10; ++i)
+    children.emplace_back(std::vector<std::string>{DBLOCK_CLI_PATH, "--dsn", target, "migrate", "up"});
+  for (auto& child : children) {
+    auto outcome = child.finish();
+    EXPECT_EQ(outcome.exit_code, 0) << "every concurrent run succeeds: " << outcome.output;
   }
   EXPECT_EQ(count("SELECT count(*) FROM " + history()), dblock::latest_schema_version());
 }
@@ -334,9 +323,8 @@ TEST_P(Migrations, EditedMigrationIsDetectedAsDrift) {
   EXPECT_EQ(states(migrator), expected);
   EXPECT_THROW(migrator.verify(), dblock::SchemaError);
   EXPECT_THROW(migrator.up(), dblock::SchemaError);
-  int status = std::system(fmt::format("'{}' --dsn '{}' migrate verify > /dev/null 2>&1", DBLOCK_CLI_PATH,
-                                       dsn(prefix_)).c_str());
-  EXPECT_EQ(WEXITSTATUS(status), 78);
+  auto verified = dblock::test::run_command({DBLOCK_CLI_PATH, "--dsn", dsn(prefix_), "migrate", "verify"});
+  EXPECT_EQ(verified.exit_code, 78) << verified.output;
 }
 
 TEST_P(Migrations, DatabaseNewerThanTheBuildIsRefused) {
