@@ -80,7 +80,10 @@ ChildProcess::ChildProcess(std::vector<std::string> argv, ProgramOptions options
   if (!input_path_.empty()) posix_spawn_file_actions_addopen(&actions, 0, input_path_.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, output_path_.c_str(),
                                    O_WRONLY | O_CREAT | (options.append ? O_APPEND : O_TRUNC), 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  if (options.errors.empty())
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  else
+    posix_spawn_file_actions_addopen(&actions, 2, options.errors.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attributes;

@@ -30,6 +30,8 @@ struct ProgramOptions {
   std::string output;
   /// Append to `output` instead of truncating it.
   bool append = false;
+  /// The file stderr goes to instead (e.g. "/dev/null" when only stdout is the result); empty: `output`.
+  std::string errors;
   /// A session (and process group) of its own, as setsid: signal_group() reaches what it started.
   bool new_session = false;
 };
