@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
@@ -596,22 +599,28 @@ TEST_P(Migrations, SqlScriptAppliedByHandEqualsUp) {
   EXPECT_EQ(script.find("{prefix}"), std::string::npos);
   auto path = fmt::format("/tmp/dblock-script-{}.sql", getpid());
   std::ofstream(path) << script;
-  std::string command;
+  std::vector<std::string> command;
+  std::optional<std::string> input;  // the script on stdin, for the clients that read it there
   if (sqlite_) {
-    command = fmt::format("sqlite3 -bail '{}' < '{}' > /dev/null", server_dsn_.substr(std::string("sqlite://").size()),
-                          path);
+    command = {"sqlite3", "-bail", server_dsn_.substr(std::string("sqlite://").size())};
+    input = script;
   } else if (mysql_) {
     // mysql://dblock:PW@127.0.0.1:PORT/dblock, as tools/testdb.sh prints it
     auto credentials = server_dsn_.substr(8, server_dsn_.find('@') - 8);
-    command = fmt::format("mariadb --no-defaults -h127.0.0.1 -P{} -u'{}' -p'{}' dblock < '{}' > /dev/null",
-                          dblock::test::dsn_port(server_dsn_), credentials.substr(0, credentials.find(':')),
-                          credentials.substr(credentials.find(':') + 1), path);
+    command = {"mariadb",
+               "--no-defaults",
+               "-h127.0.0.1",
+               fmt::format("-P{}", dblock::test::dsn_port(server_dsn_)),
+               "-u" + credentials.substr(0, credentials.find(':')),
+               "-p" + credentials.substr(credentials.find(':') + 1),
+               "dblock"};
+    input = script;
   } else {
-    command = fmt::format("psql '{}' -v ON_ERROR_STOP=1 -X -q -f '{}' > /dev/null", server_dsn_, path);
+    command = {"psql", server_dsn_, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-f", path};
   }
-  int status = std::system(command.c_str());
+  auto applied = dblock::test::run_command(command, {.input = input});
   std::remove(path.c_str());
-  ASSERT_EQ(WEXITSTATUS(status), 0) << command;
+  ASSERT_EQ(applied.exit_code, 0) << command.front() << ": " << applied.output;
 
   dblock::migrate(*dblock::Store::open(dsn(by_up)));
   auto hand_catalog = catalog(by_hand);

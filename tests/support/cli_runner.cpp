@@ -95,7 +95,9 @@ ChildProcess::ChildProcess(std::vector<std::string> argv, ProgramOptions options
   if (new_session_) flags |= POSIX_SPAWN_SETSID;
   posix_spawnattr_setflags(&attributes, flags);
   pid_t pid = -1;
-  int error = argv.empty() ? EINVAL : posix_spawn(&pid, args[0], &actions, &attributes, args.data(), envp.data());
+  // A bare name is looked up in PATH, as a shell would; a path is run as it is.
+  auto* spawn = !argv.empty() && argv[0].find('/') == std::string::npos ? posix_spawnp : posix_spawn;
+  int error = argv.empty() ? EINVAL : spawn(&pid, args[0], &actions, &attributes, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (error != 0) {

@@ -43,8 +43,8 @@ inline constexpr std::chrono::milliseconds kCommandLimit = 60s;
 /// with SIGKILL (its group too, with new_session) and reaps it.
 class ChildProcess {
  public:
-  /// Starts `argv` (argv[0] is the program's path: no PATH search). A program that cannot be
-  /// started ends at once with exit code 127 and the reason as its output, as a shell says it.
+  /// Starts `argv`: argv[0] is the program's path, or a bare name looked up in PATH. A program that
+  /// cannot be started ends at once with exit code 127 and the reason as its output, as in a shell.
   explicit ChildProcess(std::vector<std::string> argv, ProgramOptions options = {});
   ~ChildProcess();
   ChildProcess(ChildProcess&& other) noexcept;
