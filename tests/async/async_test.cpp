@@ -4,7 +4,6 @@
 // nothing held, the lost-lease notification, acquire_all and the election's campaign.
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +26,7 @@
 
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
@@ -472,21 +472,16 @@ TEST_P(AsyncLocks, CampaignersTakeTurnsAndAGuardDroppedOnAnyThreadReleases) {
 TEST_P(AsyncLocks, TheExampleServerTakesALockPerRequest) {
   // The example runs in table mode whatever this case's mode: in the advisory cases it serves the
   // same database's lock table, so the example is tested once more there, never skipped.
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  auto dsn = installation_->dsn();
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    execl(DBLOCK_ASIO_EXAMPLE_PATH, DBLOCK_ASIO_EXAMPLE_PATH, dsn.c_str(), "0", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
+  dblock::test::ChildProcess server({DBLOCK_ASIO_EXAMPLE_PATH, installation_->dsn(), "0"});
+  // Its first line, once written (or all it wrote, had it ended first).
   std::string banner;
-  char c = 0;
-  while (read(out[0], &c, 1) == 1 && c != '\n') banner += c;
-  close(out[0]);
+  eventually(
+      [&] {
+        auto text = server.output();
+        banner = text.substr(0, text.find('\n'));
+        return text.find('\n') != std::string::npos || !dblock::test::process_alive(server.pid());
+      },
+      30s);
   ASSERT_EQ(banner.rfind("listening on 127.0.0.1:", 0), 0u) << banner;
   auto port = static_cast<unsigned short>(std::stoi(banner.substr(banner.rfind(':') + 1)));
   // Two clients ask for one name at once: both are served, one after the other, with rising tokens.
@@ -502,10 +497,9 @@ TEST_P(AsyncLocks, TheExampleServerTakesALockPerRequest) {
   auto first = std::async(std::launch::async, ask, "LOCK example/x 200\n");
   auto second = std::async(std::launch::async, ask, "LOCK example/x 10\n");
   auto a = first.get(), b = second.get();
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  server.signal(SIGTERM);
+  auto ended = server.finish();
+  EXPECT_TRUE(ended.signal == 0 && ended.exit_code == 0) << ended.exit_code << ": " << ended.output;
   ASSERT_EQ(a.rfind("OK example/x ", 0), 0u) << a;
   ASSERT_EQ(b.rfind("OK example/x ", 0), 0u) << b;
   EXPECT_NE(std::stoll(a.substr(13)), std::stoll(b.substr(13)));

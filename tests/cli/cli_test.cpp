@@ -1,8 +1,6 @@
 // The dblock CLI as a user meets it: exit codes, messages, environment, signal forwarding.
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/json_check.hpp"
 #include "support/processes.hpp"
 #include "support/roles.hpp"
@@ -32,10 +31,7 @@ namespace {
 using dblock::test::process_alive;
 using Outcome = dblock::test::CommandOutcome;
 
-struct Started {
-  pid_t pid;
-  std::string output_path;
-};
+using Started = dblock::test::ChildProcess;
 
 class Cli : public ::testing::Test {
  protected:
@@ -47,49 +43,20 @@ class Cli : public ::testing::Test {
     for (auto& path : outputs_) std::remove(path.c_str());
   }
 
-  /// Starts the CLI with stdout+stderr going to a file of its own.
-  Started start(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+  /// Starts the CLI with stdout+stderr going to a file of its own, with no signal blocked whatever
+  /// this process blocks: what the CLI blocks, it blocked itself.
+  static Started start(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
     args.insert(args.begin(), DBLOCK_CLI_PATH);
-    auto output_path = fmt::format("{}.out{}", dblock::test::embedded_sqlite_path(), outputs_.size());
-    outputs_.push_back(output_path);
-    pid_t pid = fork();
-    if (pid == 0) {
-      // The CLI starts with no signal blocked, whatever this process inherited: what it blocks, it
-      // blocked itself.
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      int fd = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      for (auto& entry : env) putenv(const_cast<char*>(entry.c_str()));
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    return {pid, output_path};
+    return Started(std::move(args), {.env = env});
   }
 
-  Outcome finish(const Started& started) {
-    int status = 0;
-    waitpid(started.pid, &status, 0);
-    std::ifstream in(started.output_path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text.str()};
-  }
+  static Outcome finish(Started& started) { return started.finish(); }
 
-  std::string finish_if_done(const Started& started) {
-    std::ifstream in(started.output_path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
+  static std::string finish_if_done(const Started& started) { return started.output(); }
 
-  Outcome run(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
-    return finish(start(std::move(args), env));
+  static Outcome run(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+    args.insert(args.begin(), DBLOCK_CLI_PATH);
+    return dblock::test::run_command(std::move(args), {.env = env});
   }
 
   /// A command for `run` that prints "started" and holds its lock until the test creates `stop_file`
@@ -308,8 +275,8 @@ TEST_F(Cli, ASignalWhileWaitingForTheLockEndsRunWithoutRunningTheCommand) {
   ASSERT_TRUE(started(holder)) << finish_if_done(holder);
   auto waiter =
       start({"--dsn", sqlite_dsn_, "run", "--name", "busy", "--wait", "20s", "--", "sh", "-c", "echo command-ran"});
-  ASSERT_TRUE(holds_sigterm_back(waiter.pid));
-  kill(waiter.pid, SIGTERM);
+  ASSERT_TRUE(holds_sigterm_back(waiter.pid()));
+  kill(waiter.pid(), SIGTERM);
   auto stopped = finish(waiter);
   std::ofstream(stop_file) << "stop";
   EXPECT_EQ(finish(holder).exit_code, 0);
@@ -327,8 +294,8 @@ TEST_F(Cli, AStopRequestBeforeTheCommandStartedNeverLetsItRunToItsEnd) {
   // comes before its end; a command that is stopped ends at once, so a passing trial is short.
   for (int trial = 0; trial < 20; ++trial) {
     auto runner = start({"--dsn", sqlite_dsn_, "run", "--name", "early", "--", "sh", "-c", "sleep 5; echo finished"});
-    ASSERT_TRUE(holds_sigterm_back(runner.pid));
-    kill(runner.pid, SIGTERM);
+    ASSERT_TRUE(holds_sigterm_back(runner.pid()));
+    kill(runner.pid(), SIGTERM);
     auto outcome = finish(runner);
     EXPECT_EQ(outcome.exit_code, 128 + SIGTERM) << "trial " << trial << ": " << outcome.output;
     EXPECT_EQ(outcome.output.find("finished"), std::string::npos)
@@ -343,14 +310,14 @@ TEST_F(Cli, ForwardsSigtermToTheCommand) {
                        "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done"});
   bool running = false;
   for (int i = 0; i < 500 && !running; ++i) {
-    std::ifstream out(holder.output_path);
+    std::ifstream out(holder.output_path());
     std::stringstream text;
     text << out.rdbuf();
     running = text.str().find("started") != std::string::npos;
     if (!running) std::this_thread::sleep_for(10ms);
   }
   ASSERT_TRUE(running);
-  kill(holder.pid, SIGTERM);
+  kill(holder.pid(), SIGTERM);
   auto outcome = finish(holder);
   EXPECT_EQ(outcome.exit_code, 42) << outcome.output;
   EXPECT_NE(outcome.output.find("got-term"), std::string::npos) << outcome.output;
@@ -412,7 +379,7 @@ TEST_F(Cli, KillingTheWrapperKillsItsCommandAndTheCommandsChildren) {
                        "sleep 30 & echo \"started $!\"; wait"});
   auto child = start_with_grandchild(holder, [&](const Started& h) { return finish_if_done(h); });
   ASSERT_GT(child, 0);
-  kill(holder.pid, SIGKILL);  // the wrapper alone, as an OOM killer or `kill -9` would
+  kill(holder.pid(), SIGKILL);  // the wrapper alone, as an OOM killer or `kill -9` would
   bool gone = false;
   for (int i = 0; i < 500 && !gone; ++i) {
     gone = !process_alive(child);
@@ -451,10 +418,10 @@ TEST_F(Cli, TheEmbeddedDefaultIsOneFilePerUserWhateverTheWorkingDirectory) {
   std::string cwd_a = state + "/a", cwd_b = state + "/b";
   std::filesystem::create_directories(cwd_a);
   std::filesystem::create_directories(cwd_b);
-  auto in_dir = [&](const std::string& cwd, const std::string& args) {
-    return std::system(fmt::format("cd '{}' && env -u DBLOCK_DSN DBLOCK_STATE_DIR='{}' '{}' {} > '{}/out' 2>&1", cwd, dir,
-                                   DBLOCK_CLI_PATH, args, cwd)
-                           .c_str());
+  auto in_dir = [&](const std::string& cwd, std::vector<std::string> args) {
+    args.insert(args.begin(), DBLOCK_CLI_PATH);
+    return dblock::test::run_command(
+        std::move(args), {.env = {"DBLOCK_DSN", "DBLOCK_STATE_DIR=" + dir}, .cwd = cwd, .output = cwd + "/out"});
   };
   auto output_in = [](const std::string& cwd) {
     std::ifstream in(cwd + "/out");
@@ -463,18 +430,18 @@ TEST_F(Cli, TheEmbeddedDefaultIsOneFilePerUserWhateverTheWorkingDirectory) {
   auto holder = start({"run", "--name", "cron-job", "--", "sleep", "30"}, {"DBLOCK_STATE_DIR=" + dir});
   bool held = false;
   for (int i = 0; i < 500 && !held; ++i) {
-    held = in_dir(cwd_a, "locks") == 0 && output_in(cwd_a).find("cron-job") != std::string::npos;
+    held = in_dir(cwd_a, {"locks"}).exit_code == 0 && output_in(cwd_a).find("cron-job") != std::string::npos;
     if (!held) std::this_thread::sleep_for(10ms);
   }
   ASSERT_TRUE(held) << finish_if_done(holder);
-  int second = in_dir(cwd_b, "run --name cron-job -- true");
-  EXPECT_EQ(WEXITSTATUS(second), 75) << "another working directory, the same host: the same lock";
+  auto second = in_dir(cwd_b, {"run", "--name", "cron-job", "--", "true"});
+  EXPECT_EQ(second.exit_code, 75) << "another working directory, the same host: the same lock";
   EXPECT_NE(output_in(cwd_a).find("store: sqlite://" + dir + "/dblock.db"), std::string::npos) << output_in(cwd_a);
   // The caller's alone: no other user can write the directory or the file (tests/cli/multiuser_test.cpp).
   using std::filesystem::perms;
   EXPECT_EQ(std::filesystem::status(dir).permissions() & (perms::group_write | perms::others_write), perms::none);
   EXPECT_EQ(std::filesystem::status(dir + "/dblock.db").permissions(), perms::owner_read | perms::owner_write);
-  kill(holder.pid, SIGTERM);
+  kill(holder.pid(), SIGTERM);
   finish(holder);
   std::filesystem::remove_all(state);
 }
@@ -535,7 +502,7 @@ TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
     EXPECT_EQ(released.output.find('\x1b'), std::string::npos) << label << released.output;
     EXPECT_EQ(std::count(released.output.begin(), released.output.end(), '\n'), 2) << label << ": the log line + the answer\n"
                                                                                      << released.output;
-    kill(holder.pid, SIGTERM);
+    kill(holder.pid(), SIGTERM);
     finish(holder);
   }
 }
@@ -580,7 +547,7 @@ TEST_F(Cli, LocksJsonAndForceRelease) {
   auto broken = run({"--dsn", sqlite_dsn_, "release", "--force", "json \"quoted\""});
   EXPECT_EQ(broken.exit_code, 0) << broken.output << "\nholder: " << finish_if_done(holder);
   EXPECT_EQ(run({"--dsn", sqlite_dsn_, "release", "--force", "json \"quoted\""}).exit_code, 1) << "already gone";
-  kill(holder.pid, SIGTERM);
+  kill(holder.pid(), SIGTERM);
   finish(holder);
 }
 
@@ -661,7 +628,7 @@ TEST_F(Cli, EverySubcommandWorksWithAMysqlDsn) {
   EXPECT_NE(listing.find("\"name\":\"held-by-cli\""), std::string::npos) << listing;
   EXPECT_EQ(run({"--dsn", dsn, "run", "--name", "held-by-cli", "--", "true"}).exit_code, 75) << "held elsewhere";
   EXPECT_EQ(run({"--dsn", dsn, "release", "--force", "held-by-cli"}).exit_code, 0);
-  kill(holder.pid, SIGTERM);
+  kill(holder.pid(), SIGTERM);
   finish(holder);
 
   auto admin = dblock::test::make_admin("mysql", server, "dblock", prefix);
@@ -723,7 +690,7 @@ TEST_F(Cli, ARuntimeRoleWithOnlyThePrintedGrantsRunsEverySubcommandButCannotMigr
     auto released = run({"--dsn", dsn, "release", "--force", "held"});
     EXPECT_EQ(released.exit_code, 0) << dialect << released.output;
     EXPECT_EQ(finish(waiter).exit_code, 0) << dialect << ": the waiter gets the released lock";
-    kill(holder.pid, SIGTERM);
+    kill(holder.pid(), SIGTERM);
     finish(holder);
 
     admin->insert_expired("abandoned/", 3);

@@ -7,7 +7,6 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/processes.hpp"
 #include "support/servers.hpp"
 
@@ -73,7 +73,7 @@ class MultiUser : public ::testing::Test {
 
   /// Starts `argv` with a clean environment (only PATH, HOME and `as.env`), as root or as
   /// nobody (no supplementary groups), stdout and stderr into a file of its own.
-  std::pair<pid_t, std::string> start(std::vector<std::string> argv, const As& as) {
+  dblock::test::ChildProcess start(std::vector<std::string> argv, const As& as) {
     std::vector<std::string> full;
     if (as.user) {
       full = {"/usr/bin/setpriv", fmt::format("--reuid={}", as.user->pw_uid), fmt::format("--regid={}", as.user->pw_gid),
@@ -83,34 +83,15 @@ class MultiUser : public ::testing::Test {
                              "HOME=" + (as.user ? nobody_home_ : tmp_ + "/home-root")});
     full.insert(full.end(), as.env.begin(), as.env.end());
     full.insert(full.end(), argv.begin(), argv.end());
-    auto output = fmt::format("{}/out{}", tmp_, outputs_++);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      if (!as.cwd.empty() && ::chdir(as.cwd.c_str()) != 0) _exit(126);
-      std::vector<char*> args;
-      for (auto& arg : full) args.push_back(arg.data());
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      _exit(127);
-    }
-    return {pid, output};
+    return dblock::test::ChildProcess(std::move(full), {.cwd = as.cwd});
   }
 
-  static Outcome finish(const std::pair<pid_t, std::string>& started) {
-    int status = 0;
-    ::waitpid(started.first, &status, 0);
-    std::ifstream in(started.second);
-    std::stringstream text;
-    text << in.rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text.str()};
-  }
+  static Outcome finish(dblock::test::ChildProcess& started) { return started.finish(); }
 
   Outcome dblock(std::vector<std::string> args, const As& as) {
     args.insert(args.begin(), cli_);
-    return finish(start(std::move(args), as));
+    auto started = start(std::move(args), as);
+    return finish(started);
   }
 
   As root(std::string cwd = {}) const { return As{std::nullopt, {"DBLOCK_STATE_DIR=" + root_state_}, std::move(cwd)}; }
@@ -134,7 +115,6 @@ class MultiUser : public ::testing::Test {
 
   passwd nobody_{};
   std::string tmp_, cli_, nobody_home_, root_state_;
-  int outputs_ = 0;
 };
 
 TEST_F(MultiUser, AnUnprivilegedUserCannotBreakRootsLockNorReuseItsTokens) {
@@ -155,7 +135,7 @@ TEST_F(MultiUser, AnUnprivilegedUserCannotBreakRootsLockNorReuseItsTokens) {
   auto by_dsn = dblock({"--dsn", "sqlite://" + root_file, "release", "--force", "nightly"}, nobody());
   EXPECT_NE(by_dsn.exit_code, 0) << by_dsn.output;
   for (const auto& path : {root_state_, root_file, root_file + "-wal", root_file + "-shm", root_file + "-journal"}) {
-    auto writable = finish(start({"/bin/sh", "-c", fmt::format("test -w '{}'", path)}, nobody()));
+    auto writable = start({"/bin/sh", "-c", fmt::format("test -w '{}'", path)}, nobody()).finish();
     EXPECT_NE(writable.exit_code, 0) << "nobody can write " << path << " (mode " << mode_of(path) << ")";
   }
   auto after = dblock({"locks", "--json"}, root()).output;
@@ -176,7 +156,7 @@ TEST_F(MultiUser, AnUnprivilegedUserCannotBreakRootsLockNorReuseItsTokens) {
   ASSERT_EQ(::stat((own_dir + "/dblock.db").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, nobody_.pw_uid);
 
-  ::kill(holder.first, SIGTERM);
+  ::kill(holder.pid(), SIGTERM);
   finish(holder);
   auto next = dblock({"run", "--name", "nightly", "--", "sh", "-c", "echo token=$DBLOCK_FENCING_TOKEN"}, root());
   ASSERT_EQ(next.exit_code, 0) << next.output;

@@ -4,8 +4,6 @@
 // spread fires them (0.45 s apart) plus one host catching up 4 s later (Persistent=true). Only the
 // period is substituted (DBLOCK_ONCE_PER, an environment variable of the unit), to keep it short.
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
 
@@ -113,31 +112,20 @@ class ScheduledUnit : public ::testing::TestWithParam<dblock::test::BackendCase>
     dblock::test::remove_embedded_sqlite();
   }
 
-  int run_cli(std::vector<std::string> argv) {
-    pid_t pid = start(std::move(argv), {}, "/dev/null");
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  static int run_cli(std::vector<std::string> argv) {
+    return dblock::test::run_command(std::move(argv), {.output = "/dev/null", .append = true}).exit_code;
   }
 
-  pid_t start(std::vector<std::string> argv, const std::map<std::string, std::string>& env, const std::string& out) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      for (auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
-      std::vector<char*> args;
-      for (auto& arg : argv) args.push_back(arg.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    return pid;
+  /// `argv` with `env` set, its stdout and stderr appended to `out`.
+  static dblock::test::ChildProcess start(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
+                                          const std::string& out) {
+    std::vector<std::string> entries;
+    for (auto& [key, value] : env) entries.push_back(key + "=" + value);
+    return dblock::test::ChildProcess(std::move(argv), {.env = entries, .output = out, .append = true});
   }
 
   /// One simulated host firing the unit: its own state directory, the shared DSN, NAME.env.
-  pid_t fire(int host, const std::string& name, int job_exit) {
+  dblock::test::ChildProcess fire(int host, const std::string& name, int job_exit) {
     auto env = unit_.environment;
     env["DBLOCK_STATE_DIR"] = fmt::format("{}/host{}", dir_, host);
     env["DBLOCK_DSN"] = dsn_;  // /etc/dblock/dblock.env
@@ -147,11 +135,7 @@ class ScheduledUnit : public ::testing::TestWithParam<dblock::test::BackendCase>
     return start(command_line(unit_, name, env), env, fmt::format("{}/host{}.out", dir_, host));
   }
 
-  static int exit_of(pid_t pid) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  static int exit_of(dblock::test::ChildProcess process) { return process.finish().exit_code; }
 
   /// The grant of every run of the job so far, one line each.
   std::vector<std::string> run_tokens() {
@@ -212,13 +196,13 @@ TEST_P(ScheduledUnit, RunsEachOccurrenceOnceAcrossHostsAndRecordsAFailedOne) {
   for (int attempt = 0; attempt < kTries && refused_done == 0; ++attempt) {
     await_next_occurrence();
     auto started = std::chrono::steady_clock::now();
-    std::vector<pid_t> hosts;
+    std::vector<dblock::test::ChildProcess> hosts;
     for (int i = 0; i < 3; ++i) {
       std::this_thread::sleep_until(started + i * 450ms);  // the schedule under test, not synchronisation
       hosts.push_back(fire(host++, name, 0));
     }
     std::vector<int> exits;
-    for (auto pid : hosts) exits.push_back(exit_of(pid));
+    for (auto& process : hosts) exits.push_back(exit_of(std::move(process)));
     std::this_thread::sleep_until(started + 4s);
     exits.push_back(exit_of(fire(host++, name, 0)));
     for (int code : exits) EXPECT_TRUE(code == 0 || code == 75) << "exit " << code;

@@ -5,13 +5,13 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -22,6 +22,7 @@
 #include "dblock/listen_address.hpp"
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
@@ -46,22 +47,9 @@ class Sidecar {
                                   "warn",          "reaper", "--listen", dblock::cli::format_endpoint(host, port),
                                   "--interval",    "100ms"};
     args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    process_.emplace(std::move(args));
     client_.set_connection_timeout(1, 0);
     client_.set_read_timeout(5, 0);
-  }
-  ~Sidecar() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
   }
 
   int status(const std::string& path) {
@@ -78,21 +66,13 @@ class Sidecar {
   }
   /// SIGTERM, then the exit code, or -1 when it did not exit within the bound.
   int terminate(std::chrono::milliseconds limit = 10s) {
-    kill(pid_, SIGTERM);
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
+    process_->signal(SIGTERM);
+    auto ended = process_->wait_for(limit);
+    return ended ? ended->exit_code : -1;
   }
 
  private:
-  pid_t pid_ = -1;
+  std::optional<dblock::test::ChildProcess> process_;  // killed with the sidecar
   httplib::Client client_;
 };
 
@@ -192,15 +172,11 @@ TEST(ReaperSidecar, ASecondSidecarOnABusyAddressExits71NamingIt) {
   Sidecar first(dsn, port);
   ASSERT_TRUE(sidecar_eventually([&] { return first.status("/healthz") == 200; }));
   auto address = fmt::format("127.0.0.1:{}", port);
-  auto output = fmt::format("/tmp/dblock-second-reaper-{}.log", getpid());
   // Bounded: a second sidecar that shares the port (SO_REUSEPORT) would serve on and never exit.
-  int second = std::system(fmt::format("timeout 10 '{}' --dsn '{}' reaper --listen {} --interval 100ms > '{}' 2>&1",
-                                       DBLOCK_CLI_PATH, dsn, address, output)
-                               .c_str());
-  std::ifstream in(output);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::remove(output.c_str());
-  EXPECT_EQ(WEXITSTATUS(second), 71) << text;
+  auto second = dblock::test::run_command(
+      {DBLOCK_CLI_PATH, "--dsn", dsn, "reaper", "--listen", address, "--interval", "100ms"}, {}, 10s);
+  const auto& text = second.output;
+  EXPECT_EQ(second.exit_code, 71) << text;
   EXPECT_NE(text.find(address), std::string::npos) << text;
   EXPECT_EQ(first.status("/healthz"), 200) << "the first one keeps serving";
   dblock::test::remove_embedded_sqlite();
@@ -241,14 +217,11 @@ TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
 // reason. It used to leave the sidecar hanging with its listener up, /healthz answering "ok".
 TEST(ReaperSidecar, ADsnTheStoreRefusesEndsTheSidecarWith64NotAHangingListener) {
   for (std::string dsn : {"nosuch://x", "sqlite:///tmp/dblock-reaper-bad-dsn.db?prefix=a-b"}) {
-    auto output = fmt::format("/tmp/dblock-reaper-bad-dsn-{}.log", getpid());
-    int status = std::system(fmt::format("timeout -k 2 20 '{}' --dsn '{}' reaper --listen 127.0.0.1:{} > '{}' 2>&1",
-                                         DBLOCK_CLI_PATH, dsn, dblock::test::free_port(), output)
-                                 .c_str());
-    std::ifstream in(output);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::remove(output.c_str());
-    EXPECT_EQ(WEXITSTATUS(status), 64) << dsn << ": " << text;
+    auto outcome = dblock::test::run_command(
+        {DBLOCK_CLI_PATH, "--dsn", dsn, "reaper", "--listen", fmt::format("127.0.0.1:{}", dblock::test::free_port())},
+        {}, 20s);
+    const auto& text = outcome.output;
+    EXPECT_EQ(outcome.exit_code, 64) << dsn << ": " << text;
     EXPECT_NE(text.find("is invalid"), std::string::npos) << dsn << ": " << text;
   }
   std::remove("/tmp/dblock-reaper-bad-dsn.db");
@@ -372,15 +345,13 @@ TEST(ReaperSidecar, OnceExitsWithTheOutcome) {
   auto dsn =
       dblock::test::Installation("sqlite", "sqlite://" + dblock::test::embedded_sqlite_path(), {.keep_store = false})
           .dsn();
-  int ok = std::system(fmt::format("'{}' --dsn '{}' reaper --once > /dev/null 2>&1", DBLOCK_CLI_PATH, dsn).c_str());
-  EXPECT_EQ(WEXITSTATUS(ok), 0);
-  int unreachable = std::system(
-      fmt::format("'{}' --dsn 'postgresql://u:pw@127.0.0.1:1/db' reaper --once > /dev/null 2>&1", DBLOCK_CLI_PATH)
-          .c_str());
-  EXPECT_EQ(WEXITSTATUS(unreachable), dblock::test::is_built("postgresql") ? 69 : 64) << "unreachable, or not built";
-  int bad_listen = std::system(
-      fmt::format("'{}' --dsn '{}' reaper --listen nonsense > /dev/null 2>&1", DBLOCK_CLI_PATH, dsn).c_str());
-  EXPECT_EQ(WEXITSTATUS(bad_listen), 64);
+  auto ok = dblock::test::run_command({DBLOCK_CLI_PATH, "--dsn", dsn, "reaper", "--once"});
+  EXPECT_EQ(ok.exit_code, 0);
+  auto unreachable =
+      dblock::test::run_command({DBLOCK_CLI_PATH, "--dsn", "postgresql://u:pw@127.0.0.1:1/db", "reaper", "--once"});
+  EXPECT_EQ(unreachable.exit_code, dblock::test::is_built("postgresql") ? 69 : 64) << "unreachable, or not built";
+  auto bad_listen = dblock::test::run_command({DBLOCK_CLI_PATH, "--dsn", dsn, "reaper", "--listen", "nonsense"});
+  EXPECT_EQ(bad_listen.exit_code, 64);
   dblock::test::remove_embedded_sqlite();
 }
 

@@ -2,7 +2,6 @@
 // released (guard killed alone, descendants left behind or gone off with setsid), `run` under a
 // real terminal (reading it, hanging it up), and the shortest lease it can keep.
 
-#include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -25,6 +24,7 @@
 
 #include "dblock/run_processes.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/processes.hpp"
 #include "support/servers.hpp"
@@ -61,31 +61,13 @@ class RunProcess : public ::testing::Test {
   }
 
   /// The CLI with stdout and stderr in a file of its own.
-  pid_t start(std::vector<std::string> args, std::string& output_path) {
+  static dblock::test::ChildProcess start(std::vector<std::string> args) {
     args.insert(args.begin(), DBLOCK_CLI_PATH);
-    output_path = fmt::format("{}/out{}", dir_, outputs_++);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int fd = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    return pid;
+    return dblock::test::ChildProcess(std::move(args));
   }
-  Outcome finish(pid_t pid, const std::string& output_path) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_text(output_path)};
-  }
-  Outcome run(std::vector<std::string> args) {
-    std::string output_path;
-    pid_t pid = start(std::move(args), output_path);
-    return finish(pid, output_path);
+  static Outcome run(std::vector<std::string> args) {
+    args.insert(args.begin(), DBLOCK_CLI_PATH);
+    return dblock::test::run_command(std::move(args));
   }
 
   /// The DSNs to run on: SQLite (a file of this test's), and PostgreSQL with a prefix of its own.
@@ -101,7 +83,6 @@ class RunProcess : public ::testing::Test {
   }
 
   std::string dir_, sqlite_dsn_;
-  int outputs_ = 0;
   std::vector<pid_t> strays_;  // killed in TearDown if a failed test left them running
 };
 
@@ -113,17 +94,17 @@ TEST_F(RunProcess, AGuardKilledAloneLeavesNothingOfTheCommandRunningOnceAContend
     auto beats = fmt::format("{}/{}-beats", dir_, label);
     auto granted = fmt::format("{}/{}-granted", dir_, label);
     // The command's own child writes a heartbeat (nanoseconds since the epoch) every 10 ms.
-    std::string holder_output;
-    pid_t holder = start({"--dsn", dsn, "run", "--name", "guarded", "--ttl", "30s", "--", "sh", "-c",
-                          "(while :; do date +%s%N >> '" + beats + "'; sleep 0.01; done) & "
-                          "echo \"started $PPID $!\"; wait"},
-                         holder_output);
+    auto holder = start({"--dsn", dsn, "run", "--name", "guarded", "--ttl", "30s", "--", "sh", "-c",
+                         "(while :; do date +%s%N >> '" + beats +
+                             "'; sleep 0.01; done) & "
+                             "echo \"started $PPID $!\"; wait"});
     pid_t guard = 0, beater = 0;
     ASSERT_TRUE(eventually([&] {
-      std::istringstream words(read_text(holder_output));
+      std::istringstream words(holder.output());
       std::string word;
       return words >> word && word == "started" && words >> guard >> beater && !read_text(beats).empty();
-    })) << label << read_text(holder_output);
+    })) << label
+        << holder.output();
     strays_.push_back(beater);
     ASSERT_EQ(getpgid(beater), guard) << label << ": the child is in the group the guard leads";
     kill(guard, SIGKILL);  // the guard alone, as an OOM killer or `kill -9` of one dblock process would
@@ -132,7 +113,7 @@ TEST_F(RunProcess, AGuardKilledAloneLeavesNothingOfTheCommandRunningOnceAContend
                           "date +%s%N > '" + granted + "'"});
     ASSERT_EQ(contender.exit_code, 0) << label << contender.output;
     auto grant = std::stoll(read_text(granted));
-    auto outcome = finish(holder, holder_output);
+    auto outcome = holder.finish();
     EXPECT_EQ(outcome.exit_code, 70) << label << outcome.output;
     EXPECT_NE(outcome.output.find("guard process"), std::string::npos) << label << outcome.output;
     EXPECT_FALSE(process_alive(beater)) << label << ": the command's child outlived its run";

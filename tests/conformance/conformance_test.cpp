@@ -1,8 +1,6 @@
 // The behavioural suite of doc/semantics.md, written once and run against every backend and
 // mode (INSTANTIATE_TEST_SUITE_P at the bottom). Each test gets its own table prefix.
 
-#include <sys/wait.h>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +15,7 @@
 #include "core/store_parts.hpp"
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
@@ -377,36 +376,30 @@ TEST_P(Conformance, CrossProcessExclusionWithTheCli) {
   std::string journal = path_template;
   constexpr int kProcesses = 8;
   constexpr int kRounds = 4;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      for (int round = 0; round < kRounds; ++round) {
-        std::string script = "echo \"begin $$\" >> " + journal + "; sleep 0.01; echo \"end $$\" >> " + journal;
-        pid_t run = fork();
-        if (run == 0) {
+  // Each of kProcesses threads runs its rounds one after the other, as one process would.
+  std::vector<std::string> failures(kProcesses);
+  {
+    std::vector<std::jthread> processes;
+    for (int p = 0; p < kProcesses; ++p) {
+      processes.emplace_back([&, p] {
+        for (int round = 0; round < kRounds; ++round) {
+          std::string script = "echo \"begin $$\" >> " + journal + "; sleep 0.01; echo \"end $$\" >> " + journal;
+          std::vector<std::string> args{DBLOCK_CLI_PATH, "--dsn", dsn_, "run"};
           if (advisory())
-            execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn_.c_str(), "run", "--mode", "advisory", "--name", "xproc",
-                  "--wait", "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+            args.insert(args.end(), {"--mode", "advisory", "--name", "xproc", "--wait", "60s"});
           else
-            execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn_.c_str(), "run", "--name", "xproc", "--ttl", "5s", "--wait",
-                  "60s", "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
-          _exit(127);
+            args.insert(args.end(), {"--name", "xproc", "--ttl", "5s", "--wait", "60s"});
+          args.insert(args.end(), {"--", "sh", "-c", script});
+          auto outcome = dblock::test::run_command(std::move(args), {}, 90s);
+          if (outcome.exit_code != 0) {
+            failures[p] = outcome.output;
+            return;
+          }
         }
-        int status = 0;
-        waitpid(run, &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) _exit(1);
-      }
-      _exit(0);
+      });
     }
-    children.push_back(child);
   }
-  for (pid_t child : children) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a dblock run failed";
-  }
+  for (auto& failure : failures) EXPECT_TRUE(failure.empty()) << "a dblock run failed: " << failure;
   std::ifstream in(journal);
   std::string kind, pid, open_pid;
   int entries = 0;

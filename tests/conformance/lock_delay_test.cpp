@@ -3,9 +3,7 @@
 // end plus the delay (by the database's clock), for everyone and for the reaper; a release frees it
 // at once; without a delay nothing changes.
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +20,7 @@
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/processes.hpp"
@@ -52,36 +51,18 @@ class LockDelay : public dblock::test::InstalledCaseTest {
     return std::nullopt;
   }
 
-  /// Runs the CLI with `args` (after --dsn) in the background, its output into a file of dir_.
-  pid_t start_cli(std::vector<std::string> args, const std::filesystem::path& output) {
-    args.insert(args.begin(), {"--dsn", installation_->dsn()});
-    pid_t child = fork();
-    if (child == 0) {
-      int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv{const_cast<char*>("dblock")};
-      for (auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-      argv.push_back(nullptr);
-      execv(DBLOCK_CLI_PATH, argv.data());
-      _exit(127);
-    }
-    return child;
-  }
-  int finish_cli(pid_t child) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  /// Runs the CLI with `args` (after --dsn) in the background, its output into a file of its own.
+  dblock::test::ChildProcess start_cli(std::vector<std::string> args) {
+    args.insert(args.begin(), {DBLOCK_CLI_PATH, "--dsn", installation_->dsn()});
+    return dblock::test::ChildProcess(std::move(args));
   }
   int cli(const std::vector<std::string>& args, std::string* output = nullptr) {
-    auto file = dir_ / ("cli-" + std::to_string(++calls_));
-    int code = finish_cli(start_cli(args, file));
-    if (output != nullptr) *output = read_text(file);
-    return code;
+    auto outcome = start_cli(args).finish();
+    if (output != nullptr) *output = outcome.output;
+    return outcome.exit_code;
   }
 
   std::filesystem::path dir_;
-  int calls_ = 0;
 };
 
 // The lapsed holder is the library's own acquisition statement with a lock-delay, never renewed
@@ -179,16 +160,14 @@ TEST_P(LockDelay, TheReaperLeavesARowInItsDelayAndDeletesItAfterwards) {
 // command may still run; the name stays unavailable until the lease's end plus the delay.
 TEST_P(LockDelay, APausedRunsNameStaysUnavailableForTheDelayAfterItsLease) {
   auto started_file = dir_ / "started", pid_file = dir_ / "pid";
-  auto holder_out = dir_ / "holder";
   auto sent = Steady::now();
   // A 2 s lease and an 8 s delay: the CLI runs that must see the delay have to come within it, on
   // Galera under a sanitizer beside other tests too (with 1 s and 5 s, the first listing came late).
   auto holder =
       start_cli({"run", "--name", "paused", "--ttl", "2s", "--lock-delay", "8s", "--", "sh", "-c",
-                 "echo $$ > " + pid_file.string() + "; echo started > " + started_file.string() + "; exec sleep 30"},
-                holder_out);
-  ASSERT_TRUE(dblock::test::eventually([&] { return !read_text(started_file).empty(); }, 10s)) << read_text(holder_out);
-  ASSERT_EQ(kill(holder, SIGSTOP), 0);
+                 "echo $$ > " + pid_file.string() + "; echo started > " + started_file.string() + "; exec sleep 30"});
+  ASSERT_TRUE(dblock::test::eventually([&] { return !read_text(started_file).empty(); }, 10s)) << holder.output();
+  ASSERT_EQ(kill(holder.pid(), SIGSTOP), 0);
   auto command = std::stoi(read_text(pid_file));
   std::string json;
   ASSERT_TRUE(dblock::test::eventually(
@@ -207,8 +186,8 @@ TEST_P(LockDelay, APausedRunsNameStaysUnavailableForTheDelayAfterItsLease) {
   EXPECT_EQ(cli({"run", "--name", "paused", "--wait", "20s", "--", "true"}), 0);
   EXPECT_GE(Steady::now() - sent, 9900ms) << "not before the lease (2 s) plus the delay (8 s)";
   kill(command, SIGKILL);
-  kill(holder, SIGKILL);
-  finish_cli(holder);
+  kill(holder.pid(), SIGKILL);
+  holder.finish();
   EXPECT_EQ(cli({"run", "--name", "paused", "--mode", "advisory", "--lock-delay", "1s", "--", "true"}), 64);
 }
 

@@ -2,14 +2,15 @@
 // prefixes side by side, concurrent `migrate up` processes, drift, newer databases, failures that
 // leave nothing behind, and `migrate sql` output that is the same schema as `up`.
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "migrate/migration_engine.hpp"
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/roles.hpp"
@@ -304,22 +306,12 @@ TEST_P(Migrations, CustomSchema) {
 
 TEST_P(Migrations, TenConcurrentMigrateUpProcessesApplyEachVersionOnce) {
   auto target = dsn(prefix_);
-  std::vector<pid_t> children;
-  for (int i = 0; i < 10; ++i) {
-    pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, 1);
-      execl(DBLOCK_CLI_PATH, "dblock", "--dsn", target.c_str(), "migrate", "up", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    children.push_back(child);
-  }
-  for (pid_t child : children) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "every concurrent run succeeds";
+  std::vector<dblock::test::ChildProcess> children;
+  for (int i = 0; i < 10; ++i)
+    children.emplace_back(std::vector<std::string>{DBLOCK_CLI_PATH, "--dsn", target, "migrate", "up"});
+  for (auto& child : children) {
+    auto outcome = child.finish();
+    EXPECT_EQ(outcome.exit_code, 0) << "every concurrent run succeeds: " << outcome.output;
   }
   EXPECT_EQ(count("SELECT count(*) FROM " + history()), dblock::latest_schema_version());
 }
@@ -334,9 +326,8 @@ TEST_P(Migrations, EditedMigrationIsDetectedAsDrift) {
   EXPECT_EQ(states(migrator), expected);
   EXPECT_THROW(migrator.verify(), dblock::SchemaError);
   EXPECT_THROW(migrator.up(), dblock::SchemaError);
-  int status = std::system(fmt::format("'{}' --dsn '{}' migrate verify > /dev/null 2>&1", DBLOCK_CLI_PATH,
-                                       dsn(prefix_)).c_str());
-  EXPECT_EQ(WEXITSTATUS(status), 78);
+  auto verified = dblock::test::run_command({DBLOCK_CLI_PATH, "--dsn", dsn(prefix_), "migrate", "verify"});
+  EXPECT_EQ(verified.exit_code, 78) << verified.output;
 }
 
 TEST_P(Migrations, DatabaseNewerThanTheBuildIsRefused) {
@@ -608,22 +599,28 @@ TEST_P(Migrations, SqlScriptAppliedByHandEqualsUp) {
   EXPECT_EQ(script.find("{prefix}"), std::string::npos);
   auto path = fmt::format("/tmp/dblock-script-{}.sql", getpid());
   std::ofstream(path) << script;
-  std::string command;
+  std::vector<std::string> command;
+  std::optional<std::string> input;  // the script on stdin, for the clients that read it there
   if (sqlite_) {
-    command = fmt::format("sqlite3 -bail '{}' < '{}' > /dev/null", server_dsn_.substr(std::string("sqlite://").size()),
-                          path);
+    command = {"sqlite3", "-bail", server_dsn_.substr(std::string("sqlite://").size())};
+    input = script;
   } else if (mysql_) {
     // mysql://dblock:PW@127.0.0.1:PORT/dblock, as tools/testdb.sh prints it
     auto credentials = server_dsn_.substr(8, server_dsn_.find('@') - 8);
-    command = fmt::format("mariadb --no-defaults -h127.0.0.1 -P{} -u'{}' -p'{}' dblock < '{}' > /dev/null",
-                          dblock::test::dsn_port(server_dsn_), credentials.substr(0, credentials.find(':')),
-                          credentials.substr(credentials.find(':') + 1), path);
+    command = {"mariadb",
+               "--no-defaults",
+               "-h127.0.0.1",
+               fmt::format("-P{}", dblock::test::dsn_port(server_dsn_)),
+               "-u" + credentials.substr(0, credentials.find(':')),
+               "-p" + credentials.substr(credentials.find(':') + 1),
+               "dblock"};
+    input = script;
   } else {
-    command = fmt::format("psql '{}' -v ON_ERROR_STOP=1 -X -q -f '{}' > /dev/null", server_dsn_, path);
+    command = {"psql", server_dsn_, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-f", path};
   }
-  int status = std::system(command.c_str());
+  auto applied = dblock::test::run_command(command, {.input = input});
   std::remove(path.c_str());
-  ASSERT_EQ(WEXITSTATUS(status), 0) << command;
+  ASSERT_EQ(applied.exit_code, 0) << command.front() << ": " << applied.output;
 
   dblock::migrate(*dblock::Store::open(dsn(by_up)));
   auto hand_catalog = catalog(by_hand);

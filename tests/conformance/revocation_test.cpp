@@ -2,8 +2,6 @@
 // `dblock run --min-hold`), on every backend in table mode: a forced release never makes two
 // holders, and a lock with a minimum hold keeps its name until grant + min_hold.
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +22,7 @@
 #include <dblock/dblock.hpp>
 
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/grant_ends.hpp"
 #include "support/installation.hpp"
@@ -38,26 +37,10 @@ namespace {
 using dblock::test::read_text;
 using Outcome = dblock::test::CommandOutcome;
 
-/// Starts the CLI with `args`, its stdout and stderr into `output`.
-pid_t start_cli(const std::vector<std::string>& args, const std::filesystem::path& output) {
-  pid_t child = fork();
-  if (child == 0) {
-    int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv{const_cast<char*>("dblock")};
-    for (auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    execv(DBLOCK_CLI_PATH, argv.data());
-    _exit(127);
-  }
-  return child;
-}
-
-Outcome finish_cli(pid_t child, const std::filesystem::path& output) {
-  int status = 0;
-  waitpid(child, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_text(output)};
+/// Starts the CLI with `args`, its stdout and stderr into a file of its own.
+dblock::test::ChildProcess start_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), DBLOCK_CLI_PATH);
+  return dblock::test::ChildProcess(std::move(args));
 }
 
 /// Wall-clock nanoseconds written by `date +%s%N` into `path` (0 while it is not there yet).
@@ -78,8 +61,7 @@ class Revocation : public dblock::test::InstalledCaseTest {
 
   Outcome cli(std::vector<std::string> args) {
     args.insert(args.begin(), {"--dsn", installation_->dsn()});
-    auto output = dir_ / ("cli-" + std::to_string(++calls_));
-    return finish_cli(start_cli(args, output), output);
+    return start_cli(std::move(args)).finish();
   }
 
   std::optional<dblock::LockInfo> row(const std::string& name) {
@@ -89,7 +71,6 @@ class Revocation : public dblock::test::InstalledCaseTest {
   }
 
   std::filesystem::path dir_;
-  int calls_ = 0;
 };
 
 TEST_P(Revocation, TheRevokedHolderIsToldAtItsNextRenewalAndItsReleaseFreesTheNameBeforeTheLeaseEnds) {
@@ -259,22 +240,19 @@ TEST_P(Revocation, AReleaseAfterTheMinimumHoldFreesTheNameAtOnce) {
 
 TEST_P(Revocation, AfterReleaseForceNoWaitingRunStartsWhileTheRevokedRunsCommandStillRuns) {
   auto a_end = dir_ / "a_end", a_start = dir_ / "a_start", b_start = dir_ / "b_start";
-  auto holder_out = dir_ / "holder", waiter_out = dir_ / "waiter";
   // 6 s leases: with 2 s, on a loaded machine, the waiter once lost its own lease (70), and the
   // bound below is the revoked lease's end.
   auto holder = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "6s", "--", "sh", "-c",
                            "trap 'date +%s%N > " + a_end.string() + "; exit 0' TERM; date +%s%N > " + a_start.string() +
-                               "; sleep 30 & wait"},
-                          holder_out);
-  ASSERT_TRUE(dblock::test::eventually([&] { return stamp(a_start) > 0; })) << read_text(holder_out);
+                               "; sleep 30 & wait"});
+  ASSERT_TRUE(dblock::test::eventually([&] { return stamp(a_start) > 0; })) << holder.output();
   auto waiter = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "6s", "--wait", "30s", "--",
-                           "sh", "-c", "date +%s%N > " + b_start.string()},
-                          waiter_out);
+                           "sh", "-c", "date +%s%N > " + b_start.string()});
   auto released = cli({"release", "--force", "job"});
   EXPECT_EQ(released.exit_code, 0) << released.output;
   EXPECT_NE(released.output.find("revoked 'job'"), std::string::npos) << released.output;
-  auto held_out = finish_cli(holder, holder_out);
-  auto waited_out = finish_cli(waiter, waiter_out);
+  auto held_out = holder.finish();
+  auto waited_out = waiter.finish();
   EXPECT_EQ(held_out.exit_code, 70) << "told it lost the lock: " << held_out.output;
   EXPECT_NE(held_out.output.find("lost"), std::string::npos) << held_out.output;
   ASSERT_EQ(waited_out.exit_code, 0) << waited_out.output;

@@ -13,10 +13,7 @@
 //
 // DBLOCK_NEMESIS_SECONDS sets the length of each run (default 8).
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,11 +42,10 @@
 
 #include "base/scope_exit.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
 #include "support/tcp_proxy.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -294,35 +290,20 @@ class RunLoop {
       if (mode_ == dblock::LockMode::advisory) args.insert(args.end(), {"--mode", "advisory"});
       for (auto& flag : take.cli_flags()) args.push_back(flag);
       args.insert(args.end(), {"--", NEMESIS_WORKER_PATH, record.string(), std::to_string(work_time(random).count())});
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      posix_spawn_file_actions_t actions;
-      posix_spawn_file_actions_init(&actions);
-      auto log = (dir_ / (label_ + ".log")).string();
-      posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      pid_t pid = 0;
-      int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-      posix_spawn_file_actions_destroy(&actions);
-      if (spawned != 0) {
-        ADD_FAILURE() << "posix_spawn failed: " << spawned;
+      // Its stdout and stderr appended to the loop's log.
+      dblock::test::ChildProcess holder(std::move(args),
+                                        {.output = (dir_ / (label_ + ".log")).string(), .append = true});
+      if (holder.pid() <= 0) {
+        ADD_FAILURE() << holder.output();
         return;
       }
       {
         std::lock_guard lock(mutex_);
-        running_ = pid;
+        running_ = holder.pid();
         record_ = record;
       }
-      int status = 0;
-      auto give_up = Clock::now() + 60s;
-      while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (Clock::now() > give_up) {
-          ADD_FAILURE() << label_ << ": a dblock run did not finish within 60 s";
-          kill(pid, SIGCONT);
-          kill(pid, SIGKILL);
-        }
-        std::this_thread::sleep_for(2ms);  // polling a child process's exit
-      }
+      // Past the bound it is killed (continued first: the nemesis may have paused it) when `holder` goes.
+      if (!holder.wait_for(60s)) ADD_FAILURE() << label_ << ": a dblock run did not finish within 60 s";
       {
         std::lock_guard lock(mutex_);
         running_ = 0;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "observability/pg_fixture.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 
 using namespace std::chrono_literals;
@@ -120,26 +122,24 @@ TEST_F(LeaderObservation, HealthFailsWhileTheLeaderCannotRenewAndTheFollowerTake
 }
 
 TEST_F(LeaderObservation, TheCliPrintsTheCurrentLeader) {
-  auto run = [&](const std::string& args) {
-    std::string out;
-    auto* pipe = popen(fmt::format("'{}' --dsn '{}' leader {} 2>&1", DBLOCK_CLI_PATH, dsn_, args).c_str(), "r");
-    char buffer[512];
-    while (auto n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-    int status = pclose(pipe);
-    return std::pair{WEXITSTATUS(status), out};
+  auto run = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv{DBLOCK_CLI_PATH, "--dsn", dsn_, "leader"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto outcome = dblock::test::run_command(std::move(argv));
+    return std::pair{outcome.exit_code, outcome.output};
   };
-  auto [none_code, none] = run("obs/cli");
+  auto [none_code, none] = run({"obs/cli"});
   EXPECT_EQ(none_code, 1) << none;
   EXPECT_NE(none.find("no leader of obs/cli"), std::string::npos) << none;
 
   dblock::LeaderElection election(store_, "obs/cli", options());
   ASSERT_TRUE(eventually([&] { return election.is_leader(); }));
-  auto [code, text] = run("obs/cli");
+  auto [code, text] = run({"obs/cli"});
   EXPECT_EQ(code, 0) << text;
   EXPECT_NE(text.find(fmt::format("token: {}", *election.token())), std::string::npos) << text;
   EXPECT_NE(text.find(election.leader()->owner), std::string::npos) << text;
   EXPECT_NE(text.find("since: "), std::string::npos) << text;
-  auto [json_code, json] = run("obs/cli --json");
+  auto [json_code, json] = run({"obs/cli", "--json"});
   EXPECT_EQ(json_code, 0) << json;
   EXPECT_NE(json.find(fmt::format("\"token\":{}", *election.token())), std::string::npos) << json;
 }

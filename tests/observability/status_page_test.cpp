@@ -1,13 +1,12 @@
 // The sidecar's status page in a real headless browser (Debian's chromium), its JSON twin, the
 // guarded write action, and the lock-table gauges' cache, against a real PostgreSQL.
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 
 #include "observability/pg_fixture.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 
 using namespace std::chrono_literals;
@@ -42,20 +42,9 @@ class Sidecar {
                                   "--status-refresh",
                                   "100ms"};
     args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    process_.emplace(std::move(args));
     client_.set_connection_timeout(1, 0);
     client_.set_read_timeout(5, 0);
-  }
-  ~Sidecar() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
   }
   httplib::Client& client() { return client_; }
   /// Serving, with the database reached (the HTTP server starts before the store opens).
@@ -70,7 +59,7 @@ class Sidecar {
   [[nodiscard]] std::uint16_t port() const { return port_; }
 
  private:
-  pid_t pid_ = -1;
+  std::optional<dblock::test::ChildProcess> process_;  // killed with the sidecar
   std::uint16_t port_;
   httplib::Client client_;
 };
@@ -78,16 +67,10 @@ class Sidecar {
 /// The DOM headless Chromium builds from `url` (scripts would have run by then).
 std::string dump_dom(const std::string& url) {
   auto profile = fmt::format("/tmp/dblock-chromium-{}", getpid());
-  auto command = fmt::format(
-      "timeout 60 chromium --headless --no-sandbox --disable-gpu --user-data-dir='{}' "
-      "--dump-dom '{}' 2>/dev/null",
-      profile, url);
-  std::string out;
-  auto* pipe = popen(command.c_str(), "r");
-  char buffer[4096];
-  while (auto n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  pclose(pipe);
-  return out;
+  return dblock::test::run_command({"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                                    "--user-data-dir=" + profile, "--dump-dom", url},
+                                   {.errors = "/dev/null"}, 60s)
+      .output;
 }
 
 bool have_chromium() { return std::system("command -v chromium > /dev/null 2>&1") == 0; }

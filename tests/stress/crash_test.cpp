@@ -4,7 +4,6 @@
 // Each holder is a `dblock run` process appending "enter TOKEN PID" / "exit PID" to a journal.
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/installation.hpp"
 #include "support/own_servers.hpp"
 #include "support/servers.hpp"
@@ -70,20 +70,17 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
           // The lease is 3 s: with 300 ms under ASan, and with 1 s under TSan on SQLite, beside other
           // tests, most runs lost it before their command wrote "enter" (exit 70), so no holder died
           // inside and the test checked nothing.
-          pid_t pid = fork();
-          if (pid == 0) {
-            setsid();
-            execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn.c_str(), "--log-level", "off", "run", "--name", "crashy",
-                  "--ttl", "3s", "--wait", "90s", "--", "sh", "-c",
-                  (run % 4 == 1 ? script_killed_inside : script).c_str(), static_cast<char*>(nullptr));
-            _exit(127);
-          }
-          int status = 0;
-          bool reaped = false;
+          // A session of its own: the kills below reach the holder's whole group, like a crash.
+          dblock::test::ChildProcess holder(
+              {DBLOCK_CLI_PATH, "--dsn", dsn, "--log-level", "off", "run", "--name", "crashy", "--ttl", "3s", "--wait",
+               "90s", "--", "sh", "-c", run % 4 == 1 ? script_killed_inside : script},
+              {.new_session = true});
+          pid_t pid = holder.pid();
+          std::optional<dblock::test::CommandOutcome> ended;
           switch (run % 4) {  // every worker kills twice inside, twice at random, runs four to completion
             case 0:  // at a random moment: waiting, acquiring, inside or releasing
               std::this_thread::sleep_for(std::chrono::milliseconds(random() % 400));
-              kill(-pid, SIGKILL);  // the holder (its guard then kills the command), like a crash
+              holder.signal_group(SIGKILL);  // the holder (its guard then kills the command), like a crash
               break;
             case 1: {  // certainly inside the critical section: once its "enter" is in the journal
               auto entered = fmt::format(" {}\n", pid);
@@ -94,29 +91,29 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
                 text << log.rdbuf();
                 if (text.str().find("enter") != std::string::npos && text.str().find(entered) != std::string::npos) break;
                 // Ended without entering (its lease lapsed on a loaded machine before the command began).
-                if (waitpid(pid, &status, WNOHANG) == pid) {
-                  reaped = true;
-                  break;
-                }
+                if ((ended = holder.wait_for(0ms))) break;
                 std::this_thread::sleep_for(2ms);
               }
-              if (reaped) break;
+              if (ended) break;
               std::this_thread::sleep_for(std::chrono::milliseconds(random() % 100));
-              kill(-pid, SIGKILL);
+              holder.signal_group(SIGKILL);
               break;
             }
             default:  // left alone: runs to completion
               break;
           }
-          if (!reaped) waitpid(pid, &status, 0);
+          if (!ended) ended = holder.finish(150s);  // --wait 90s, then a command of at most 30 s
           std::lock_guard lock(mutex);
-          if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) killed.insert(pid);
-          else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) ++completed;
+          if (ended->signal == SIGKILL)
+            killed.insert(pid);
+          else if (ended->signal == 0 && ended->exit_code == 0)
+            ++completed;
           // 70: a renewal did not answer within the 3 s lease on a loaded machine, and the guard
           // killed the command at the lease's local deadline, as it must; dead like a killed holder.
-          else if (WIFEXITED(status) && WEXITSTATUS(status) == 70)
+          else if (ended->signal == 0 && ended->exit_code == 70)
             killed.insert(pid);
-          else ADD_FAILURE() << "dblock run exited with status " << status;
+          else
+            ADD_FAILURE() << "dblock run exited with " << ended->exit_code << ": " << ended->output;
         }
       });
     }

@@ -7,7 +7,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -31,6 +31,7 @@
 
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/own_pgbouncer.hpp"
@@ -302,31 +303,26 @@ class CutHolder {
     std::remove(marker_.c_str());
     auto ttl = fmt::format("{}ms", std::chrono::milliseconds(kCutTtl).count());
     auto script = fmt::format("echo held > {}; exec sleep 600", marker_);
-    pid_ = fork();
-    if (pid_ == 0) {
-      setsid();
-      closefrom(3);  // not this process's connections (a driver may open them without O_CLOEXEC): only its own get cut
-      execl(DBLOCK_CLI_PATH, "dblock", "--dsn", dsn.c_str(), "--log-level", "off", "run", "--name", name.c_str(),
-            "--ttl", ttl.c_str(), "--wait", "20s", "--mode", mode == dblock::LockMode::advisory ? "advisory" : "table",
-            "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
+    // A session of its own, and none of this process's descriptors (a driver may open its
+    // connections without O_CLOEXEC): only the holder's own connections get cut.
+    holder_.emplace(
+        std::vector<std::string>{DBLOCK_CLI_PATH, "--dsn", dsn, "--log-level", "off", "run", "--name", name, "--ttl",
+                                 ttl, "--wait", "20s", "--mode",
+                                 mode == dblock::LockMode::advisory ? "advisory" : "table", "--", "sh", "-c", script},
+        dblock::test::ProgramOptions{.new_session = true});
   }
   ~CutHolder() {
-    if (pid_ > 0) {
-      kill(-pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    holder_.reset();  // its group killed
     std::remove(marker_.c_str());
   }
   CutHolder(const CutHolder&) = delete;
   CutHolder& operator=(const CutHolder&) = delete;
-  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+  [[nodiscard]] pid_t pid() const noexcept { return holder_->pid(); }
   [[nodiscard]] bool holds() const { return std::ifstream(marker_).good(); }
 
  private:
   std::string marker_;
-  pid_t pid_ = -1;
+  std::optional<dblock::test::ChildProcess> holder_;
 };
 
 /// Polls `contender` for `name` until granted or `limit` passes; the time it took, or nullopt.

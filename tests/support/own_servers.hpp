@@ -3,12 +3,14 @@
 // scope exit: for tests that crash, partition or fail over their servers, so that the shared ones
 // other tests run against are not disturbed. Needs DBLOCK_TESTDB_SCRIPT (the script's path).
 
-#include <cstdio>
+#include <chrono>
 #include <cstdlib>
-#include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "support/build_paths.hpp"
+#include "support/cli_runner.hpp"
 
 namespace dblock::test {
 
@@ -24,14 +26,13 @@ class OwnServers {
   OwnServers(const OwnServers&) = delete;
   OwnServers& operator=(const OwnServers&) = delete;
 
-  /// Runs `testdb.sh <command> DIR <arguments>` and returns what it printed (stderr included).
+  /// Runs `testdb.sh <command> DIR <arguments>` (split at spaces) and returns what it printed
+  /// (stderr included). A cluster's start may take minutes: bounded below the suites' ctest timeouts.
   std::string run(const std::string& command, const std::string& arguments = {}) const {
-    std::string line = std::string(DBLOCK_TESTDB_SCRIPT) + " " + command + " " + dir_ + " " + arguments + " 2>&1";
-    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(line.c_str(), "r"), pclose);
-    std::string output;
-    char buffer[512];
-    while (pipe && fgets(buffer, sizeof buffer, pipe.get()) != nullptr) output += buffer;
-    return output;
+    std::vector<std::string> argv{DBLOCK_TESTDB_SCRIPT, command, dir_};
+    std::istringstream words(arguments);
+    for (std::string word; words >> word;) argv.push_back(word);
+    return run_command(std::move(argv), {}, std::chrono::seconds(200)).output;
   }
   /// The value the start printed for `variable` (export VARIABLE='...'), or empty.
   [[nodiscard]] std::string exported(const std::string& variable) const {

@@ -31,8 +31,9 @@ inline bool process_alive(pid_t pid) {
 
 /// A command run to its end.
 struct CommandOutcome {
-  int exit_code = -1;
+  int exit_code = -1;  // 128 + the signal when a signal ended it
   std::string output;  // stdout and stderr together
+  int signal = 0;      // the signal that ended it; 0 when it exited
 };
 
 }  // namespace dblock::test

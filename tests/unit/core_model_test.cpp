@@ -34,8 +34,8 @@
 
 #include "core/combiner.hpp"
 #include "core/store_parts.hpp"
-#include "scripted_backend.hpp"
 #include "support/grant_ends.hpp"
+#include "support/scripted_backend.hpp"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include "core/combiner.hpp"
 #include "core/manager_base.hpp"
 #include "core/store_parts.hpp"
-#include "scripted_backend.hpp"
 #include "support/grant_ends.hpp"
+#include "support/scripted_backend.hpp"
 
 namespace {
 
