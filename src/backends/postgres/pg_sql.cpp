@@ -35,4 +35,26 @@ std::vector<AppliedMigration> parse_history(const PGresult* result) {
   return applied;
 }
 
+PgSqlText::PgSqlText(std::string_view schema, std::string_view prefix, std::int32_t key, std::string_view channel)
+    : schema_(schema),
+      prefix_(prefix),
+      key_(std::to_string(key)),
+      channel_(channel),
+      timeout_(std::to_string(kPgBatchLockTimeoutMs)) {}
+
+std::string PgSqlText::operator()(std::string_view sql) const {
+  return detail::fill(sql, {{"{schema}", schema_},
+                            {"{prefix}", prefix_},
+                            {"{key}", key_},
+                            {"{channel}", channel_},
+                            {"{batch_lock_timeout_ms}", timeout_}});
+}
+
+PgSql::PgSql(StatementIds& ids, std::string_view schema, std::string_view prefix, std::int32_t key,
+             std::string_view channel)
+    : PgSql(ids, PgSqlText(schema, prefix, key, channel)) {}
+
+PgSql::PgSql(StatementIds& ids, const PgSqlText& text)
+    : PgLockSql(ids, text), PgAdminSql(ids, text), PgGroupSql(ids, text), PgBenchSql(text), PgMigrationSql(text) {}
+
 }  // namespace dblock::detail
