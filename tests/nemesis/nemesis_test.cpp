@@ -4,14 +4,16 @@
 // run` wrappers whose command records its work) contend for two hot names, while a nemesis stalls
 // their connections (packets held, no reset) for longer than the TTL, cuts them, SIGKILLs wrappers
 // or their guard process alone, pauses wrappers (SIGSTOP) past their deadline, and revokes
-// holders as `dblock release --force` does (table mode). Every holder records its belief interval (first to last instant it worked
-// believing it held the lock, on this machine's monotonic clock) and its fencing token. The
-// checker fails on any overlap of two intervals for one name, and on any token that does not
-// rise in grant order. A second run does the same with groups: permit holders of a semaphore of
-// two, and readers and writers of a read-write lock; there the checker fails on more than two
-// permit holders at once, on a writer beside anyone, and on a later grant with a smaller token.
+// holders as `dblock release --force` does (table mode). Every holder records its belief interval (first to last
+// instant it worked believing it held the lock, on this machine's monotonic clock) and its fencing token. The checker
+// fails on any overlap of two intervals for one name, and on any token that does not rise in grant order. A second run
+// does the same with groups: permit holders of a semaphore of two, and readers and writers of a read-write lock; there
+// the checker fails on more than two permit holders at once, on a writer beside anyone, and on a later grant with a
+// smaller token.
 //
-// DBLOCK_NEMESIS_SECONDS sets the length of each run (default 8).
+// DBLOCK_NEMESIS_SECONDS sets the length of each run (default 8). A run that finds a violation keeps
+// its folder (the wrappers' logs, their commands' records, and <loop>.events: what the nemesis did
+// to each wrapper and its guard, on CLOCK_MONOTONIC); DBLOCK_NEMESIS_KEEP=1 keeps it always.
 
 #include <signal.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -81,6 +84,9 @@ struct Belief {
   /// In-process holders: each time the guard's local deadline moved, (when it was seen, the new
   /// deadline), both in steady-clock ns; printed with a violation to say which deadline was believed.
   std::vector<std::pair<std::int64_t, std::int64_t>> deadlines;
+  /// CLI holders: what the nemesis did to the wrapper and its guard meanwhile (steady-clock ns, what),
+  /// and how long a killed guard took to end; printed with a violation.
+  std::vector<std::pair<std::int64_t, std::string>> faults;
 };
 
 std::string deadline_trace(const Belief& belief, std::int64_t origin_ns) {
@@ -88,7 +94,11 @@ std::string deadline_trace(const Belief& belief, std::int64_t origin_ns) {
   for (auto& [seen, deadline] : belief.deadlines)
     text +=
         fmt::format(" [seen {:+.1f} ms: deadline {:+.1f} ms]", (seen - origin_ns) / 1e6, (deadline - origin_ns) / 1e6);
-  return text.empty() ? std::string(" (no deadline trace: a CLI holder)") : text;
+  if (!text.empty()) return text;
+  text = " (no deadline trace: a CLI holder";
+  if (!belief.faults.empty()) text += "; what the nemesis did to its wrapper:";
+  for (auto& [at, what] : belief.faults) text += fmt::format(" [{:+.1f} ms: {}]", (at - origin_ns) / 1e6, what);
+  return text + ")";
 }
 
 /// What the holders take: plain locks of two hot names, or groups: permits of "sem" (a semaphore
@@ -263,13 +273,19 @@ std::vector<std::string> violations(std::vector<Belief> beliefs) {
                                     later.token, later.holder, earlier.token, earlier.holder));
     }
     if (earlier.kind != HolderKind::permit) continue;
+    std::string others;  // the other permit holders believing then, with their intervals from this start
     for (std::size_t j = 0; j < i; ++j)
       if (beliefs[j].name == earlier.name && beliefs[j].kind == HolderKind::permit &&
-          beliefs[j].last_ns >= earlier.first_ns)
+          beliefs[j].last_ns >= earlier.first_ns) {
         ++permits_at_start;
+        others +=
+            fmt::format("; {} (token {}) believed from {:+.3f} to {:+.3f} ms{}", beliefs[j].holder, beliefs[j].token,
+                        (beliefs[j].first_ns - earlier.first_ns) / 1e6, (beliefs[j].last_ns - earlier.first_ns) / 1e6,
+                        deadline_trace(beliefs[j], earlier.first_ns));
+      }
     if (permits_at_start > kPermits)
-      found.push_back(fmt::format("'{}': {} permit holders at once when {} (token {}) began", earlier.name,
-                                  permits_at_start, earlier.holder, earlier.token));
+      found.push_back(fmt::format("'{}': {} permit holders at once when {} (token {}) began{}", earlier.name,
+                                  permits_at_start, earlier.holder, earlier.token, others));
   }
   return found;
 }
@@ -301,21 +317,31 @@ class RunLoop {
         std::lock_guard lock(mutex_);
         running_ = holder.pid();
         record_ = record;
+        faults_.clear();
+        round_ = round;
+        note(fmt::format("round {}: wrapper {} spawned for '{}'", round, holder.pid(), take.name));
       }
+      auto pid = holder.pid();
       // Past the bound it is killed (continued first: the nemesis may have paused it) when `holder` goes.
-      if (!holder.wait_for(60s)) ADD_FAILURE() << label_ << ": a dblock run did not finish within 60 s";
+      auto outcome = holder.wait_for(60s);
+      if (!outcome) ADD_FAILURE() << label_ << ": a dblock run did not finish within 60 s";
       {
         std::lock_guard lock(mutex_);
         running_ = 0;
+        note(outcome ? fmt::format("round {}: wrapper {} reaped, exit code {}", round, pid, outcome->exit_code)
+                     : fmt::format("round {}: wrapper {} still running after 60 s", round, pid));
+        records_.push_back({take, record, fmt::format("{} round {}", label_, round), std::move(faults_)});
+        faults_.clear();
+        round_ = -1;
       }
-      records_.emplace_back(take, record, fmt::format("{} round {}", label_, round));
     }
   }
 
   /// The beliefs of every command run, read once each command is gone: a command orphaned by a
   /// killed wrapper may have worked on after it.
   void collect(History& history) {
-    for (auto& [take, record, holder] : records_) {
+    guard_watches_.clear();  // joins: each has seen its guard end, or given up
+    for (auto& [take, record, holder, faults] : records_) {
       std::ifstream in(record, std::ios::binary);
       std::int64_t fields[4] = {};
       if (!in.read(reinterpret_cast<char*>(fields), sizeof fields)) continue;
@@ -324,14 +350,18 @@ class RunLoop {
       while (kill(pid, 0) == 0 && Clock::now() < give_up) std::this_thread::sleep_for(5ms);  // polling a stranger's exit
       in.seekg(0);
       in.read(reinterpret_cast<char*>(fields), sizeof fields);
-      history.add({take.name, fields[0], fields[1], fields[2], holder, take.kind});
+      Belief belief{take.name, fields[0], fields[1], fields[2], holder, take.kind};
+      belief.faults = faults;
+      history.add(std::move(belief));
     }
   }
 
   /// Sends `signal_number` to the wrapper running now, if any; true when one was there.
   bool signal(int signal_number) {
     std::lock_guard lock(mutex_);
-    return running_ != 0 && kill(running_, signal_number) == 0;
+    bool sent = running_ != 0 && kill(running_, signal_number) == 0;
+    if (sent) note(fmt::format("{} to wrapper {}", sigabbrev_np(signal_number), running_));
+    return sent;
   }
   bool at_work() {
     std::lock_guard lock(mutex_);
@@ -344,15 +374,71 @@ class RunLoop {
     if (running_ == 0 || !std::filesystem::exists(record_)) return false;
     std::ifstream children(fmt::format("/proc/{}/task/{}/children", running_, running_));
     pid_t guard = 0;
-    return children >> guard && guard > 0 && kill(guard, SIGKILL) == 0;
+    if (!(children >> guard && guard > 0 && kill(guard, SIGKILL) == 0)) return false;
+    note(fmt::format("KILL to guard {} of wrapper {}", guard, running_));
+    watch_guard(guard);
+    return true;
   }
   /// The same, only while its command is at work (holding the lock): the faults that matter.
-  bool signal_at_work(int signal_number) {
+  bool signal_at_work(int signal_number) { return signal_at_work_pid(signal_number) != 0; }
+  /// signal_at_work, saying which wrapper got it (0: none).
+  pid_t signal_at_work_pid(int signal_number) {
     std::lock_guard lock(mutex_);
-    return running_ != 0 && std::filesystem::exists(record_) && kill(running_, signal_number) == 0;
+    bool sent = running_ != 0 && std::filesystem::exists(record_) && kill(running_, signal_number) == 0;
+    if (sent) note(fmt::format("{} to wrapper {} at work", sigabbrev_np(signal_number), running_));
+    return sent ? running_ : 0;
+  }
+  /// Continues `paused` if it still runs; never a later wrapper, which the pause was not for. (ASan
+  /// builds: a wrapper ending runs LeakSanitizer's stop-the-world, which ptrace-stops its threads;
+  /// loaded runs saw wrappers that had got such a stray SIGCONT sit in ptrace stops after their
+  /// last line until the 60 s give-up below.)
+  void resume(pid_t paused) {
+    std::lock_guard lock(mutex_);
+    if (running_ == paused && kill(paused, SIGCONT) == 0) note(fmt::format("CONT to wrapper {}", paused));
   }
 
  private:
+  /// Records what happened to the running wrapper, in the round's faults and in <label>.events.
+  /// Called with mutex_ held.
+  void note(const std::string& what) {
+    auto at = now_ns();
+    faults_.emplace_back(at, what);
+    std::ofstream(dir_ / (label_ + ".events"), std::ios::app) << at << " " << what << "\n";
+  }
+
+  /// How long a SIGKILLed guard takes to end: its command dies of PR_SET_PDEATHSIG only then, and a
+  /// loaded machine kept one in exit_mmap (free_pgtables, waiting for a mapped file's lock) for
+  /// over a second while its command worked on. Noted when it ended, or its kernel stack after 2 s.
+  void watch_guard(pid_t guard) {
+    auto killed_ns = now_ns();
+    guard_watches_.emplace_back([this, guard, killed_ns, round = round_] {
+      auto read = [](const std::string& path) {
+        std::ifstream in(path);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+      };
+      std::string state, stack;
+      while (now_ns() - killed_ns < 2'000'000'000) {
+        auto stat = read(fmt::format("/proc/{}/stat", guard));
+        auto end_of_name = stat.rfind(") ");
+        state = end_of_name == std::string::npos ? "gone" : stat.substr(end_of_name + 2, 1);
+        if (state == "gone" || state == "Z") break;
+        stack = read(fmt::format("/proc/{}/stack", guard));
+        std::this_thread::sleep_for(1ms);  // polling a stranger's end
+      }
+      std::string what =
+          state == "gone" || state == "Z"
+              ? fmt::format("guard {} ended {:.1f} ms after its KILL", guard, (now_ns() - killed_ns) / 1e6)
+              : fmt::format("guard {} still {} 2 s after its KILL, in [{}]", guard, state, stack);
+      std::lock_guard lock(mutex_);
+      if (round == round_) {
+        note(what);
+      } else {  // its round has ended (records_ holds one entry per round, in order)
+        records_[static_cast<std::size_t>(round)].faults.emplace_back(now_ns(), what);
+        std::ofstream(dir_ / (label_ + ".events"), std::ios::app) << now_ns() << " " << what << "\n";
+      }
+    });
+  }
+
   std::string dsn_;
   dblock::LockMode mode_;
   Workload workload_;
@@ -361,7 +447,16 @@ class RunLoop {
   std::mutex mutex_;
   pid_t running_ = 0;
   std::filesystem::path record_;  // of the wrapper running now
-  std::vector<std::tuple<Take, std::filesystem::path, std::string>> records_;  // what, record, holder
+  std::vector<std::pair<std::int64_t, std::string>> faults_;  // of the wrapper running now
+  int round_ = -1;                                            // the round running now
+  struct Round {
+    Take take;
+    std::filesystem::path record;
+    std::string holder;
+    std::vector<std::pair<std::int64_t, std::string>> faults;
+  };
+  std::vector<Round> records_;
+  std::vector<std::jthread> guard_watches_;  // last: joined first
 };
 
 /// A holder thread: takes a name, works while lost() is false, records what it believed. Threads
@@ -497,7 +592,10 @@ void Nemesis::run(Workload workload) {
   bool advisory = GetParam().mode == dblock::LockMode::advisory;
   dblock::test::Installation installation(GetParam(), server_dsn, {.keep_store = false});
   auto base = installation.dsn();
-  auto dir = std::filesystem::temp_directory_path() / fmt::format("dblock-nemesis-{}-{}", getpid(), GetParam().label);
+  // One per run: a record left by another run (kept with DBLOCK_NEMESIS_KEEP) would be read as a belief.
+  auto dir = std::filesystem::temp_directory_path() / fmt::format("dblock-nemesis-{}-{}{}", getpid(), GetParam().label,
+                                                                  workload == Workload::groups ? "-groups" : "");
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
 
   // Holders 0 and 1 are in-process managers (0 with two threads), 2 and 3 are `dblock run` loops;
@@ -651,9 +749,9 @@ void Nemesis::run(Workload workload) {
       // SIGKILL of the guard alone (the OOM killer's pick): the wrapper must not release while
       // anything of the command may still run.
       if (loop->kill_guard_at_work()) ++faults["kill guard"];
-    } else if (loop->signal_at_work(SIGSTOP)) {
+    } else if (auto paused = loop->signal_at_work_pid(SIGSTOP)) {
       // Paused past its deadline: nobody renews, its command must stop in time.
-      undo.emplace_back(Clock::now() + between(400, 1500), [loop] { loop->signal(SIGCONT); });
+      undo.emplace_back(Clock::now() + between(400, 1500), [loop, paused] { loop->resume(paused); });
       ++faults["pause wrapper"];
     }
   }
@@ -689,7 +787,8 @@ void Nemesis::run(Workload workload) {
   std::cout << "[ nemesis  ] " << clocks << "\n";
   auto found = violations(beliefs);
   for (auto& violation : found) ADD_FAILURE() << violation << "\n(" << clocks << ")";
-  if (found.empty()) std::filesystem::remove_all(dir);
+  if (found.empty() && std::getenv("DBLOCK_NEMESIS_KEEP") == nullptr)
+    std::filesystem::remove_all(dir);
   else std::cout << "[ nemesis  ] wrapper logs kept in " << dir << "\n";
 }
 
@@ -709,10 +808,16 @@ INSTANTIATE_TEST_SUITE_P(Backends, GroupNemesis,
 TEST(NemesisChecker, AnOverlapSaysWhichDeadlineTheEarlierHolderBelieved) {
   Belief earlier{"a", 1, 0, 10'000'000, "x"};
   earlier.deadlines = {{0, 15'000'000}};
-  auto found = violations({earlier, {"a", 2, 5'000'000, 20'000'000, "y"}});
+  Belief cli{"a", 2, 5'000'000, 20'000'000, "y"};
+  cli.faults = {{7'000'000, "KILL to guard 12 of wrapper 11"}, {9'000'000, "guard 12 ended 250.0 ms after its KILL"}};
+  auto found = violations({earlier, cli});
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].find("[seen -5.0 ms: deadline +10.0 ms]"), std::string::npos) << found[0];
   EXPECT_NE(found[0].find("no deadline trace"), std::string::npos) << found[0];
+  EXPECT_NE(
+      found[0].find("[+2.0 ms: KILL to guard 12 of wrapper 11] [+4.0 ms: guard 12 ended 250.0 ms after its KILL]"),
+      std::string::npos)
+      << "what the nemesis did to a CLI holder's wrapper: " << found[0];
 }
 
 TEST(NemesisChecker, FindsOverlapsAndTokensOutOfOrder) {
