@@ -249,7 +249,8 @@ std::vector<std::string> cut_at_a_frozen_wrappers_guard_kill(std::vector<Belief>
         frozen = false;
       else if (what.starts_with("KILL to guard") && frozen && !guard_killed_ns)
         guard_killed_ns = at;
-      else if (guard_killed_ns && what.starts_with("guard ") && what.find(" ended ") != std::string::npos)
+      else if (guard_killed_ns && !guard_end_ms && what.starts_with("guard ") &&
+               what.find(" ended ") != std::string::npos)
         guard_end_ms = std::atof(what.substr(what.find(" ended ") + 7).c_str());
     }
     if (!guard_killed_ns || belief.last_ns <= *guard_killed_ns) continue;
@@ -872,7 +873,9 @@ TEST(NemesisChecker, AGuardKilledUnderAFrozenWrapperEndsTheBeliefAndItsCommandMu
   Belief next{"a", 2, 20'000'000, 40'000'000, "manager0"};
   command.faults = {{5'000'000, "STOP to wrapper 11 at work"},
                     {10'000'000, "KILL to guard 12 of wrapper 11"},
-                    {31'000'000, "guard 12 ended 21.0 ms after its KILL"}};
+                    {31'000'000, "guard 12 ended 21.0 ms after its KILL"},
+                    {50'000'000, "KILL to guard 12 of wrapper 11"},  // its zombie, killed again
+                    {50'100'000, "guard 12 ended 0.1 ms after its KILL"}};
   EXPECT_TRUE(violations({command, next}).empty())
       << "the command worked until its guard had ended: the product's promise for this double fault";
   command.last_ns = 37'000'000;
