@@ -149,7 +149,8 @@ TEST_F(RunProcess, RunRefusesLeasesItCannotKeepAndEndsTheShortestItAcceptsAsRunO
   }
   // The shortest lease it accepts, renewed several times over: the command runs to its end (0), or,
   // where renewals came late (a loaded host: two late in a row end a 200 ms lease), is stopped and
-  // `run` exits 70, never anything else. Whether 200 ms is kept is a matter of the machine's speed,
+  // `run` exits 70; or, where the grant's own reply came after its TTL (the core gives such a grant
+  // back), the command never starts and `run` exits 69 saying so. Never anything else. Whether 200 ms is kept is a matter of the machine's speed,
   // which no test here asserts (doc/cli.md gives the measurement behind the minimum); the count
   // kept is recorded.
   std::vector<std::pair<std::string, std::string>> backends;
@@ -160,7 +161,9 @@ TEST_F(RunProcess, RunRefusesLeasesItCannotKeepAndEndsTheShortestItAcceptsAsRunO
     for (int attempt = 0; attempt < 3; ++attempt) {
       auto outcome = run({"--dsn", dsn, "run", "--name", "short", "--ttl", "200ms", "--", "sleep", "1"});
       kept += outcome.exit_code == 0 ? 1 : 0;
-      if (outcome.exit_code != 0) {
+      bool grant_came_late = outcome.exit_code == 69 &&
+                             outcome.output.find("but the reply took longer than its TTL") != std::string::npos;
+      if (outcome.exit_code != 0 && !grant_came_late) {
         EXPECT_EQ(outcome.exit_code, 70) << label << ": a run that was not kept lost its lease" << outcome.output;
       }
     }
