@@ -150,9 +150,9 @@ TEST_F(RunProcess, RunRefusesLeasesItCannotKeepAndEndsTheShortestItAcceptsAsRunO
   // The shortest lease it accepts, renewed several times over: the command runs to its end (0), or,
   // where renewals came late (a loaded host: two late in a row end a 200 ms lease), is stopped and
   // `run` exits 70; or, where the grant's own reply came after its TTL (the core gives such a grant
-  // back), the command never starts and `run` exits 69 saying so. Never anything else. Whether 200 ms is kept is a matter of the machine's speed,
-  // which no test here asserts (doc/cli.md gives the measurement behind the minimum); the count
-  // kept is recorded.
+  // back), the command never starts and `run` exits 69 saying so. Never anything else. Whether 200 ms is kept is a
+  // matter of the machine's speed, which no test here asserts (doc/cli.md gives the measurement behind the minimum);
+  // the count kept is recorded.
   std::vector<std::pair<std::string, std::string>> backends;
   find_backends(backends);
   if (HasFatalFailure() || IsSkipped()) return;
@@ -161,8 +161,8 @@ TEST_F(RunProcess, RunRefusesLeasesItCannotKeepAndEndsTheShortestItAcceptsAsRunO
     for (int attempt = 0; attempt < 3; ++attempt) {
       auto outcome = run({"--dsn", dsn, "run", "--name", "short", "--ttl", "200ms", "--", "sleep", "1"});
       kept += outcome.exit_code == 0 ? 1 : 0;
-      bool grant_came_late = outcome.exit_code == 69 &&
-                             outcome.output.find("but the reply took longer than its TTL") != std::string::npos;
+      bool grant_came_late =
+          outcome.exit_code == 69 && outcome.output.find("but the reply took longer than its TTL") != std::string::npos;
       if (outcome.exit_code != 0 && !grant_came_late) {
         EXPECT_EQ(outcome.exit_code, 70) << label << ": a run that was not kept lost its lease" << outcome.output;
       }
@@ -226,13 +226,15 @@ class Terminal {
   /// The wrapper's exit code, waiting at most `limit`; -1 while it runs.
   int exit_code(std::chrono::milliseconds limit = 10s) {
     if (exit_code_ < 0)
-      eventually([&] {
-        int status = 0;
-        drain();  // so that the wrapper never blocks writing to a full terminal
-        if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        return true;
-      }, limit);
+      eventually(
+          [&] {
+            int status = 0;
+            drain();  // so that the wrapper never blocks writing to a full terminal
+            if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+            exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            return true;
+          },
+          limit);
     return exit_code_;
   }
   [[nodiscard]] const std::string& screen() const { return screen_; }
@@ -277,9 +279,10 @@ TEST_F(RunProcess, InAnInteractiveShellCtrlZStopsTheRunAndFgContinuesIt) {
   ASSERT_TRUE(shell.started());
   ASSERT_TRUE(shell.wait_for("$ ")) << shell.screen();
   // What the command prints is computed, so that the echo of the typed line cannot match it.
-  shell.type(fmt::format("{} --dsn {} run --name job --ttl 30s -- sh -c 'echo \"$((6*7))-up $$ \"; read line; "
-                         "echo \"got-$((6*7)) $line\"'\n",
-                         DBLOCK_CLI_PATH, sqlite_dsn_));
+  shell.type(
+      fmt::format("{} --dsn {} run --name job --ttl 30s -- sh -c 'echo \"$((6*7))-up $$ \"; read line; "
+                  "echo \"got-$((6*7)) $line\"'\n",
+                  DBLOCK_CLI_PATH, sqlite_dsn_));
   ASSERT_TRUE(shell.wait_for("42-up ")) << shell.screen();
   ASSERT_TRUE(shell.wait_for(" \r\n")) << shell.screen();
   pid_t command = std::stoi(shell.screen().substr(shell.screen().find("42-up ") + 6));

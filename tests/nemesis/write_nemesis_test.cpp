@@ -38,6 +38,7 @@
 #include <functional>
 #include <future>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -313,6 +314,14 @@ class WriteNemesis : public ::testing::TestWithParam<BackendCase> {
     std::map<std::string, std::int64_t> max_unavailable_ms;  // per phase
     std::vector<Interval> tree_stops;                        // every tree's stops, phased and random, as they happened
     int probe_writes = 0, probe_failures = 0;
+    /// The probe's tries, per probing thread: when it asked, and when each refused try's reply came.
+    struct ProbeTry {
+      std::string name;
+      std::thread::id thread;
+      std::int64_t at_ns = 0;
+      bool refused = false;  // false: the probe asked then
+    };
+    std::vector<ProbeTry> probe_tries;
   };
   Outcome run(bool fenced);
 };
@@ -351,13 +360,23 @@ WriteNemesis::Outcome WriteNemesis::run(bool fenced) {
 
   // The probe: a holder in this process on a connection nobody faults.
   auto probe_store = dblock::Store::open(installation.dsn());
-  dblock::LockManager probe_manager(probe_store, dblock::ManagerOptions{.default_ttl = kTtl, .backoff_max = 20ms});
+  std::mutex tries_mutex;  // guards out.probe_tries
+  auto note_try = [&](std::string_view name, bool refused) {
+    std::lock_guard guard(tries_mutex);
+    out.probe_tries.push_back({std::string(name), std::this_thread::get_id(), now_ns(), refused});
+  };
+  dblock::LockManager probe_manager(
+      probe_store, dblock::ManagerOptions{.default_ttl = kTtl, .backoff_max = 20ms, .on_event = [&](const auto& event) {
+                                            if (event.kind == dblock::LockEventKind::contended)
+                                              note_try(event.name, true);
+                                          }});
   const auto max_pause = kTtl + fence_bound(dialect) + kSlack + 500ms;
 
   std::mutex mutex;  // guards `out` and `probes`
   std::vector<std::future<void>> probes;
   auto probe = [&](std::string name) {
     try {
+      note_try(name, false);
       auto lock = probe_manager.acquire(name, 20s);
       {
         std::lock_guard guard(mutex);
@@ -567,6 +586,31 @@ WriteNemesis::Outcome WriteNemesis::run(bool fenced) {
   admin.exec(fmt::format("DROP TABLE {}app_writes", prefix));
   admin.exec(fmt::format("DROP TABLE {}app_seq", prefix));
 
+  // When someone other than the probe asked for the name after `pause` (a later grant's request):
+  // a try of the probe refused after that may have been refused for that holder, not the paused one.
+  auto grants_asked_from = [](const Outcome& outcome, const Pause& pause) {
+    auto asked = std::numeric_limits<std::int64_t>::max();
+    for (auto& grant : outcome.grants)
+      if (grant.name == pause.name && grant.token > pause.token && grant.worker >= 0)
+        asked = std::min(asked, grant.sent_ns);
+    return asked;
+  };
+  // How long the name was proven unavailable after `pause`, in ms: a try of the probe is sent after
+  // its thread's previous instant (its ask, or the reply of its previous refused try), so a refused
+  // try was refused no earlier than that instant. Only refusals replied before `others_asked`.
+  auto proven_unavailable_ms = [](const Outcome& outcome, const Pause& pause, std::int64_t others_asked) {
+    std::int64_t proven = pause.stopped_ns;
+    std::map<std::thread::id, std::int64_t> previous;  // per probing thread: its last instant so far
+    for (auto& tried : outcome.probe_tries) {          // in the order they were noted, each thread's in time order
+      if (tried.name != pause.name) continue;
+      auto before = previous.find(tried.thread);
+      if (tried.refused && before != previous.end() && tried.at_ns < others_asked && before->second >= pause.stopped_ns)
+        proven = std::max(proven, before->second);
+      previous[tried.thread] = tried.at_ns;
+    }
+    return (proven - pause.stopped_ns) / 1'000'000;
+  };
+
   // Unavailability of each phased pause: from the stop to the next grant of the name (any holder).
   // A grant whose worker was faulted while it asked counts from its request (its reply was held).
   for (auto& pause : out.pauses) {
@@ -602,9 +646,25 @@ WriteNemesis::Outcome WriteNemesis::run(bool fenced) {
       }
       bound = (free_ns - pause.stopped_ns) / 1'000'000 + kSlack.count();
     }
-    if (waited_ms > bound)
-      out.unavailable.push_back(fmt::format("'{}' unavailable for {} ms after the {} pause of token {} (bound {} ms)",
-                                            pause.name, waited_ms, pause.phase, pause.token, bound));
+    // The wait measured above also holds how late replies and threads came on a loaded host. A name
+    // is unavailable too long only when that is proven: the probe was refused by a try sent after
+    // the bound, before anyone else asked for the name again.
+    if (waited_ms <= bound) continue;
+    auto proven_ms = proven_unavailable_ms(out, pause, grants_asked_from(out, pause));
+    if (proven_ms > bound)
+      out.unavailable.push_back(fmt::format(
+          "'{}' unavailable for {} ms after the {} pause of token {} (bound {} ms; a try of the probe sent {} ms "
+          "after the pause was refused)",
+          pause.name, waited_ms, pause.phase, pause.token, bound, proven_ms));
+    else
+      ++out.events[fmt::format("late grant after a {} pause, not proven unavailable past the bound", pause.phase)];
+  }
+
+  // Each probe starts while the paused holder's lease may still run, and is refused then: without
+  // refusals the check above could prove nothing.
+  if (!out.pauses.empty()) {
+    EXPECT_TRUE(std::ranges::any_of(out.probe_tries, [](const auto& tried) { return tried.refused; }))
+        << "the probe was never refused: its contended events are not heard";
   }
 
   std::map<std::string, int> phases;
