@@ -12,8 +12,8 @@
 #include <csignal>
 #include <cstdio>
 
-#include <dblock/dblock.hpp>
 #include <fmt/format.h>
+#include <dblock/dblock.hpp>
 
 using namespace std::chrono_literals;
 
@@ -31,11 +31,20 @@ int main(int argc, char** argv) {
   try {
     auto store = dblock::Store::open(argv[1]);
     std::string name = argc == 3 ? argv[2] : "leader-example";
-    dblock::LeaderElection election(store, name, {
-        .on_elected = [](std::int64_t token) { fmt::print("elected, token {}\n", token); std::fflush(stdout); },
-        .on_revoked = [] { fmt::print("revoked\n"); std::fflush(stdout); },
-        .manager = {.default_ttl = 10s},
-    });
+    dblock::LeaderElection election(store, name,
+                                    {
+                                        .on_elected =
+                                            [](std::int64_t token) {
+                                              fmt::print("elected, token {}\n", token);
+                                              std::fflush(stdout);
+                                            },
+                                        .on_revoked =
+                                            [] {
+                                              fmt::print("revoked\n");
+                                              std::fflush(stdout);
+                                            },
+                                        .manager = {.default_ttl = 10s},
+                                    });
     fmt::print("campaigning for '{}' as {}\n", dblock::terminal_safe(name), getpid());
     std::fflush(stdout);
     int received = 0;

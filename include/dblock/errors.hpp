@@ -66,8 +66,7 @@ class DBLOCK_EXPORT LockLost : public Error {
 class DBLOCK_EXPORT SchemaError : public Error {
  public:
   enum class Reason { missing, outdated, newer };
-  SchemaError(Reason reason, const std::string& message)
-      : Error(ErrorCategory::schema, message), reason_(reason) {}
+  SchemaError(Reason reason, const std::string& message) : Error(ErrorCategory::schema, message), reason_(reason) {}
   [[nodiscard]] Reason reason() const noexcept { return reason_; }
 
  private:

@@ -31,10 +31,10 @@
 #include <string_view>
 #include <thread>
 
+#include <spdlog/fwd.h>
 #include <dblock/lock.hpp>
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
-#include <spdlog/fwd.h>
 
 #include <dblock/export.hpp>
 
@@ -119,14 +119,14 @@ class DBLOCK_EXPORT LeaderElection {
   ElectionOptions options_;
   mutable std::mutex state_;  // guards the term below
   std::condition_variable_any wake_;
-  std::optional<Lock> term_;  // the leader's lock
+  std::optional<Lock> term_;           // the leader's lock
   std::optional<Lock> ended_by_loss_;  // a lost term's guard, for the campaign thread to drop
   std::uint64_t terms_ = 0;
   std::string campaign_error_;  // the last campaign attempt's error, empty after a success or timeout
-  std::mutex callbacks_;  // on_elected and on_revoked of one term never overlap, and come in order
+  std::mutex callbacks_;        // on_elected and on_revoked of one term never overlap, and come in order
   std::shared_ptr<spdlog::logger> logger_;
   std::unique_ptr<LockManager> manager_;  // after the state: its threads stop before the state goes
-  std::jthread campaigner_;  // last: stopped and joined first
+  std::jthread campaigner_;               // last: stopped and joined first
 };
 
 struct ObserverOptions {

@@ -33,12 +33,12 @@ namespace dblock {
 
 /// Monotonic counters of one manager; read with LockManager::stats().
 struct ManagerStats {
-  std::uint64_t acquired = 0;      ///< grants, re-entries included
-  std::uint64_t contended = 0;     ///< tries that found another live owner
-  std::uint64_t timeouts = 0;      ///< acquire() calls that gave up
-  std::uint64_t renewals = 0;      ///< renewal statements that succeeded
-  std::uint64_t lost = 0;          ///< leases lost while held
-  std::uint64_t retried = 0;       ///< statements run again after a deadlock, lock-wait timeout or busy database
+  std::uint64_t acquired = 0;           ///< grants, re-entries included
+  std::uint64_t contended = 0;          ///< tries that found another live owner
+  std::uint64_t timeouts = 0;           ///< acquire() calls that gave up
+  std::uint64_t renewals = 0;           ///< renewal statements that succeeded
+  std::uint64_t lost = 0;               ///< leases lost while held
+  std::uint64_t retried = 0;            ///< statements run again after a deadlock, lock-wait timeout or busy database
   std::chrono::milliseconds waited{0};  ///< total time spent waiting in acquire()
   std::uint64_t combined = 0;           ///< acquisitions and releases sent in one statement with others (table mode)
   std::uint64_t written_behind = 0;     ///< releases that returned before their statement (write_behind_releases)

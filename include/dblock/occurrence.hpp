@@ -52,7 +52,7 @@ struct OccurrenceInfo {
   std::string name;
   std::string occurrence;
   std::string owner;
-  std::int64_t token = 0;   ///< the lock grant the run held
+  std::int64_t token = 0;                               ///< the lock grant the run held
   OccurrenceStatus status = OccurrenceStatus::running;  ///< abandoned: running, but its lease ended
   std::int64_t attempts = 0;
   std::optional<int> exit_code;

@@ -34,7 +34,8 @@ struct XactLockOptions {
 /// @throws InvalidArgument when `store` is not PostgreSQL or `conn` is null or has no open,
 ///         healthy transaction; SchemaError when dblock's schema is missing or outdated;
 ///         ConnectionError/DatabaseError from the statement.
-[[nodiscard]] DBLOCK_EXPORT std::optional<std::int64_t> try_xact_lock(Store& store, pg_conn* conn, const AdvisoryKey& key,
-                                                        XactLockOptions options = {});
+[[nodiscard]] DBLOCK_EXPORT std::optional<std::int64_t> try_xact_lock(Store& store, pg_conn* conn,
+                                                                      const AdvisoryKey& key,
+                                                                      XactLockOptions options = {});
 
 }  // namespace dblock::postgres

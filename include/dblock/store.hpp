@@ -62,8 +62,8 @@ struct LockInfo {
 
 /// What the lock table holds right now, by the database's clock.
 struct LockCensus {
-  std::int64_t held = 0;     ///< rows with a live lease
-  std::int64_t expired = 0;  ///< rows whose lease ended and that no reaper has deleted yet
+  std::int64_t held = 0;                         ///< rows with a live lease
+  std::int64_t expired = 0;                      ///< rows whose lease ended and that no reaper has deleted yet
   std::chrono::milliseconds oldest_held_age{0};  ///< age of the oldest live grant (0 when none)
 };
 

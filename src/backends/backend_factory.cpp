@@ -21,10 +21,10 @@ namespace dblock::detail {
 namespace {
 
 [[noreturn]] void not_built(const StoreUri& uri) {
-  throw InvalidArgument(fmt::format("DSN '{}': the {} backend is not part of this dblock build (configure with "
-                                    "-DDBLOCK_WITH_{}=ON)",
-                                    uri.redacted, to_string(uri.dialect),
-                                    uri.dialect == Dialect::mysql ? "MYSQL" : "POSTGRES"));
+  throw InvalidArgument(
+      fmt::format("DSN '{}': the {} backend is not part of this dblock build (configure with "
+                  "-DDBLOCK_WITH_{}=ON)",
+                  uri.redacted, to_string(uri.dialect), uri.dialect == Dialect::mysql ? "MYSQL" : "POSTGRES"));
 }
 
 }  // namespace
@@ -46,27 +46,34 @@ std::unique_ptr<Backend> make_backend(const StoreUri& uri, const BackendSettings
     throw InvalidArgument("a test clock and statement faults need an SQLite store (dblock::testing)");
   switch (uri.dialect) {
 #if DBLOCK_WITH_POSTGRES
-    case Dialect::postgresql: return make_postgres_backend(uri, settings);
+    case Dialect::postgresql:
+      return make_postgres_backend(uri, settings);
 #endif
 #if DBLOCK_WITH_MYSQL
-    case Dialect::mysql: return make_mysql_backend(uri, settings);
+    case Dialect::mysql:
+      return make_mysql_backend(uri, settings);
 #endif
     case Dialect::sqlite:
       return make_sqlite_backend(uri, settings);
-    default: not_built(uri);
+    default:
+      not_built(uri);
   }
 }
 
 std::unique_ptr<MigrationDialect> make_migration_dialect(const StoreUri& uri) {
   switch (uri.dialect) {
 #if DBLOCK_WITH_POSTGRES
-    case Dialect::postgresql: return std::make_unique<PgMigrationDialect>(uri);
+    case Dialect::postgresql:
+      return std::make_unique<PgMigrationDialect>(uri);
 #endif
 #if DBLOCK_WITH_MYSQL
-    case Dialect::mysql: return std::make_unique<MyMigrationDialect>(mysql_database_of(uri), uri.prefix, uri.galera);
+    case Dialect::mysql:
+      return std::make_unique<MyMigrationDialect>(mysql_database_of(uri), uri.prefix, uri.galera);
 #endif
-    case Dialect::sqlite: return std::make_unique<SqliteMigrationDialect>(uri.prefix);
-    default: not_built(uri);
+    case Dialect::sqlite:
+      return std::make_unique<SqliteMigrationDialect>(uri.prefix);
+    default:
+      not_built(uri);
   }
 }
 

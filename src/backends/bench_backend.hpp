@@ -38,7 +38,8 @@ class RawWriteClient {
   virtual ~RawWriteClient() = default;
   /// One committed transaction inserting (run, n); with `fence`, the fence for (name, token) as its
   /// first statement, as Store::fenced runs it: the fence's own cost without dblock's.
-  virtual void write(const std::string& run, std::int64_t n, const std::optional<std::pair<std::string, std::int64_t>>& fence) = 0;
+  virtual void write(const std::string& run, std::int64_t n,
+                     const std::optional<std::pair<std::string, std::int64_t>>& fence) = 0;
   /// The same insert as text, for Store::fenced ($1, $2 or ?, ?; both parameters as text).
   [[nodiscard]] virtual const std::string& insert_sql() const noexcept = 0;
   /// Deletes the rows of `run`.

@@ -20,12 +20,12 @@ struct MigrationFile;
 
 /// How a script for the dialect's own client is laid out around the statements.
 struct ScriptFrame {
-  std::string header;                    ///< comment lines: what the script is for and how to apply it
-  std::string opening;                   ///< raw text before the first statement (e.g. `DELIMITER $$`)
-  std::vector<std::string> preamble;     ///< statements before the migrations (lock, schema, history table)
-  std::vector<std::string> epilogue;     ///< statements after them (unlock, commit)
-  std::string closing;                   ///< raw text after the last statement
-  std::string terminator = ";";          ///< what ends a statement for the client
+  std::string header;                      ///< comment lines: what the script is for and how to apply it
+  std::string opening;                     ///< raw text before the first statement (e.g. `DELIMITER $$`)
+  std::vector<std::string> preamble;       ///< statements before the migrations (lock, schema, history table)
+  std::vector<std::string> epilogue;       ///< statements after them (unlock, commit)
+  std::string closing;                     ///< raw text after the last statement
+  std::string terminator = ";";            ///< what ends a statement for the client
   bool transaction_per_migration = false;  ///< BEGIN/COMMIT around each migration
 };
 

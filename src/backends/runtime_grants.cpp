@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "base/terminal_text.hpp"
 
@@ -39,11 +39,13 @@ RuntimeUse runtime_use(std::span<const CatalogObject> objects, std::string_view 
 void require_printable(std::string_view role, std::string_view what, std::size_t max_length) {
   if (role.empty()) throw InvalidArgument(fmt::format("--role needs the name of the {} to grant to", what));
   if (terminal_safe(role) != role || role.find_first_of("'\"`") != std::string_view::npos)
-    throw InvalidArgument(fmt::format("--role '{}' holds a quote, a backslash or a control character: grant to such a "
-                                      "{} by hand",
-                                      terminal_safe(role), what));
+    throw InvalidArgument(
+        fmt::format("--role '{}' holds a quote, a backslash or a control character: grant to such a "
+                    "{} by hand",
+                    terminal_safe(role), what));
   if (role.size() > max_length)
-    throw InvalidArgument(fmt::format("--role '{}' is longer than the {} bytes a {} name may have", role, max_length, what));
+    throw InvalidArgument(
+        fmt::format("--role '{}' is longer than the {} bytes a {} name may have", role, max_length, what));
 }
 
 std::string pg_ident(std::string_view name) { return fmt::format("\"{}\"", name); }
@@ -72,9 +74,11 @@ std::string postgres_runtime_grants(std::string_view schema, std::string_view pr
   for (auto& table : use.written_tables)
     out += fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {} TO {};\n", qualified(table), to);
   for (auto& table : use.read_tables) out += fmt::format("GRANT SELECT ON TABLE {} TO {};\n", qualified(table), to);
-  for (auto& sequence : use.sequences) out += fmt::format("GRANT USAGE ON SEQUENCE {} TO {};\n", qualified(sequence), to);
+  for (auto& sequence : use.sequences)
+    out += fmt::format("GRANT USAGE ON SEQUENCE {} TO {};\n", qualified(sequence), to);
   // EXECUTE is PUBLIC's by default; granted by name all the same, for databases that revoked it.
-  for (auto& function : use.functions) out += fmt::format("GRANT EXECUTE ON FUNCTION {} TO {};\n", qualified(function), to);
+  for (auto& function : use.functions)
+    out += fmt::format("GRANT EXECUTE ON FUNCTION {} TO {};\n", qualified(function), to);
   return out;
 }
 
@@ -83,7 +87,7 @@ std::string mysql_runtime_grants(std::string_view database, std::string_view pre
   auto at = role.rfind('@');
   auto user = role.substr(0, at);
   auto host = at == std::string_view::npos ? std::string_view("%") : role.substr(at + 1);
-  require_printable(user, "user", 80);   // MariaDB's limit (MySQL 8: 32)
+  require_printable(user, "user", 80);  // MariaDB's limit (MySQL 8: 32)
   require_printable(host, "host", 255);
   if (terminal_safe(database) != database)
     throw InvalidArgument(fmt::format("the database name '{}' holds a control character", terminal_safe(database)));
@@ -103,8 +107,10 @@ std::string mysql_runtime_grants(std::string_view database, std::string_view pre
   for (auto& table : use.read_tables) out += fmt::format("GRANT SELECT ON {} TO {};\n", qualified(table), to);
   // NEXTVAL needs SELECT and INSERT on the sequence (GET_LOCK mode draws tokens itself; the functions
   // run as their definer).
-  for (auto& sequence : use.sequences) out += fmt::format("GRANT SELECT, INSERT ON {} TO {};\n", qualified(sequence), to);
-  for (auto& function : use.functions) out += fmt::format("GRANT EXECUTE ON FUNCTION {} TO {};\n", qualified(function), to);
+  for (auto& sequence : use.sequences)
+    out += fmt::format("GRANT SELECT, INSERT ON {} TO {};\n", qualified(sequence), to);
+  for (auto& function : use.functions)
+    out += fmt::format("GRANT EXECUTE ON FUNCTION {} TO {};\n", qualified(function), to);
   for (auto& procedure : use.procedures)
     out += fmt::format("GRANT EXECUTE ON PROCEDURE {} TO {};\n", qualified(procedure), to);
   return out;

@@ -26,7 +26,8 @@ std::string first_word(std::string_view item) {
     auto end = item.find(item.front(), 1);
     return std::string(item.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1));
   }
-  auto end = std::find_if(item.begin(), item.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0 || c == '('; });
+  auto end = std::find_if(item.begin(), item.end(),
+                          [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0 || c == '('; });
   return std::string(item.begin(), end);
 }
 
@@ -85,15 +86,17 @@ std::vector<std::string> key_columns(std::string_view text) {
 
 /// A column line: its type (the words before the first constraint word), nullability and collation.
 std::string declared_column_type(std::string_view item, const CatalogRules& rules, bool in_primary_key) {
-  static const std::vector<std::string> constraint_words{"NOT", "NULL", "PRIMARY", "CHECK", "COLLATE", "CHARACTER",
-                                                         "DEFAULT", "UNIQUE", "REFERENCES", "GENERATED", "CONSTRAINT",
-                                                         "AUTO_INCREMENT"};
+  static const std::vector<std::string> constraint_words{"NOT",        "NULL",      "PRIMARY",    "CHECK",
+                                                         "COLLATE",    "CHARACTER", "DEFAULT",    "UNIQUE",
+                                                         "REFERENCES", "GENERATED", "CONSTRAINT", "AUTO_INCREMENT"};
   auto words = words_of(trim_whitespace(item));
   std::string type;
   std::size_t i = 1;  // words[0] is the name
   for (; i < words.size(); ++i) {
     auto word = ascii_upper(words[i]);
-    if (std::find(constraint_words.begin(), constraint_words.end(), word.substr(0, word.find('('))) != constraint_words.end()) break;
+    if (std::find(constraint_words.begin(), constraint_words.end(), word.substr(0, word.find('('))) !=
+        constraint_words.end())
+      break;
     // Appended, not `"…" + std::string(…)`: GCC 12 at -O3 reports a false -Wrestrict on the latter.
     if (!type.empty()) type += ' ';
     type += words[i];
@@ -184,8 +187,8 @@ std::vector<CatalogObject> objects_created_by(std::string_view script, const Cat
           if (std::regex_search(statement.begin(), statement.end(), table, on)) {
             object.table = unqualified(table[1].str());
             if (kind == "index")
-              object.columns = key_columns(statement.substr(0, statement.find(";\n")).substr(
-                  static_cast<std::size_t>(table.position(0) + table.length(0))));
+              object.columns = key_columns(statement.substr(0, statement.find(";\n"))
+                                               .substr(static_cast<std::size_t>(table.position(0) + table.length(0))));
           }
         }
         if (kind == "function" || kind == "procedure") {

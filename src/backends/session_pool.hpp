@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 namespace dblock::detail {
 
@@ -111,8 +111,10 @@ class SessionPool {
     bool keep = session->usable();
     {
       std::lock_guard lock(mutex_);
-      if (keep) idle_.push_back(std::move(session));
-      else --open_;
+      if (keep)
+        idle_.push_back(std::move(session));
+      else
+        --open_;
     }
     freed_.notify_one();
     // A dropped session closes here, outside the mutex.

@@ -11,9 +11,12 @@ enum class Dialect { postgresql, mysql, sqlite };
 /// "postgresql", "mysql", "sqlite": the scheme as dblock normalises it (Store::dialect()).
 [[nodiscard]] constexpr std::string_view to_string(Dialect dialect) noexcept {
   switch (dialect) {
-    case Dialect::postgresql: return "postgresql";
-    case Dialect::mysql: return "mysql";
-    case Dialect::sqlite: return "sqlite";
+    case Dialect::postgresql:
+      return "postgresql";
+    case Dialect::mysql:
+      return "mysql";
+    case Dialect::sqlite:
+      return "sqlite";
   }
   return "?";
 }

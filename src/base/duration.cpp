@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <limits>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 namespace dblock::detail {
 
@@ -20,11 +20,16 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   if (ec != std::errc() || end == text.data()) return fail("it must start with a whole number");
   std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
   std::uint64_t scale = 0;
-  if (unit == "ms") scale = 1;
-  else if (unit == "s") scale = 1000;
-  else if (unit == "m") scale = 60'000;
-  else if (unit == "h") scale = 3'600'000;
-  else return fail(unit.empty() ? "a unit is missing" : "unknown unit");
+  if (unit == "ms")
+    scale = 1;
+  else if (unit == "s")
+    scale = 1000;
+  else if (unit == "m")
+    scale = 60'000;
+  else if (unit == "h")
+    scale = 3'600'000;
+  else
+    return fail(unit.empty() ? "a unit is missing" : "unknown unit");
   constexpr auto kLimit = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 1000);
   if (value > kLimit / scale) return fail("number too large");
   return std::chrono::milliseconds(static_cast<std::int64_t>(value * scale));

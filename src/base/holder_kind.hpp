@@ -9,9 +9,12 @@ namespace dblock::detail {
 
 [[nodiscard]] constexpr std::string_view kind_text(HolderKind kind) noexcept {
   switch (kind) {
-    case HolderKind::permit: return "permit";
-    case HolderKind::shared: return "shared";
-    case HolderKind::exclusive: break;
+    case HolderKind::permit:
+      return "permit";
+    case HolderKind::shared:
+      return "shared";
+    case HolderKind::exclusive:
+      break;
   }
   return "exclusive";
 }

@@ -9,7 +9,8 @@
 namespace dblock::detail {
 
 /// Replaces each `{name}` placeholder by its value in one pass (values are not re-scanned).
-inline std::string fill(std::string_view text, std::initializer_list<std::pair<std::string_view, std::string_view>> values) {
+inline std::string fill(std::string_view text,
+                        std::initializer_list<std::pair<std::string_view, std::string_view>> values) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {

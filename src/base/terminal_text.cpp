@@ -11,7 +11,11 @@ namespace {
 /// The length of the valid UTF-8 sequence at `text[i]` and its code point; 0 when invalid.
 std::size_t decode(std::string_view text, std::size_t i, std::uint32_t& code) {
   auto lead = static_cast<unsigned char>(text[i]);
-  std::size_t length = lead < 0x80 ? 1 : (lead & 0xE0) == 0xC0 ? 2 : (lead & 0xF0) == 0xE0 ? 3 : (lead & 0xF8) == 0xF0 ? 4 : 0;
+  std::size_t length = lead < 0x80             ? 1
+                       : (lead & 0xE0) == 0xC0 ? 2
+                       : (lead & 0xF0) == 0xE0 ? 3
+                       : (lead & 0xF8) == 0xF0 ? 4
+                                               : 0;
   if (length == 0 || i + length > text.size()) return 0;
   code = length == 1 ? lead : length == 2 ? lead & 0x1F : length == 3 ? lead & 0x0F : lead & 0x07;
   for (std::size_t k = 1; k < length; ++k) {
@@ -41,10 +45,14 @@ std::string terminal_safe(std::string_view text) {
       ++i;
       continue;
     }
-    if (code == '\\') out += "\\\\";
-    else if (code < 0x20 || code == 0x7F) out += fmt::format("\\x{:02x}", code);
-    else if ((code >= 0x80 && code <= 0x9F) || is_bidi_control(code)) out += fmt::format("\\u{{{:04x}}}", code);
-    else out.append(text.substr(i, length));
+    if (code == '\\')
+      out += "\\\\";
+    else if (code < 0x20 || code == 0x7F)
+      out += fmt::format("\\x{:02x}", code);
+    else if ((code >= 0x80 && code <= 0x9F) || is_bidi_control(code))
+      out += fmt::format("\\u{{{:04x}}}", code);
+    else
+      out.append(text.substr(i, length));
     i += length;
   }
   return out;

@@ -6,8 +6,8 @@
 
 #include <dblock/errors.hpp>
 
-#include "base/validate.hpp"
 #include <fmt/format.h>
+#include "base/validate.hpp"
 
 namespace dblock::detail {
 
@@ -16,10 +16,12 @@ namespace {
 std::string percent_decode(std::string_view text, std::string_view uri_for_errors) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') { out += text[i]; continue; }
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
     unsigned value = 0;
-    if (i + 2 >= text.size())
-      throw InvalidArgument(fmt::format("DSN '{}' has a truncated %-escape", uri_for_errors));
+    if (i + 2 >= text.size()) throw InvalidArgument(fmt::format("DSN '{}' has a truncated %-escape", uri_for_errors));
     auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
     if (ec != std::errc() || end != text.data() + i + 3)
       throw InvalidArgument(fmt::format("DSN '{}' has an invalid %-escape", uri_for_errors));
@@ -101,10 +103,14 @@ StoreUri parse_store_uri(std::string_view uri) {
   if (scheme_end == std::string_view::npos || scheme_end == 0)
     fail("expected scheme://..., e.g. postgresql://user:pw@host:5432/db or sqlite:///path/to/file.db");
   std::string_view scheme = uri.substr(0, scheme_end);
-  if (scheme == "postgresql" || scheme == "postgres") parsed.dialect = Dialect::postgresql;
-  else if (scheme == "sqlite" || scheme == "sqlite3") parsed.dialect = Dialect::sqlite;
-  else if (scheme == "mysql" || scheme == "mariadb") parsed.dialect = Dialect::mysql;
-  else fail(fmt::format("unknown scheme '{}' (supported: postgresql://, mysql://, sqlite://)", scheme));
+  if (scheme == "postgresql" || scheme == "postgres")
+    parsed.dialect = Dialect::postgresql;
+  else if (scheme == "sqlite" || scheme == "sqlite3")
+    parsed.dialect = Dialect::sqlite;
+  else if (scheme == "mysql" || scheme == "mariadb")
+    parsed.dialect = Dialect::mysql;
+  else
+    fail(fmt::format("unknown scheme '{}' (supported: postgresql://, mysql://, sqlite://)", scheme));
 
   auto query_start = uri.find('?');
   std::string_view base = uri.substr(0, query_start);
@@ -132,7 +138,8 @@ StoreUri parse_store_uri(std::string_view uri) {
           fail(fmt::format("pool='{}' must be a whole number from 1 to 1000", value));
         parsed.pool_size = pool;
       } else if (key == "pool_mode") {
-        if (parsed.dialect != Dialect::postgresql) fail("pool_mode= is for postgresql:// (a PgBouncer-style pooler in between)");
+        if (parsed.dialect != Dialect::postgresql)
+          fail("pool_mode= is for postgresql:// (a PgBouncer-style pooler in between)");
         if (value != "session" && value != "transaction")
           fail(fmt::format("pool_mode='{}' must be session or transaction (the pooler's pool_mode)", value));
         parsed.transaction_pooler = value == "transaction";
@@ -175,13 +182,15 @@ StoreUri resolve_store_uri(std::string_view uri, const StoreOptions& options) {
   if (options.pool_size != 0) parsed.pool_size = options.pool_size;
   // MySQL's schema is the database the URI's path names (its backend reads it from there).
   if (parsed.dialect == Dialect::mysql && !parsed.schema.empty())
-    throw InvalidArgument(fmt::format("DSN '{}': MySQL has no schemas apart from databases (got schema={}); name the "
-                                      "database in the URI path, mysql://user:pw@host:3306/DATABASE",
-                                      parsed.redacted, parsed.schema));
+    throw InvalidArgument(
+        fmt::format("DSN '{}': MySQL has no schemas apart from databases (got schema={}); name the "
+                    "database in the URI path, mysql://user:pw@host:3306/DATABASE",
+                    parsed.redacted, parsed.schema));
   if (parsed.dialect == Dialect::sqlite && !parsed.schema.empty() && parsed.schema != "main")
-    throw InvalidArgument(fmt::format("DSN '{}': SQLite has no schemas (got schema={}); use prefix= to keep "
-                                      "installations apart",
-                                      parsed.redacted, parsed.schema));
+    throw InvalidArgument(
+        fmt::format("DSN '{}': SQLite has no schemas (got schema={}); use prefix= to keep "
+                    "installations apart",
+                    parsed.redacted, parsed.schema));
   if (parsed.dialect != Dialect::mysql) {
     if (parsed.schema.empty()) parsed.schema = parsed.dialect == Dialect::sqlite ? "main" : "public";
     validate_identifier("schema", parsed.schema, 63, false);
@@ -208,6 +217,5 @@ std::string percent_decode_lenient(std::string_view text) {
   }
   return out;
 }
-
 
 }  // namespace dblock::detail

@@ -13,10 +13,10 @@ namespace dblock::detail {
 /// A store URI split into what dblock uses itself and what goes to the driver.
 struct StoreUri {
   Dialect dialect = Dialect::sqlite;  // from the scheme (postgres:// and mariadb:// included)
-  std::string driver_uri;  // the URI without dblock's own query parameters
-  std::string redacted;    // the URI with passwords replaced by ***: safe to print
-  std::string schema;      // empty when not given; always empty for MySQL (the database is the schema)
-  std::string prefix;      // empty when not given
+  std::string driver_uri;             // the URI without dblock's own query parameters
+  std::string redacted;               // the URI with passwords replaced by ***: safe to print
+  std::string schema;                 // empty when not given; always empty for MySQL (the database is the schema)
+  std::string prefix;                 // empty when not given
   bool prefix_given = false;
   std::size_t pool_size = 0;  // 0 when not given
   /// `pool_mode=transaction` (PostgreSQL): a pooler in transaction mode sits in between, so no

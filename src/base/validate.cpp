@@ -1,7 +1,7 @@
 #include "base/validate.hpp"
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 namespace dblock::detail {
 
@@ -25,11 +25,21 @@ bool is_valid_utf8(std::string_view text) noexcept {
     auto lead = static_cast<unsigned char>(text[i]);
     std::size_t extra = 0;
     std::uint32_t code = 0;
-    if (lead < 0x80) { ++i; continue; }
-    if ((lead & 0xE0) == 0xC0) { extra = 1; code = lead & 0x1F; }
-    else if ((lead & 0xF0) == 0xE0) { extra = 2; code = lead & 0x0F; }
-    else if ((lead & 0xF8) == 0xF0) { extra = 3; code = lead & 0x07; }
-    else return false;
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((lead & 0xE0) == 0xC0) {
+      extra = 1;
+      code = lead & 0x1F;
+    } else if ((lead & 0xF0) == 0xE0) {
+      extra = 2;
+      code = lead & 0x0F;
+    } else if ((lead & 0xF8) == 0xF0) {
+      extra = 3;
+      code = lead & 0x07;
+    } else
+      return false;
     if (i + extra >= text.size()) return false;
     for (std::size_t k = 1; k <= extra; ++k) {
       auto next = static_cast<unsigned char>(text[i + k]);
@@ -50,18 +60,19 @@ void validate_lock_name(std::string_view name) {
                                       name.size(), kMaxNameBytes));
   if (name.find('\0') != std::string_view::npos)
     throw InvalidArgument(fmt::format("lock name '{}' contains a NUL byte", printable(name)));
-  if (!is_valid_utf8(name))
-    throw InvalidArgument(fmt::format("lock name '{}' is not valid UTF-8", printable(name)));
+  if (!is_valid_utf8(name)) throw InvalidArgument(fmt::format("lock name '{}' is not valid UTF-8", printable(name)));
 }
 
 void validate_owner_tag(std::string_view tag) {
   constexpr std::size_t kMaxTagBytes = 64;
   if (tag.size() > kMaxTagBytes)
-    throw InvalidArgument(fmt::format("ManagerOptions.owner_tag is {} bytes; at most {} are allowed", tag.size(), kMaxTagBytes));
+    throw InvalidArgument(
+        fmt::format("ManagerOptions.owner_tag is {} bytes; at most {} are allowed", tag.size(), kMaxTagBytes));
   for (unsigned char c : tag)
     if (c < 0x20 || c == 0x7f)
       throw InvalidArgument(fmt::format("ManagerOptions.owner_tag '{}' contains a control character", printable(tag)));
-  if (!is_valid_utf8(tag)) throw InvalidArgument(fmt::format("ManagerOptions.owner_tag '{}' is not valid UTF-8", printable(tag)));
+  if (!is_valid_utf8(tag))
+    throw InvalidArgument(fmt::format("ManagerOptions.owner_tag '{}' is not valid UTF-8", printable(tag)));
 }
 
 void validate_ttl(std::chrono::milliseconds ttl, std::chrono::milliseconds renew_interval) {
@@ -69,8 +80,8 @@ void validate_ttl(std::chrono::milliseconds ttl, std::chrono::milliseconds renew
     throw InvalidArgument(fmt::format("ttl {}ms is out of range: it must be between {}ms and {}ms", ttl.count(),
                                       kMinTtl.count(), kMaxTtl.count()));
   if (renew_interval.count() > 0 && ttl < 3 * renew_interval)
-    throw InvalidArgument(fmt::format("ttl {}ms is shorter than three renew intervals ({}ms each)", ttl.count(),
-                                      renew_interval.count()));
+    throw InvalidArgument(
+        fmt::format("ttl {}ms is shorter than three renew intervals ({}ms each)", ttl.count(), renew_interval.count()));
 }
 
 void validate_identifier(std::string_view what, std::string_view value, std::size_t max_length, bool allow_empty) {

@@ -72,14 +72,12 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   std::string key_text;  // the name an explicit key is shown under
   std::string_view name = lock_name.empty() ? std::string_view(key_text = key.to_string()) : lock_name;
   if (options.ttl.count() != 0)
-    throw InvalidArgument(fmt::format("lock '{}': advisory locks have no lease, so LockOptions.ttl must be 0 (got {}ms)",
-                                      name, options.ttl.count()));
+    throw InvalidArgument(fmt::format(
+        "lock '{}': advisory locks have no lease, so LockOptions.ttl must be 0 (got {}ms)", name, options.ttl.count()));
   if (timeout && timeout->count() < 0) throw InvalidArgument(fmt::format("timeout {}ms is negative", timeout->count()));
   auto started = SteadyClock::now();
   auto deadline = started + timeout.value_or(std::chrono::milliseconds(0));
-  auto left = [&] {
-    return std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
-  };
+  auto left = [&] { return std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now()); };
   std::optional<Backoff> backoff;  // only an outage needs it; its random engine is not free
   std::string last_error;
   WaitReport wait_report(*this, name, started);
@@ -144,7 +142,7 @@ std::pair<std::optional<Lock>, bool> AdvisoryCore::attempt(std::string_view name
   std::int64_t depth = 0;
   std::optional<std::int64_t> token;
   std::shared_ptr<AdvisoryHeld> held;  // a new grant's record
-  SteadyClock::time_point alive_at;  // when the new lock's session was last seen alive
+  SteadyClock::time_point alive_at;    // when the new lock's session was last seen alive
   {
     // Every grant of this owner goes through `use`, so a re-entry is seen here, and the server is
     // asked once per lock however deep the re-entry goes.
@@ -283,9 +281,10 @@ std::optional<std::int64_t> AdvisoryCore::lock_on_session(std::unique_lock<std::
       report_all_lost(gone, why);
     }
     if (server_cancelled(e))
-      throw Timeout(fmt::format("the server cancelled the wait for an advisory lock ({}): a server-side statement "
-                                "timeout is shorter than the wait",
-                                e.what()));
+      throw Timeout(
+          fmt::format("the server cancelled the wait for an advisory lock ({}): a server-side statement "
+                      "timeout is shorter than the wait",
+                      e.what()));
     throw;
   }
 }
@@ -317,9 +316,12 @@ void AdvisoryCore::release(const std::shared_ptr<HeldLock>& held_base) {
     drop_if_overdue(held->pinned);
     sent = SteadyClock::now();
     try {
-      if (!held->pinned->session) why = "the connection holding it broke, so the server released it";
-      else if (!held->pinned->session->unlock(held->target)) why = "the server no longer held it";
-      else prove_alive(held->pinned, sent);
+      if (!held->pinned->session)
+        why = "the connection holding it broke, so the server released it";
+      else if (!held->pinned->session->unlock(held->target))
+        why = "the server no longer held it";
+      else
+        prove_alive(held->pinned, sent);
     } catch (const std::exception& e) {
       // Whatever failed, the server may still hold it: the session goes (and every lock on it).
       why = fmt::format("unlocking failed, so its connection was given up: {}", e.what());

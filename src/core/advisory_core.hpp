@@ -71,16 +71,16 @@ class AdvisoryCore final : public ManagerBase {
     // Recursive for one reason: a thread inside `use` whose session lease finds the pool dry gives
     // back idle sessions and so tries `use` of every owner, its own too (see Pinned's users).
     std::recursive_mutex use;
-    std::unique_ptr<AdvisorySession> session;               // guarded by `use`; null when none or broken
-    std::size_t users = 0;                                  // guarded by mutex_
-    bool used_since_check = true;                           // guarded by mutex_
-    bool overdue = false;  // guarded by mutex_: a lock on it passed its deadline; drop the session
+    std::unique_ptr<AdvisorySession> session;  // guarded by `use`; null when none or broken
+    std::size_t users = 0;                     // guarded by mutex_
+    bool used_since_check = true;              // guarded by mutex_
+    bool overdue = false;                      // guarded by mutex_: a lock on it passed its deadline; drop the session
 
     std::map<HeldKey, std::shared_ptr<AdvisoryHeld>> held;  // guarded by mutex_
   };
   struct AdvisoryHeld final : HeldLock {
-    AdvisoryHeld(std::string name, std::int64_t token, const AdvisoryTarget& target_in, std::shared_ptr<Pinned> pinned_in,
-                 std::chrono::milliseconds check_ttl, SteadyClock::time_point sent)
+    AdvisoryHeld(std::string name, std::int64_t token, const AdvisoryTarget& target_in,
+                 std::shared_ptr<Pinned> pinned_in, std::chrono::milliseconds check_ttl, SteadyClock::time_point sent)
         : HeldLock(std::move(name), pinned_in->owner, token, check_ttl, lease_deadline(sent, check_ttl)),
           target{target_in.key, target_in.name.empty() ? std::string_view() : std::string_view(this->name),
                  target_in.shared},
@@ -96,8 +96,8 @@ class AdvisoryCore final : public ManagerBase {
   /// One statement on the owner's session (or a re-entry, which needs none). The flag is true
   /// when the grant created a new held record, which keeps the caller's pin.
   std::pair<std::optional<Lock>, bool> attempt(std::string_view name, const AdvisoryTarget& target,
-                                               const std::shared_ptr<Pinned>& pinned,
-                                               std::chrono::milliseconds wait, SteadyClock::time_point started);
+                                               const std::shared_ptr<Pinned>& pinned, std::chrono::milliseconds wait,
+                                               SteadyClock::time_point started);
   std::shared_ptr<Pinned> pin();
   void unpin(const std::shared_ptr<Pinned>& pinned);
   /// The session of `pinned` broke: drops it and takes every lock on it out of the table (the
@@ -125,7 +125,7 @@ class AdvisoryCore final : public ManagerBase {
   /// lost then). REQUIRES: pinned->use held.
   void drop_if_overdue(const std::shared_ptr<Pinned>& pinned);
 
-  std::map<std::uint64_t, std::shared_ptr<Pinned>> pinned_;  // by owner_key_for_this_thread(); guarded by mutex_
+  std::map<std::uint64_t, std::shared_ptr<Pinned>> pinned_;   // by owner_key_for_this_thread(); guarded by mutex_
   std::shared_ptr<const std::function<void()>> on_pool_dry_;  // registered weakly with the pool
 };
 

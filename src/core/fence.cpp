@@ -49,9 +49,10 @@ FencedTransaction::FencedTransaction(detail::FencedSession& session, std::string
 // that long, but a stream of short statements would go on: the client stops it at the lease's end.
 void FencedTransaction::check_deadline() const {
   if (std::chrono::steady_clock::now() >= deadline_)
-    throw LockLost(fmt::format("the fenced transaction on lock '{}' outlived the lease it had at the fence; rolled "
-                               "back, nothing of it committed",
-                               detail::terminal_safe(name_)));
+    throw LockLost(
+        fmt::format("the fenced transaction on lock '{}' outlived the lease it had at the fence; rolled "
+                    "back, nothing of it committed",
+                    detail::terminal_safe(name_)));
 }
 
 FenceRows FencedTransaction::query(std::string_view sql, const std::vector<std::string>& params) {
@@ -101,9 +102,10 @@ void Store::fenced(const std::vector<FenceTarget>& targets, const std::function<
   if (!work) throw InvalidArgument("Store::fenced needs the work to run (got an empty function)");
   auto* fences = detail::StoreParts::backend(*this).fences().get_if();
   if (fences == nullptr)
-    throw InvalidArgument(fmt::format("{}: this store has no fenced transactions (table-mode stores on PostgreSQL, "
-                                      "MySQL/MariaDB and SQLite have them)",
-                                      redacted_uri()));
+    throw InvalidArgument(
+        fmt::format("{}: this store has no fenced transactions (table-mode stores on PostgreSQL, "
+                    "MySQL/MariaDB and SQLite have them)",
+                    redacted_uri()));
   check_schema();
   auto sent = std::chrono::steady_clock::now();
   // Nothing commits before the work ran: a fence refused for a transient reason may be tried again.

@@ -53,9 +53,7 @@ std::stop_token Lock::stop_token() const {
   return held_->stop_token();
 }
 
-std::chrono::steady_clock::time_point Lock::local_deadline() const {
-  return require(held_).deadline();
-}
+std::chrono::steady_clock::time_point Lock::local_deadline() const { return require(held_).deadline(); }
 
 void Lock::release() {
   require(held_);

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/validate.hpp"
 #include "core/owner_id.hpp"
 #include "core/store_parts.hpp"
-#include "base/validate.hpp"
 
 namespace dblock::detail {
 
@@ -51,8 +51,10 @@ void ManagerBase::stop_threads() {
   for (auto* thread : {&watchdog_, &timer_}) {
     if (!thread->joinable()) continue;
     // The last Lock can be dropped by the user's on_lost callback, i.e. on one of these threads.
-    if (thread->get_id() == std::this_thread::get_id()) thread->detach();
-    else thread->join();
+    if (thread->get_id() == std::this_thread::get_id())
+      thread->detach();
+    else
+      thread->join();
   }
   // After the join: the threads read their registrations until they stop (a detached one has
   // seen the stop already: it is the thread running this).
@@ -116,8 +118,8 @@ void ManagerBase::start() {
 
 namespace {
 [[noreturn]] void refuse_key(const AdvisoryKey& key) {
-  throw InvalidArgument(fmt::format("explicit advisory key {} needs ManagerOptions.mode = LockMode::advisory",
-                                    key.to_string()));
+  throw InvalidArgument(
+      fmt::format("explicit advisory key {} needs ManagerOptions.mode = LockMode::advisory", key.to_string()));
 }
 }  // namespace
 
@@ -172,8 +174,10 @@ void ManagerBase::deadline_timer(std::stop_token stop) {
     for (auto& held : held_snapshot()) {
       if (held->lost.load()) continue;
       auto deadline = held->deadline();
-      if (now >= deadline) overdue.push_back(std::move(held));
-      else next = std::min(next, deadline);
+      if (now >= deadline)
+        overdue.push_back(std::move(held));
+      else
+        next = std::min(next, deadline);
     }
     for (auto& held : overdue) deadline_passed(held);
     overdue.clear();

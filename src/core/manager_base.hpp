@@ -37,7 +37,8 @@ using SteadyClock = std::chrono::steady_clock;
 }
 
 /// The local deadline of a lease whose statement was sent at `sent`.
-[[nodiscard]] inline SteadyClock::time_point lease_deadline(SteadyClock::time_point sent, std::chrono::milliseconds ttl) {
+[[nodiscard]] inline SteadyClock::time_point lease_deadline(SteadyClock::time_point sent,
+                                                            std::chrono::milliseconds ttl) {
   return sent + ttl - clock_allowance(ttl);
 }
 
@@ -47,7 +48,11 @@ using SteadyClock = std::chrono::steady_clock;
 struct HeldLock {
   HeldLock(std::string name_in, std::string owner_in, std::int64_t token_in, std::chrono::milliseconds ttl_in,
            SteadyClock::time_point deadline, HolderKind kind_in = HolderKind::exclusive)
-      : name(std::move(name_in)), owner(std::move(owner_in)), token(token_in), kind(kind_in), ttl(ttl_in),
+      : name(std::move(name_in)),
+        owner(std::move(owner_in)),
+        token(token_in),
+        kind(kind_in),
+        ttl(ttl_in),
         local_deadline(deadline.time_since_epoch().count()) {}
   virtual ~HeldLock() = default;
   HeldLock(const HeldLock&) = delete;
@@ -90,20 +95,21 @@ struct HeldLock {
   /// Raises the TTL renewals ask for to `at_least` (a re-entry with a longer TTL).
   void raise_ttl(std::chrono::milliseconds at_least) {
     auto current = ttl.load();
-    while (current < at_least && !ttl.compare_exchange_weak(current, at_least)) {}
+    while (current < at_least && !ttl.compare_exchange_weak(current, at_least)) {
+    }
   }
 
   const std::string name;
   const std::string owner;
   /// The fencing token; 0 in advisory mode until first asked for (token_of), then set once.
   std::atomic<std::int64_t> token;
-  const HolderKind kind;  // table mode: exclusive, or a member of a group (permit, shared)
+  const HolderKind kind;                       // table mode: exclusive, or a member of a group (permit, shared)
   std::atomic<std::chrono::milliseconds> ttl;  // the longest any re-entry asked for: what the database holds
   std::atomic<bool> lost{false};
-  std::atomic<bool> ended{false};  // end_belief() ran: no renewal extends it again
+  std::atomic<bool> ended{false};         // end_belief() ran: no renewal extends it again
   std::atomic<bool> end_reported{false};  // claim_end() ran: the grant's end was reported
   std::atomic<SteadyClock::rep> local_deadline;
-  std::int64_t depth = 0;  // guarded by the manager's mutex_
+  std::int64_t depth = 0;                 // guarded by the manager's mutex_
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
   const SteadyClock::time_point granted = SteadyClock::now();  // for LockEvent::held
   /// Lock::stop_token(): requested once the grant is lost (report_lost and its kin), never on
@@ -312,7 +318,7 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   // With a local clock: the watchdog's and the timer's registrations as its waiters.
   std::shared_ptr<ManualClock::Waiter> watchdog_waiter_, timer_waiter_;
   std::weak_ptr<ManagerBase> user_handle_;  // set by start_for_users
-  std::jthread watchdog_;  // last two: joined before the members above go
+  std::jthread watchdog_;                   // last two: joined before the members above go
   std::jthread timer_;
 };
 

@@ -2,10 +2,10 @@
 
 #include <ctime>
 
-#include <dblock/errors.hpp>
-#include <dblock/text.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <dblock/errors.hpp>
+#include <dblock/text.hpp>
 
 #include "backends/occurrence_backend.hpp"
 #include "core/owner_id.hpp"
@@ -42,8 +42,8 @@ void validate(const OccurrenceOptions& options) {
     return;
   }
   if (options.period.count() <= 0 || options.period > kLongestPeriod)
-    throw InvalidArgument(fmt::format("the occurrence period {} must be positive and at most 366 days",
-                                      format_duration(options.period)));
+    throw InvalidArgument(
+        fmt::format("the occurrence period {} must be positive and at most 366 days", format_duration(options.period)));
   // A tolerance of half the period or more would move firings of two scheduled instants together.
   if (tolerance_of(options) * 2 >= options.period)
     throw InvalidArgument(fmt::format("the occurrence tolerance {} must be less than half the period {}",
@@ -78,10 +78,14 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - ((a % b 
 
 const char* occurrence_status_name(OccurrenceStatus status) noexcept {
   switch (status) {
-    case OccurrenceStatus::running: return "running";
-    case OccurrenceStatus::succeeded: return "succeeded";
-    case OccurrenceStatus::failed: return "failed";
-    case OccurrenceStatus::abandoned: return "abandoned";
+    case OccurrenceStatus::running:
+      return "running";
+    case OccurrenceStatus::succeeded:
+      return "succeeded";
+    case OccurrenceStatus::failed:
+      return "failed";
+    case OccurrenceStatus::abandoned:
+      return "abandoned";
   }
   return "running";
 }
@@ -110,8 +114,8 @@ Occurrence Occurrence::claim(const std::shared_ptr<Store>& store, const Lock& lo
   occurrence.token_ = lock.token();
   occurrence.key_ = occurrence_key(*store, options);
   auto owner = detail::make_manager_owner_id("occurrence");
-  detail::OccurrenceClaimRef ref{occurrence.name_, occurrence.key_, owner, occurrence.token_, keep_of(options),
-                                 options.retry_failed};
+  detail::OccurrenceClaimRef ref{occurrence.name_,  occurrence.key_,  owner,
+                                 occurrence.token_, keep_of(options), options.retry_failed};
   auto& role = occurrence_role(*store);
   // Safe to repeat: a claim whose reply was lost finds the row carrying this token, and takes it.
   occurrence.claimed_ = detail::retry_read([&] { return role.claim(ref); });

@@ -87,8 +87,10 @@ void ReleaseHub::run(std::stop_token stop) {
         std::lock_guard lock(mutex_);
         listener_failed_ = false;
         for (auto& name : add) {
-          if (auto it = watched_.find(name); it != watched_.end()) it->second.active = true;
-          else to_unwatch_.push_back(name);  // its last waiter left while we were watching it
+          if (auto it = watched_.find(name); it != watched_.end())
+            it->second.active = true;
+          else
+            to_unwatch_.push_back(name);  // its last waiter left while we were watching it
         }
       }
       changed_.notify_all();

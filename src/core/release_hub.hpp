@@ -35,7 +35,8 @@ class ReleaseHub {
   /// Whether releases currently wake waiters (false: none on this backend, or the listener is down).
   [[nodiscard]] bool notifying();
 
-  [[nodiscard]] std::unique_ptr<Subscription> subscribe(const std::string& name, std::chrono::milliseconds ready_timeout);
+  [[nodiscard]] std::unique_ptr<Subscription> subscribe(const std::string& name,
+                                                        std::chrono::milliseconds ready_timeout);
 
  private:
   struct Waiter {
@@ -56,7 +57,7 @@ class ReleaseHub {
   std::condition_variable_any changed_;
   std::map<std::string, Watched, std::less<>> watched_;
   std::vector<std::string> to_unwatch_;
-  std::unique_ptr<ReleaseListener> listener_;  // used by the hub thread only, interrupt() by anyone
+  std::unique_ptr<ReleaseListener> listener_;          // used by the hub thread only, interrupt() by anyone
   ReleaseListener* listener_for_interrupt_ = nullptr;  // guarded by mutex_
   bool listener_failed_ = false;
   std::jthread thread_;

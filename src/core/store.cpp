@@ -28,7 +28,7 @@ struct Store::Impl {
 
   std::mutex mutex;
   bool schema_checked = false;
-  std::unique_ptr<detail::ReleaseHub> hub;  // created by the first waiter
+  std::unique_ptr<detail::ReleaseHub> hub;           // created by the first waiter
   std::shared_ptr<detail::ManualClock> local_clock;  // dblock::testing only
   std::function<void(const LockEvent&)> event_tap;   // dblock::testing only
 };
@@ -156,16 +156,18 @@ namespace {
 /// for. The backend's `remaining` is until the name is free (lock-delay included): a held row
 /// shows its lease, a row whose lease ended within its lock-delay is shown delayed.
 LockInfo presented(LockInfo row) {
-  for (auto [marker, state] : {std::pair{detail::kRevokedOwner, LockState::revoked},
-                               std::pair{detail::kMinHoldOwner, LockState::min_hold}})
+  for (auto [marker, state] :
+       {std::pair{detail::kRevokedOwner, LockState::revoked}, std::pair{detail::kMinHoldOwner, LockState::min_hold}})
     if (row.owner.starts_with(marker)) {
       row.owner.erase(0, marker.size());
       row.state = state;
       break;
     }
   if (row.state == LockState::held && row.lock_delay.count() > 0) {
-    if (row.remaining > row.lock_delay) row.remaining -= row.lock_delay;
-    else if (row.remaining.count() > 0) row.state = LockState::delayed;
+    if (row.remaining > row.lock_delay)
+      row.remaining -= row.lock_delay;
+    else if (row.remaining.count() > 0)
+      row.state = LockState::delayed;
   }
   return row;
 }

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string_view>
 
-#include <dblock/store.hpp>
 #include <spdlog/fwd.h>
+#include <dblock/store.hpp>
 
 #include "backends/backend.hpp"
 #include "backends/backend_seams.hpp"

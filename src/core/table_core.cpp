@@ -6,14 +6,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/backoff.hpp"
 #include "base/duration.hpp"
 #include "base/scope_exit.hpp"
-#include "core/owner_id.hpp"
-#include "core/retry.hpp"
-#include "core/release_hub.hpp"
-#include "core/store_parts.hpp"
 #include "base/validate.hpp"
+#include "core/backoff.hpp"
+#include "core/owner_id.hpp"
+#include "core/release_hub.hpp"
+#include "core/retry.hpp"
+#include "core/store_parts.hpp"
 
 namespace dblock::detail {
 
@@ -307,7 +307,8 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
         // An acquisition whose outcome stayed unknown is not held by us: its lease simply lapses.
         // The same for conflicts that outlasted their retries (certification on a cluster's hot
         // name): nothing was granted, and the next try comes after a backoff.
-        bool rides_out = dynamic_cast<const ConnectionError*>(&e) != nullptr || dynamic_cast<const TransientError*>(&e) != nullptr;
+        bool rides_out =
+            dynamic_cast<const ConnectionError*>(&e) != nullptr || dynamic_cast<const TransientError*>(&e) != nullptr;
         if (!rides_out) throw;
         last_connection_error = e.what();
         logger_->warn("waiting for lock '{}': {}", name, e.what());
@@ -323,8 +324,9 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   throw_timeout(name, timeout, started, last_connection_error);
 }
 
-std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::string_view name, const std::string& owner,
-                                                                        const Request& request, bool& marked) {
+std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::string_view name,
+                                                                          const std::string& owner,
+                                                                          const Request& request, bool& marked) {
   if (request.kind != HolderKind::exclusive) return groups_->first_lease_end(name);
   if (!groups_) return locks_.lease_left(name);
   // Longer than the longest pause between two tries, so the mark holds while the writer waits.
@@ -382,8 +384,8 @@ std::pair<std::shared_ptr<HeldLock>, std::shared_ptr<HeldLock>> TableCore::recor
       }
     }
     give_back(name, owner, request.kind, grant.token);
-    throw ConnectionError(fmt::format("lock '{}' was granted, but the reply took longer than its TTL {}",
-                                      name, format_duration(ttl)));
+    throw ConnectionError(
+        fmt::format("lock '{}' was granted, but the reply took longer than its TTL {}", name, format_duration(ttl)));
   }
   std::shared_ptr<HeldLock> held;
   std::shared_ptr<HeldLock> replaced;

@@ -90,7 +90,7 @@ class TableCore final : public ManagerBase {
   /// A release whose reply was lost, never sent again: the row read; one still ours is remembered as
   /// unsettled. Returns the levels left as release_once does (empty, too, for a row revoked from it).
   std::optional<std::int64_t> resolve_unknown_release(const HeldLock& held, std::int64_t depth_before);
-  void remember_unsettled(const HeldLock& held);  // REQUIRES: mutex_ not held
+  void remember_unsettled(const HeldLock& held);                       // REQUIRES: mutex_ not held
   void remember_unsettled(std::string_view name, std::int64_t token);  // REQUIRES: mutex_ not held
   /// The writer's statement for releases written behind (on its thread, which runs no user code):
   /// one for the batch; after a lost reply each row read, after any other failure each again alone.

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "base/ascii_text.hpp"
 #include "core/retry.hpp"
@@ -14,7 +14,8 @@ namespace dblock::detail {
 namespace {
 
 std::string describe(const CatalogObject& object) {
-  if (object.kind == "index" && !object.table.empty()) return fmt::format("index '{}' on '{}'", object.name, object.table);
+  if (object.kind == "index" && !object.table.empty())
+    return fmt::format("index '{}' on '{}'", object.name, object.table);
   return fmt::format("{} '{}'", object.kind, object.name);
 }
 
@@ -43,7 +44,7 @@ CatalogObject history_object(const MigrationDialect& dialect) {
 }  // namespace
 
 std::vector<CatalogObject> objects_of(const MigrationDialect& dialect, const std::vector<MigrationFile>& files,
-                                     const std::function<bool(int version)>& counts) {
+                                      const std::function<bool(int version)>& counts) {
   auto& rules = dialect.catalog_rules();
   auto objects = objects_created_by(dialect.history_ddl(), rules);
   for (auto& file : files)
@@ -52,7 +53,8 @@ std::vector<CatalogObject> objects_of(const MigrationDialect& dialect, const std
 }
 
 void refuse_foreign_objects(MigrationBackend& backend, const std::vector<MigrationFile>& files,
-                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
+                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes,
+                            const std::string& where) {
   auto& rules = backend.migration_dialect().catalog_rules();
   auto history = history_object(backend.migration_dialect());
   auto ours = objects_of(backend.migration_dialect(), files, [&](int version) {
@@ -62,7 +64,8 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
   auto planned = objects_of(backend.migration_dialect(), files,
                             [&](int version) { return status_of(statuses, version).state == MigrationState::pending; });
   std::vector<CatalogObject> candidates;
-  bool history_recorded = std::any_of(statuses.begin(), statuses.end(), [](auto& s) { return s.state != MigrationState::pending; });
+  bool history_recorded =
+      std::any_of(statuses.begin(), statuses.end(), [](auto& s) { return s.state != MigrationState::pending; });
   for (auto& object : planned) {
     if (object.kind == "index" && rules.index_names_are_per_table()) continue;
     bool is_history = object.kind == history.kind && object.name == history.name;
@@ -96,7 +99,8 @@ void refuse_foreign_objects(MigrationBackend& backend, const std::vector<Migrati
 }
 
 void refuse_missing_rights(MigrationBackend& backend, const std::vector<MigrationFile>& files,
-                           const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where) {
+                           const std::vector<MigrationStatus>& statuses, bool dialect_resumes,
+                           const std::string& where) {
   auto& rules = backend.migration_dialect().catalog_rules();
   auto runs = objects_of(backend.migration_dialect(), files, [&](int version) {
     auto& status = status_of(statuses, version);
@@ -115,7 +119,8 @@ void refuse_missing_rights(MigrationBackend& backend, const std::vector<Migratio
   std::string list;
   for (auto& right : missing) list += (list.empty() ? "" : "; ") + right;
   throw PermissionDenied(fmt::format(
-      "`dblock migrate up` cannot migrate {}: the role it connects as lacks {}. Nothing was changed. Grant those rights, or run "
+      "`dblock migrate up` cannot migrate {}: the role it connects as lacks {}. Nothing was changed. Grant those "
+      "rights, or run "
       "`migrate up` as the role that owns dblock's objects (a runtime role needs only what `dblock migrate grants "
       "--role NAME` prints)",
       where, list));
@@ -140,7 +145,8 @@ std::vector<std::string> catalog_differences(MigrationBackend& backend, const st
       continue;
     }
     if (found.size() > 1) {
-      differences.push_back(fmt::format("{} has {} definitions (an overload dblock did not create)", describe(want), found.size()));
+      differences.push_back(
+          fmt::format("{} has {} definitions (an overload dblock did not create)", describe(want), found.size()));
       continue;
     }
     auto& have = *found.front();

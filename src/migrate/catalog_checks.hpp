@@ -14,7 +14,8 @@
 namespace dblock::detail {
 
 /// What the history table and the migrations in `files` whose version `counts` leave in the catalog.
-[[nodiscard]] std::vector<CatalogObject> objects_of(const MigrationDialect& dialect, const std::vector<MigrationFile>& files,
+[[nodiscard]] std::vector<CatalogObject> objects_of(const MigrationDialect& dialect,
+                                                    const std::vector<MigrationFile>& files,
                                                     const std::function<bool(int version)>& counts);
 
 /// dblock never adopts what it did not create: before `up` creates anything, refuses (SchemaError)
@@ -22,13 +23,15 @@ namespace dblock::detail {
 /// another shape included), naming each. Objects of migrations recorded as applied, or as started
 /// (MySQL, to be completed), are dblock's.
 void refuse_foreign_objects(MigrationBackend& backend, const std::vector<MigrationFile>& files,
-                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where);
+                            const std::vector<MigrationStatus>& statuses, bool dialect_resumes,
+                            const std::string& where);
 
 /// Refuses (PermissionDenied), before anything is created, a run the role lacks the rights for,
 /// naming each right: without this a role that may create tables but not functions (say) would
 /// leave half a migration behind on MySQL, whose DDL is not transactional.
 void refuse_missing_rights(MigrationBackend& backend, const std::vector<MigrationFile>& files,
-                           const std::vector<MigrationStatus>& statuses, bool dialect_resumes, const std::string& where);
+                           const std::vector<MigrationStatus>& statuses, bool dialect_resumes,
+                           const std::string& where);
 
 /// Every difference between `expected` and the live catalog. `bodies_hidden`: set when the catalog
 /// would not show this role a body to compare (MySQL shows a routine's body only to its definer

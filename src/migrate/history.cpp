@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 namespace dblock::detail {
 
@@ -12,8 +12,8 @@ std::vector<MigrationStatus> compare(const std::vector<MigrationFile>& files,
                                      const std::vector<AppliedMigration>& history) {
   std::map<int, MigrationStatus> by_version;
   for (auto& file : files)
-    by_version[file.version] = {file.version, std::string(file.name), MigrationState::pending,
-                                std::string(file.checksum), {}};
+    by_version[file.version] = {
+        file.version, std::string(file.name), MigrationState::pending, std::string(file.checksum), {}};
   for (auto& row : history) {
     auto& status = by_version[row.version];
     status.version = row.version;
@@ -33,7 +33,8 @@ std::vector<MigrationStatus> compare(const std::vector<MigrationFile>& files,
 }
 
 bool resumable(const MigrationStatus& status, bool dialect_resumes) {
-  return dialect_resumes && status.state == MigrationState::failed && status.recorded_checksum == status.shipped_checksum;
+  return dialect_resumes && status.state == MigrationState::failed &&
+         status.recorded_checksum == status.shipped_checksum;
 }
 
 void refuse_problems(const std::vector<MigrationStatus>& statuses, const std::string& where, bool dialect_resumes) {
@@ -42,9 +43,9 @@ void refuse_problems(const std::vector<MigrationStatus>& statuses, const std::st
     auto label = fmt::format("{:04d}_{}", status.version, status.name);
     switch (status.state) {
       case MigrationState::unknown_newer:
-        throw SchemaError(SchemaError::Reason::newer,
-                          fmt::format("{} has dblock migration {}, which this build does not know: upgrade dblock",
-                                      where, label));
+        throw SchemaError(
+            SchemaError::Reason::newer,
+            fmt::format("{} has dblock migration {}, which this build does not know: upgrade dblock", where, label));
       case MigrationState::drifted:
         throw SchemaError(SchemaError::Reason::outdated,
                           fmt::format("dblock migration {} in {} was applied from a different file (checksum {} "

@@ -19,7 +19,8 @@ namespace dblock::detail {
 [[nodiscard]] bool resumable(const MigrationStatus& status, bool dialect_resumes);
 /// Throws SchemaError for any state that must stop `up` (and fail `verify`), naming what to do; a
 /// failed record `up` can complete passes when `dialect_resumes`.
-void refuse_problems(const std::vector<MigrationStatus>& statuses, const std::string& where, bool dialect_resumes = false);
+void refuse_problems(const std::vector<MigrationStatus>& statuses, const std::string& where,
+                     bool dialect_resumes = false);
 [[nodiscard]] const MigrationFile& status_file(const std::vector<MigrationFile>& files, int version);
 [[nodiscard]] const MigrationStatus& status_of(const std::vector<MigrationStatus>& statuses, int version);
 

@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 namespace dblock::detail {
 
@@ -52,8 +52,9 @@ void apply_migration(MigrationSession& session, const MigrationDialect& dialect,
     } catch (const std::exception&) {
       // The session ends next, which rolls back as well.
     }
-    rethrow_failed(e, fmt::format("migration {:04d}_{} failed and was rolled back, nothing of it{} applied: ",
-                                  migration.version, migration.name, session.one_transaction() ? " nor of this run" : ""));
+    rethrow_failed(
+        e, fmt::format("migration {:04d}_{} failed and was rolled back, nothing of it{} applied: ", migration.version,
+                       migration.name, session.one_transaction() ? " nor of this run" : ""));
   }
 }
 

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "backends/backend_errors.hpp"
 #include "backends/migration_backend.hpp"
@@ -32,8 +32,8 @@ inline void take_migration_lock(MigrationSession& session, std::chrono::millisec
   while (!try_lock()) {
     auto delay = backoff.next();
     if (std::chrono::steady_clock::now() + delay > deadline)
-      throw Timeout(fmt::format("another `dblock migrate` held the migration lock for longer than {}ms",
-                                lock_timeout.count()));
+      throw Timeout(
+          fmt::format("another `dblock migrate` held the migration lock for longer than {}ms", lock_timeout.count()));
     std::this_thread::sleep_for(delay);
   }
 }

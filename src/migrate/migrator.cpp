@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <array>
+#include <cctype>
 #include <map>
 
 #include <fmt/format.h>
@@ -48,14 +48,18 @@ std::string applied_by() {
 
 }  // namespace
 
-
 std::string_view to_string(MigrationState state) noexcept {
   switch (state) {
-    case MigrationState::applied: return "applied";
-    case MigrationState::pending: return "pending";
-    case MigrationState::drifted: return "drifted";
-    case MigrationState::failed: return "failed";
-    case MigrationState::unknown_newer: return "unknown-newer";
+    case MigrationState::applied:
+      return "applied";
+    case MigrationState::pending:
+      return "pending";
+    case MigrationState::drifted:
+      return "drifted";
+    case MigrationState::failed:
+      return "failed";
+    case MigrationState::unknown_newer:
+      return "unknown-newer";
   }
   return "?";
 }
@@ -69,7 +73,8 @@ Migrator::Migrator(std::shared_ptr<Store> store, std::chrono::milliseconds lock_
 std::vector<MigrationStatus> Migrator::status() {
   detail::MigrationBackend& backend = detail::StoreParts::backend(*store_).migrations().get();
   auto history = detail::repeat_if_reply_lost([&] { return backend.read_history(); });
-  return compare(migrations_for(backend.migration_dialect()), history.value_or(std::vector<detail::AppliedMigration>{}));
+  return compare(migrations_for(backend.migration_dialect()),
+                 history.value_or(std::vector<detail::AppliedMigration>{}));
 }
 
 void Migrator::verify() {
@@ -84,9 +89,10 @@ void Migrator::verify() {
   bool bodies_hidden = false;
   auto differences = catalog_differences(backend, expected, bodies_hidden);
   if (bodies_hidden)
-    detail::StoreParts::logger(*store_)->warn("{}: this role may not read the bodies of dblock's functions, so they were not compared; run "
-                      "`dblock migrate verify` as the role that owns them for the full check",
-                      uri.redacted);
+    detail::StoreParts::logger(*store_)->warn(
+        "{}: this role may not read the bodies of dblock's functions, so they were not compared; run "
+        "`dblock migrate verify` as the role that owns them for the full check",
+        uri.redacted);
   if (differences.empty()) return;
   std::string list;
   for (auto& difference : differences) list += (list.empty() ? "" : "; ") + difference;
@@ -101,7 +107,8 @@ MigrationResult Migrator::up(std::optional<int> to) {
   auto& uri = detail::StoreParts::uri(*store_);
   auto files = migrations_for(backend.migration_dialect());
   if (to && (*to < 1 || *to > latest_schema_version()))
-    throw InvalidArgument(fmt::format("--to {} is not a version this build knows (1..{})", *to, latest_schema_version()));
+    throw InvalidArgument(
+        fmt::format("--to {} is not a version this build knows (1..{})", *to, latest_schema_version()));
   // Up to date already — the common case, at every start of every replica: no lock and no DDL,
   // so a role with only the runtime grants can run `up` (an init container's step).
   // Anything else (pending, failed, drifted) is decided under the lock: read without it, a MySQL
@@ -155,8 +162,9 @@ MigrationResult Migrator::up(std::optional<int> to) {
     auto& state = status_of(statuses, file.version);
     bool resume = resumable(state, resumes);
     if ((state.state != MigrationState::pending && !resume) || (to && file.version > *to)) continue;
-    detail::StoreParts::logger(*store_)->info("{} dblock migration {:04d}_{} to {}", resume ? "completing the broken-off" : "applying",
-                      file.version, file.name, uri.redacted);
+    detail::StoreParts::logger(*store_)->info("{} dblock migration {:04d}_{} to {}",
+                                              resume ? "completing the broken-off" : "applying", file.version,
+                                              file.name, uri.redacted);
     detail::apply_migration(*session, backend.migration_dialect(), file, who);
     result.applied.push_back(file.version);
     result.current_version = file.version;
@@ -181,10 +189,12 @@ std::vector<int> Migrator::repair() {
   for (auto& status : compare(files, session->history())) {
     if (status.state != MigrationState::failed) continue;
     if (resumable(status, resumes)) {
-      detail::StoreParts::logger(*store_)->warn("completing dblock migration {:04d}_{}, recorded as failed", status.version, status.name);
+      detail::StoreParts::logger(*store_)->warn("completing dblock migration {:04d}_{}, recorded as failed",
+                                                status.version, status.name);
       detail::apply_migration(*session, backend.migration_dialect(), status_file(files, status.version), who);
     } else {
-      detail::StoreParts::logger(*store_)->warn("clearing the failed record of dblock migration {:04d}_{}", status.version, status.name);
+      detail::StoreParts::logger(*store_)->warn("clearing the failed record of dblock migration {:04d}_{}",
+                                                status.version, status.name);
       session->forget(status.version);
     }
     repaired.push_back(status.version);

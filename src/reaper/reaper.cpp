@@ -74,8 +74,8 @@ struct Reaper::State {
       std::chrono::milliseconds pause;
       if (result.ok) {
         std::uniform_real_distribution<double> spread(1.0 - options.jitter, 1.0 + options.jitter);
-        pause = std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(options.interval.count()) *
-                                                                    spread(random)));
+        pause = std::chrono::milliseconds(
+            static_cast<std::int64_t>(static_cast<double>(options.interval.count()) * spread(random)));
         retry = options.retry_delay;
       } else {
         pause = retry;

@@ -7,9 +7,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <functional>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,9 +35,7 @@ using Started = dblock::test::ChildProcess;
 
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    sqlite_dsn_ = "sqlite://" + dblock::test::embedded_sqlite_path();
-  }
+  void SetUp() override { sqlite_dsn_ = "sqlite://" + dblock::test::embedded_sqlite_path(); }
   void TearDown() override {
     dblock::test::remove_embedded_sqlite();
     for (auto& path : outputs_) std::remove(path.c_str());
@@ -394,7 +392,7 @@ TEST_F(Cli, NoPasswordInAnyOutputForHostileDsns) {
   DBLOCK_REQUIRE_DSN(dsn, "DBLOCK_TEST_PG_DSN");
   auto authority_end = dsn.find('@');
   auto user = dsn.substr(0, dsn.find(':', dsn.find("://") + 3));  // postgresql://dblock
-  auto rest = dsn.substr(authority_end);                           // @127.0.0.1:PORT/db
+  auto rest = dsn.substr(authority_end);                          // @127.0.0.1:PORT/db
   const std::vector<std::pair<std::string, std::string>> cases{
       {user + ":Sec%zzRet77" + rest, "Sec%zzRet77"},
       {user + ":pa/ss?wo@rd" + rest, "pa/ss?wo@rd"},
@@ -488,7 +486,7 @@ TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
     auto text = run({"--dsn", dsn, "locks"});
     ASSERT_EQ(text.exit_code, 0) << label << text.output;
     EXPECT_EQ(std::count(text.output.begin(), text.output.end(), '\n'), 3) << label << ": store, header, one row\n"
-                                                                          << text.output;
+                                                                           << text.output;
     EXPECT_EQ(text.output.find('\x1b'), std::string::npos) << label << ": no escape sequence reaches the terminal";
     EXPECT_EQ(text.output.find('\r'), std::string::npos) << label;
     EXPECT_EQ(text.output.find("\u202e"), std::string::npos) << label << ": no bidirectional override";
@@ -500,8 +498,9 @@ TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
     auto released = run({"--dsn", dsn, "release", "--force", hostile});
     EXPECT_EQ(released.exit_code, 0) << label << released.output;
     EXPECT_EQ(released.output.find('\x1b'), std::string::npos) << label << released.output;
-    EXPECT_EQ(std::count(released.output.begin(), released.output.end(), '\n'), 2) << label << ": the log line + the answer\n"
-                                                                                     << released.output;
+    EXPECT_EQ(std::count(released.output.begin(), released.output.end(), '\n'), 2)
+        << label << ": the log line + the answer\n"
+        << released.output;
     kill(holder.pid(), SIGTERM);
     finish(holder);
   }
@@ -637,27 +636,29 @@ TEST_F(Cli, EverySubcommandWorksWithAMysqlDsn) {
   EXPECT_EQ(reaped.exit_code, 0) << reaped.output;
   EXPECT_EQ(admin->query("SELECT count(*) FROM \"" + prefix + "locks\" WHERE name LIKE 'abandoned/%'").at(0), "0");
 
-  auto bench = run({"--dsn", dsn, "bench", "--json", "--scenario", "uncontended", "--threads", "1", "--duration",
-                    "100ms"});
+  auto bench =
+      run({"--dsn", dsn, "bench", "--json", "--scenario", "uncontended", "--threads", "1", "--duration", "100ms"});
   EXPECT_EQ(bench.exit_code, 0) << bench.output;
   EXPECT_NE(bench.output.find("\"scenario\":\"uncontended\""), std::string::npos) << bench.output;
 
   auto wrong = server;
-  wrong.replace(wrong.find(':', wrong.find("://") + 3) + 1, wrong.find('@') - wrong.find(':', wrong.find("://") + 3) - 1,
-                "not-the-password");
+  wrong.replace(wrong.find(':', wrong.find("://") + 3) + 1,
+                wrong.find('@') - wrong.find(':', wrong.find("://") + 3) - 1, "not-the-password");
   auto refused = run({"--dsn", wrong, "locks"});
   EXPECT_EQ(refused.exit_code, 69) << refused.output;
   EXPECT_EQ(refused.output.find("not-the-password"), std::string::npos) << refused.output;
 }
 
 TEST_F(Cli, ARuntimeRoleWithOnlyThePrintedGrantsRunsEverySubcommandButCannotMigrateAnEmptyDatabase) {
-  for (auto [variable, dialect] : {std::pair{"DBLOCK_TEST_PG_DSN", "postgresql"}, std::pair{"DBLOCK_TEST_MYSQL_DSN", "mysql"}}) {
+  for (auto [variable, dialect] :
+       {std::pair{"DBLOCK_TEST_PG_DSN", "postgresql"}, std::pair{"DBLOCK_TEST_MYSQL_DSN", "mysql"}}) {
     if (!dblock::test::is_built(dialect)) continue;
     std::string server;
     DBLOCK_REQUIRE_DSN(server, variable);
     auto prefix = dblock::test::unique_prefix();
     auto owner_dsn = dblock::test::with_params(server, "prefix=" + prefix);
-    auto admin = dblock::test::make_admin(dialect, server, dialect == std::string("mysql") ? "dblock" : "public", prefix);
+    auto admin =
+        dblock::test::make_admin(dialect, server, dialect == std::string("mysql") ? "dblock" : "public", prefix);
     ASSERT_EQ(run({"--dsn", owner_dsn, "migrate", "up"}).exit_code, 0) << dialect;  // the deploy step
     dblock::test::TestRole role(*admin, dialect, server, "r" + prefix);
     auto grants = run({"--dsn", owner_dsn, "migrate", "grants", "--role", role.account()});
@@ -696,10 +697,12 @@ TEST_F(Cli, ARuntimeRoleWithOnlyThePrintedGrantsRunsEverySubcommandButCannotMigr
     admin->insert_expired("abandoned/", 3);
     auto reaped = run({"--dsn", dsn, "reaper", "--once"});
     EXPECT_EQ(reaped.exit_code, 0) << dialect << reaped.output;
-    EXPECT_EQ(admin->query(fmt::format("SELECT count(*) FROM {} WHERE name LIKE 'abandoned/%'",
-                                       dialect == std::string("mysql") ? "`" + prefix + "locks`" : "\"" + prefix + "locks\""))
-                  .at(0),
-              "0");
+    EXPECT_EQ(
+        admin
+            ->query(fmt::format("SELECT count(*) FROM {} WHERE name LIKE 'abandoned/%'",
+                                dialect == std::string("mysql") ? "`" + prefix + "locks`" : "\"" + prefix + "locks\""))
+            .at(0),
+        "0");
 
     // The same role on an installation nobody migrated: exit 77, the right named, nothing created.
     auto fresh = dblock::test::unique_prefix();

@@ -45,7 +45,8 @@ class MultiUser : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) {
       // tools/test.sh runs as root with DBLOCK_REQUIRE_SERVERS=1: there a missing precondition fails.
-      if (dblock::test::servers_required()) FAIL() << "switching to another user needs root, and DBLOCK_REQUIRE_SERVERS=1";
+      if (dblock::test::servers_required())
+        FAIL() << "switching to another user needs root, and DBLOCK_REQUIRE_SERVERS=1";
       GTEST_SKIP() << "switching to another user needs root (CI runs as root)";
     }
     passwd* nobody = ::getpwnam("nobody");
@@ -76,11 +77,11 @@ class MultiUser : public ::testing::Test {
   dblock::test::ChildProcess start(std::vector<std::string> argv, const As& as) {
     std::vector<std::string> full;
     if (as.user) {
-      full = {"/usr/bin/setpriv", fmt::format("--reuid={}", as.user->pw_uid), fmt::format("--regid={}", as.user->pw_gid),
-              "--clear-groups"};
+      full = {"/usr/bin/setpriv", fmt::format("--reuid={}", as.user->pw_uid),
+              fmt::format("--regid={}", as.user->pw_gid), "--clear-groups"};
     }
-    full.insert(full.end(), {"/usr/bin/env", "-i", "PATH=/usr/bin:/bin",
-                             "HOME=" + (as.user ? nobody_home_ : tmp_ + "/home-root")});
+    full.insert(full.end(),
+                {"/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=" + (as.user ? nobody_home_ : tmp_ + "/home-root")});
     full.insert(full.end(), as.env.begin(), as.env.end());
     full.insert(full.end(), argv.begin(), argv.end());
     return dblock::test::ChildProcess(std::move(full), {.cwd = as.cwd});
@@ -108,7 +109,7 @@ class MultiUser : public ::testing::Test {
   }
 
   static std::string mode_of(const std::string& path) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return "missing";
     return fmt::format("{:04o}", st.st_mode & 07777);
   }
@@ -152,7 +153,7 @@ TEST_F(MultiUser, AnUnprivilegedUserCannotBreakRootsLockNorReuseItsTokens) {
   EXPECT_NE(listed.output.find("store: sqlite://" + own_dir + "/dblock.db"), std::string::npos) << listed.output;
   EXPECT_EQ(mode_of(own_dir), "0700");
   EXPECT_EQ(mode_of(own_dir + "/dblock.db"), "0600");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((own_dir + "/dblock.db").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, nobody_.pw_uid);
 
@@ -175,9 +176,9 @@ TEST_F(MultiUser, AStoreOtherUsersCanWriteIsRefusedWithTheFix) {
   ::chmod(file.c_str(), 0666);
   auto refused = dblock({"locks"}, root());
   EXPECT_EQ(refused.exit_code, 77) << refused.output;
-  for (const auto& expected : {root_state_ + " is writable by every user (mode 1777)",
-                               file + " is writable by every user (mode 0666)", "chmod o-w " + root_state_,
-                               "chmod o-w " + file})
+  for (const auto& expected :
+       {root_state_ + " is writable by every user (mode 1777)", file + " is writable by every user (mode 0666)",
+        "chmod o-w " + root_state_, "chmod o-w " + file})
     EXPECT_NE(refused.output.find(expected), std::string::npos) << expected << "\n" << refused.output;
   EXPECT_EQ(mode_of(file), "0666") << "nothing is changed behind the operator's back";
 
@@ -209,7 +210,9 @@ TEST_F(MultiUser, APreviousReleasesStoreInTheWorkingDirectoryIsNotBypassed) {
   // The previous release's default: sqlite://dblock.db in the working directory.
   ASSERT_EQ(dblock({"--dsn", "sqlite://dblock.db", "migrate", "up"}, root(work)).exit_code, 0);
   for (std::vector<std::string> args : {std::vector<std::string>{"run", "--name", "job", "--", "true"},
-                                        {"locks"}, {"release", "--force", "job"}, {"migrate", "status"}}) {
+                                        {"locks"},
+                                        {"release", "--force", "job"},
+                                        {"migrate", "status"}}) {
     auto refused = dblock(args, root(work));
     EXPECT_EQ(refused.exit_code, 78) << args[0] << "\n" << refused.output;
     for (const auto& expected : {"--dsn sqlite://" + work + "/dblock.db", "mv " + work + "/dblock.db"})

@@ -19,13 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <dblock/lock_manager.hpp>
 #include <dblock/migrate.hpp>
 #include <dblock/occurrence.hpp>
 #include <dblock/reaper.hpp>
 #include <dblock/store.hpp>
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "support/build_paths.hpp"
 #include "support/cli_runner.hpp"
@@ -73,10 +73,14 @@ std::vector<std::string> command_line(const Unit& unit, const std::string& insta
                                       const std::map<std::string, std::string>& env) {
   std::vector<std::string> argv;
   for (auto& word : split(unit.exec_start)) {
-    if (word == "%i") argv.push_back(instance);
-    else if (word.rfind("${", 0) == 0) argv.push_back(env.at(word.substr(2, word.size() - 3)));
-    else if (word.front() == '$') for (auto& part : split(env.at(word.substr(1)))) argv.push_back(part);
-    else argv.push_back(word);
+    if (word == "%i")
+      argv.push_back(instance);
+    else if (word.rfind("${", 0) == 0)
+      argv.push_back(env.at(word.substr(2, word.size() - 3)));
+    else if (word.front() == '$')
+      for (auto& part : split(env.at(word.substr(1)))) argv.push_back(part);
+    else
+      argv.push_back(word);
   }
   argv.front() = DBLOCK_CLI_PATH;  // the unit names the installed path; this build's CLI is the same program
   return argv;
@@ -252,8 +256,8 @@ TEST_P(ScheduledUnit, RunsEachOccurrenceOnceAcrossHostsAndRecordsAFailedOne) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ScheduledUnit,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kSqlite})),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 // The record's life through the library: a holder dying mid-run leaves it abandoned, which is not
@@ -338,8 +342,9 @@ TEST_P(OccurrenceRecords, ARevokedGrantClaimsNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OccurrenceRecords,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kGaleraTable, dblock::test::kSqlite})),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kGaleraTable,
+                                                                  dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -15,9 +15,9 @@
 #include <string>
 #include <thread>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <dblock/dblock.hpp>
 
 #include "dblock/listen_address.hpp"
 #include "support/admin.hpp"

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <thread>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
@@ -21,8 +21,8 @@
 #include "support/servers.hpp"
 
 using namespace std::chrono_literals;
-using dblock::test::eventually;
 using dblock::test::Admin;
+using dblock::test::eventually;
 
 namespace {
 
@@ -425,7 +425,7 @@ TEST_P(AdvisoryConformance, ConnectionDeathReleasesTheLockAndReportsItLost) {
   auto b = manager();
   auto old = a->try_acquire("lease");
   ASSERT_TRUE(old);
-  auto old_token = old->token();  // drawn now, on the lock's session, while it is held
+  auto old_token = old->token();             // drawn now, on the lock's session, while it is held
   auto unasked = a->try_acquire("unasked");  // on the same session; its token is never asked for
   ASSERT_TRUE(unasked);
   EXPECT_FALSE(b->try_acquire("lease"));
@@ -503,10 +503,10 @@ TEST_P(AdvisoryConformance, TokensAskedForWhileHeldRiseInGrantOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
-                                           dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable,
-                                           dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory, dblock::test::kMysqlTable,
+                              dblock::test::kMysqlAdvisory, dblock::test::kSqlite, dblock::test::kPgBouncerTable,
+                              dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, TableConformance,
                          ::testing::ValuesIn(dblock::test::built(
@@ -514,7 +514,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, TableConformance,
                               dblock::test::kSqliteQueued, dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 INSTANTIATE_TEST_SUITE_P(Backends, AdvisoryConformance,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresAdvisory, dblock::test::kMysqlAdvisory})),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresAdvisory,
+                                                                  dblock::test::kMysqlAdvisory})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

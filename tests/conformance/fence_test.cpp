@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
@@ -65,8 +65,10 @@ class Fence : public dblock::test::InstalledCaseTest {
   void fence(dblock::test::Admin& app, const std::string& name, std::int64_t token) const {
     if (std::getenv("DBLOCK_TEST_FENCE_OFF") != nullptr) return;  // only to see the tests fail without the fence
     auto call = fmt::format("{}('{}', {})", fence_call_, name, token);
-    if (dialect_ == "sqlite") app.exec(call);
-    else (void)app.query(call);
+    if (dialect_ == "sqlite")
+      app.exec(call);
+    else
+      (void)app.query(call);
   }
   [[nodiscard]] std::string insert(const std::string& name, std::int64_t token, const std::string& note) const {
     return fmt::format("INSERT INTO {} (name, token, note) VALUES ('{}', {}, '{}')", data_, name, token, note);
@@ -77,11 +79,16 @@ class Fence : public dblock::test::InstalledCaseTest {
   std::int64_t paused_grant(const std::string& name, std::chrono::milliseconds ttl) {
     auto& admin = installation_->admin();
     if (dialect_ == "postgresql")
-      return std::stoll(admin.query(fmt::format("SELECT lock_token FROM \"public\".\"{}acquire_held\"('{}', 'paused-holder', {}, 0)",
-                                                installation_->prefix(), name, ttl.count())).at(0));
+      return std::stoll(
+          admin
+              .query(fmt::format("SELECT lock_token FROM \"public\".\"{}acquire_held\"('{}', 'paused-holder', {}, 0)",
+                                 installation_->prefix(), name, ttl.count()))
+              .at(0));
     if (dialect_ == "mysql") {
-      auto reply = admin.query(fmt::format("SELECT `{}acquire_held`('{}', 'paused-holder', {}, 0)", installation_->prefix(),
-                                           name, ttl.count() * 1000)).at(0);
+      auto reply = admin
+                       .query(fmt::format("SELECT `{}acquire_held`('{}', 'paused-holder', {}, 0)",
+                                          installation_->prefix(), name, ttl.count() * 1000))
+                       .at(0);
       return std::stoll(reply.substr(reply.find(' ') + 1));
     }
     sqlite_holder_ = manager(dblock::ManagerOptions{.default_ttl = ttl});
@@ -90,7 +97,8 @@ class Fence : public dblock::test::InstalledCaseTest {
   }
   [[nodiscard]] std::string param(int n) const { return dialect_ == "postgresql" ? fmt::format("${}", n) : "?"; }
   [[nodiscard]] std::int64_t rows_with(std::int64_t token) const {
-    return std::stoll(installation_->admin().query(fmt::format("SELECT count(*) FROM {} WHERE token = {}", data_, token)).at(0));
+    return std::stoll(
+        installation_->admin().query(fmt::format("SELECT count(*) FROM {} WHERE token = {}", data_, token)).at(0));
   }
 
   std::unique_ptr<dblock::LockManager> sqlite_holder_;
@@ -104,9 +112,10 @@ TEST_P(Fence, TheHoldersFencedWriteCommitsAStaleOrRevokedGrantsIsRefusedWithNoth
   auto holder = manager();
   auto lock = holder->acquire("fence/api", 5s);
   store_->fenced(lock, [&](dblock::FencedTransaction& tx) {
-    EXPECT_EQ(tx.execute(fmt::format("INSERT INTO {} (name, token, note) VALUES ({}, {}, 'ok')", data_, param(1), param(2)),
-                         {lock.name(), std::to_string(lock.token())}),
-              1);
+    EXPECT_EQ(
+        tx.execute(fmt::format("INSERT INTO {} (name, token, note) VALUES ({}, {}, 'ok')", data_, param(1), param(2)),
+                   {lock.name(), std::to_string(lock.token())}),
+        1);
     if (dialect_ != "sqlite") {
       EXPECT_GT(tx.lease_left().value_or(0ms), 0ms);
     }
@@ -131,8 +140,10 @@ TEST_P(Fence, TheHoldersFencedWriteCommitsAStaleOrRevokedGrantsIsRefusedWithNoth
   app->exec("ROLLBACK");
 
   ASSERT_TRUE(store_->revoke("fence/api"));
-  EXPECT_THROW(store_->fenced(lock, [&](dblock::FencedTransaction& tx) { tx.execute(insert("fence/api", lock.token(), "revoked")); }),
-               dblock::LockLost);
+  EXPECT_THROW(
+      store_->fenced(lock,
+                     [&](dblock::FencedTransaction& tx) { tx.execute(insert("fence/api", lock.token(), "revoked")); }),
+      dblock::LockLost);
   EXPECT_EQ(rows_with(lock.token()), 1);
 }
 
@@ -166,7 +177,8 @@ TEST_P(Fence, NoTakeoverCommitsWhileAFencedTransactionIsOpenEvenPastTheLease) {
   auto app = app_connection();
   app->exec(begin());
   fence(*app, "fence/open", token);
-  if (dialect_ == "postgresql") app->exec("SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL statement_timeout = 0");
+  if (dialect_ == "postgresql")
+    app->exec("SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL statement_timeout = 0");
   if (dialect_ == "mysql") app->exec("SET SESSION idle_transaction_timeout = 0");
   app->exec(insert("fence/open", token, "fenced"));
   auto fenced_at = Steady::now();
@@ -178,7 +190,8 @@ TEST_P(Fence, NoTakeoverCommitsWhileAFencedTransactionIsOpenEvenPastTheLease) {
     return std::pair{next.token(), Steady::now()};
   });
   // Well past the 600 ms lease, nobody was granted.
-  EXPECT_EQ(granted.wait_for(2500ms), std::future_status::timeout) << "a contender took the name over a fenced transaction";
+  EXPECT_EQ(granted.wait_for(2500ms), std::future_status::timeout)
+      << "a contender took the name over a fenced transaction";
   EXPECT_GT(Steady::now() - fenced_at, 2s);
   // The server lets the share lock go before its reply to COMMIT reaches this thread, so the
   // contender may be granted before exec() returns: the bound is the moment COMMIT was sent.
@@ -191,8 +204,9 @@ TEST_P(Fence, NoTakeoverCommitsWhileAFencedTransactionIsOpenEvenPastTheLease) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Fence,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kSqlite, dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kSqlite,
+                                                                  dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 // Where the fence meets the rest of the manager (PostgreSQL, MySQL/MariaDB, Galera; SQLite's one
@@ -331,7 +345,8 @@ TEST_P(PausedFence, TheServerEndsAPausedFencedTransactionTheNextHolderIsGrantedI
   dblock::LockManager contender(contender_store, in_mode());
   auto next = contender.acquire("fence/paused", 20s);
   EXPECT_GT(next.token(), token);
-  contender_store->fenced(next, [&](dblock::FencedTransaction& tx) { tx.execute(insert("fence/paused", next.token(), "next")); });
+  contender_store->fenced(
+      next, [&](dblock::FencedTransaction& tx) { tx.execute(insert("fence/paused", next.token(), "next")); });
   // The paused writer resumes: its commit fails, and its write is absent.
   bool committed = true;
   try {
@@ -345,8 +360,8 @@ TEST_P(PausedFence, TheServerEndsAPausedFencedTransactionTheNextHolderIsGrantedI
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PausedFence,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -105,7 +105,8 @@ TEST_P(Groups, NeverMoreThanTheirCapacityHoldPermitsAtOnce) {
         auto permit = own->acquire("hot-pool", 30s, permits(2));
         int now = inside.fetch_add(1) + 1;
         int seen = most.load();
-        while (now > seen && !most.compare_exchange_weak(seen, now)) {}
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
         {
           std::lock_guard lock(tokens_mutex);
           tokens.push_back(permit.token());
@@ -155,7 +156,8 @@ TEST_P(Groups, ReadersShareAndAWaitingWriterIsNotStarvedByLaterReaders) {
 
 TEST_P(Groups, AMemberWhoseGroupIsBrokenIsReportedLost) {
   std::promise<std::int64_t> lost;
-  auto a = manager({.default_ttl = 300ms, .on_lost = [&](std::string_view, std::int64_t token) { lost.set_value(token); }});
+  auto a =
+      manager({.default_ttl = 300ms, .on_lost = [&](std::string_view, std::int64_t token) { lost.set_value(token); }});
   auto permit = a->try_acquire("broken", permits(3));
   ASSERT_TRUE(permit);
   EXPECT_TRUE(store_->force_release("broken"));
@@ -492,9 +494,9 @@ TEST(GroupsInAdvisoryMode, PermitsNeedTableMode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Groups,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
-                                                                  dblock::test::kPgBouncerTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kSqlite, dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kPgBouncerTable, dblock::test::kMysqlTable,
+                              dblock::test::kSqlite, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 // Not through PgBouncer: the same functions as postgres_table, and a call the pooler queues for a
 // server connection (the test's transaction holds one) does not wait where the test looks. Not on

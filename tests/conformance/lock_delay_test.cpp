@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
@@ -192,9 +192,9 @@ TEST_P(LockDelay, APausedRunsNameStaysUnavailableForTheDelayAfterItsLease) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockDelay,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kSqlite, dblock::test::kPgBouncerTable,
-                                                                  dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                              dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
@@ -30,8 +30,10 @@ class KindsOnLocks : public dblock::test::InstalledCaseTest {
 
   /// Ends the lock of `name` behind its holder's back: row deleted, or the holder's session killed.
   void break_lock(const std::string& name) {
-    if (advisory()) ASSERT_EQ(installation_->admin().kill_advisory_holder(name), 1);
-    else ASSERT_TRUE(store_->force_release(name));
+    if (advisory())
+      ASSERT_EQ(installation_->admin().kill_advisory_holder(name), 1);
+    else
+      ASSERT_TRUE(store_->force_release(name));
   }
 };
 
@@ -116,10 +118,13 @@ TEST_P(KindsOnLocks, OneLeaderAtATimeAndAResignationElectsTheNextWithALargerToke
   auto elect = [&](int id) {
     return std::make_unique<dblock::LeaderElection>(
         store_, "leader",
-        dblock::ElectionOptions{
-            .on_elected = [&, id](std::int64_t token) { tokens[id] = token; log.add("elected " + std::to_string(id)); },
-            .on_revoked = [&, id] { log.add("revoked " + std::to_string(id)); },
-            .manager = in_mode({.default_ttl = 3s})});
+        dblock::ElectionOptions{.on_elected =
+                                    [&, id](std::int64_t token) {
+                                      tokens[id] = token;
+                                      log.add("elected " + std::to_string(id));
+                                    },
+                                .on_revoked = [&, id] { log.add("revoked " + std::to_string(id)); },
+                                .manager = in_mode({.default_ttl = 3s})});
   };
   auto e0 = elect(0);
   auto e1 = elect(1);
@@ -146,10 +151,12 @@ TEST_P(KindsOnLocks, OneLeaderAtATimeAndAResignationElectsTheNextWithALargerToke
 TEST_P(KindsOnLocks, ALostLeaderIsRevokedAndCampaignsAgain) {
   std::promise<void> revoked;
   std::atomic<int> revocations{0};
-  dblock::LeaderElection election(
-      store_, "lossy",
-      {.on_revoked = [&] { if (revocations.fetch_add(1) == 0) revoked.set_value(); },
-       .manager = in_mode({.default_ttl = 300ms})});
+  dblock::LeaderElection election(store_, "lossy",
+                                  {.on_revoked =
+                                       [&] {
+                                         if (revocations.fetch_add(1) == 0) revoked.set_value();
+                                       },
+                                   .manager = in_mode({.default_ttl = 300ms})});
   ASSERT_TRUE(eventually([&] { return election.is_leader(); }));
   auto first_token = *election.token();
   break_lock("lossy");
@@ -172,10 +179,10 @@ TEST_P(KindsOnLocks, ElectionsRefuseBadInputBeforeCampaigning) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, KindsOnLocks,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
-                                           dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory,
-                                           dblock::test::kSqlite, dblock::test::kPgBouncerTable,
-                                           dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory, dblock::test::kMysqlTable,
+                              dblock::test::kMysqlAdvisory, dblock::test::kSqlite, dblock::test::kPgBouncerTable,
+                              dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
@@ -82,35 +82,43 @@ class Migrations : public ::testing::TestWithParam<dblock::test::BackendCase> {
       }
     };
     if (sqlite_) {
-      add(fmt::format("SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_master WHERE {} "
+      add(
+          fmt::format("SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_master WHERE {} "
                       "ORDER BY name",
                       starts("name")));
     } else if (mysql_) {
-      add(fmt::format("SELECT table_name || ' ' || table_type || ' ' || coalesce(engine, '') || ' ' || "
+      add(
+          fmt::format("SELECT table_name || ' ' || table_type || ' ' || coalesce(engine, '') || ' ' || "
                       "coalesce(table_collation, '') FROM information_schema.tables "
                       "WHERE table_schema = DATABASE() AND {} ORDER BY 1",
                       starts("table_name")));
-      add(fmt::format("SELECT table_name || '.' || column_name || ' ' || column_type || ' ' || is_nullable || ' ' || "
+      add(
+          fmt::format("SELECT table_name || '.' || column_name || ' ' || column_type || ' ' || is_nullable || ' ' || "
                       "coalesce(column_default, '') || ' ' || coalesce(collation_name, '') "
                       "FROM information_schema.columns WHERE table_schema = DATABASE() AND {} ORDER BY 1",
                       starts("table_name")));
-      add(fmt::format("SELECT table_name || ' ' || index_name || ' ' || column_name || ' ' || seq_in_index "
+      add(
+          fmt::format("SELECT table_name || ' ' || index_name || ' ' || column_name || ' ' || seq_in_index "
                       "FROM information_schema.statistics WHERE table_schema = DATABASE() AND {} ORDER BY 1",
                       starts("table_name")));
-      add(fmt::format("SELECT routine_name || ' ' || data_type || ' ' || routine_definition "
+      add(
+          fmt::format("SELECT routine_name || ' ' || data_type || ' ' || routine_definition "
                       "FROM information_schema.routines WHERE routine_schema = DATABASE() AND {} ORDER BY 1",
                       starts("routine_name")));
     } else {
-      add(fmt::format("SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || "
+      add(
+          fmt::format("SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || "
                       "coalesce(column_default, '') || ' ' || coalesce(collation_name, '') "
                       "FROM information_schema.columns WHERE table_schema = 'public' AND {} ORDER BY 1",
                       starts("table_name")));
       add(fmt::format("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' AND {} ORDER BY 1",
                       starts("tablename")));
-      add(fmt::format("SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+      add(
+          fmt::format("SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                       "WHERE n.nspname = 'public' AND {} ORDER BY 1",
                       starts("proname")));
-      add(fmt::format("SELECT sequencename || ' ' || data_type::text || ' ' || cache_size FROM pg_sequences "
+      add(
+          fmt::format("SELECT sequencename || ' ' || data_type::text || ' ' || cache_size FROM pg_sequences "
                       "WHERE schemaname = 'public' AND {} ORDER BY 1",
                       starts("sequencename")));
     }
@@ -256,7 +264,8 @@ TEST_P(RoleMigrations, AnUpgradeByARoleThatDoesNotOwnTheFunctionsItRedefinesIsRe
     ADD_FAILURE() << "an upgrade re-defining another role's functions succeeded";
   } catch (const dblock::PermissionDenied& e) {
     std::string message = e.what();
-    EXPECT_NE(message.find(mysql_ ? "ALTER ROUTINE on `dblock`.*" : "ownership of function"), std::string::npos) << message;
+    EXPECT_NE(message.find(mysql_ ? "ALTER ROUTINE on `dblock`.*" : "ownership of function"), std::string::npos)
+        << message;
     EXPECT_NE(message.find(prefix_ + "acquire"), std::string::npos) << message;
   }
   EXPECT_EQ(catalog(prefix_), before);
@@ -384,7 +393,8 @@ TEST_P(Migrations, FailingMigrationLeavesNothingAndRepairClearsFailedRecords) {
   // A failed record (as non-transactional DDL leaves behind) blocks `up` until `repair`.
   admin_->exec("INSERT INTO " + history() +
                " (version, name, checksum, applied_by, execution_ms, success) VALUES (1, 'create_locks', 'x', 'test', "
-               "0, " + (sqlite_ ? "0" : "false") + ")");
+               "0, " +
+               (sqlite_ ? "0" : "false") + ")");
   auto expected = all(dblock::MigrationState::pending);
   expected.front() = dblock::MigrationState::failed;
   EXPECT_EQ(states(migrator), expected);
@@ -408,17 +418,24 @@ class MySqlMigrations : public Migrations {};
 std::vector<std::pair<std::string, std::string>> foreign_objects(const std::string& dialect, const std::string& s,
                                                                  const std::string& p) {
   if (dialect == "postgresql")
-    return {{p + "locks", fmt::format(R"(CREATE TABLE "{}"."{}locks" (id integer))", s, p)},
-            {p + "token_seq", fmt::format(R"(CREATE TABLE "{}"."{}token_seq" (id integer))", s, p)},
-            {p + "schema_history", fmt::format(R"(CREATE TABLE "{}"."{}schema_history" (id integer))", s, p)},
-            {p + "locks_expires_at", fmt::format(R"(CREATE TABLE "{0}"."{1}other" (x integer);
-CREATE INDEX "{1}locks_expires_at" ON "{0}"."{1}other" (x))", s, p)},
-            {p + "locks_pkey", fmt::format(R"(CREATE SEQUENCE "{}"."{}locks_pkey")", s, p)},
-            {p + "acquire", fmt::format(R"(CREATE FUNCTION "{}"."{}acquire"(x integer) RETURNS integer LANGUAGE sql AS 'SELECT 1')", s, p)},
-            {p + "renew", fmt::format(R"(CREATE VIEW "{}"."{}renew" AS SELECT 1 AS x)", s, p)},
-            {p + "advisory_lock", fmt::format(R"(CREATE FUNCTION "{}"."{}advisory_lock"() RETURNS integer LANGUAGE sql AS 'SELECT 1')", s, p)},
-            {p + "acquire_held", fmt::format(R"(CREATE TABLE "{}"."{}acquire_held" (x integer))", s, p)},
-            {p + "renew_held", fmt::format(R"(CREATE FUNCTION "{}"."{}renew_held"(x text) RETURNS integer LANGUAGE sql AS 'SELECT 1')", s, p)}};
+    return {
+        {p + "locks", fmt::format(R"(CREATE TABLE "{}"."{}locks" (id integer))", s, p)},
+        {p + "token_seq", fmt::format(R"(CREATE TABLE "{}"."{}token_seq" (id integer))", s, p)},
+        {p + "schema_history", fmt::format(R"(CREATE TABLE "{}"."{}schema_history" (id integer))", s, p)},
+        {p + "locks_expires_at", fmt::format(R"(CREATE TABLE "{0}"."{1}other" (x integer);
+CREATE INDEX "{1}locks_expires_at" ON "{0}"."{1}other" (x))",
+                                             s, p)},
+        {p + "locks_pkey", fmt::format(R"(CREATE SEQUENCE "{}"."{}locks_pkey")", s, p)},
+        {p + "acquire",
+         fmt::format(R"(CREATE FUNCTION "{}"."{}acquire"(x integer) RETURNS integer LANGUAGE sql AS 'SELECT 1')", s,
+                     p)},
+        {p + "renew", fmt::format(R"(CREATE VIEW "{}"."{}renew" AS SELECT 1 AS x)", s, p)},
+        {p + "advisory_lock",
+         fmt::format(R"(CREATE FUNCTION "{}"."{}advisory_lock"() RETURNS integer LANGUAGE sql AS 'SELECT 1')", s, p)},
+        {p + "acquire_held", fmt::format(R"(CREATE TABLE "{}"."{}acquire_held" (x integer))", s, p)},
+        {p + "renew_held",
+         fmt::format(R"(CREATE FUNCTION "{}"."{}renew_held"(x text) RETURNS integer LANGUAGE sql AS 'SELECT 1')", s,
+                     p)}};
   if (dialect == "mysql")
     return {{p + "locks", fmt::format("CREATE TABLE `{}locks` (id INT PRIMARY KEY, note TEXT)", p)},
             {p + "token_seq", fmt::format("CREATE TABLE `{}token_seq` (id INT)", p)},
@@ -430,9 +447,11 @@ CREATE INDEX "{1}locks_expires_at" ON "{0}"."{1}other" (x))", s, p)},
           {p + "token_counter", fmt::format(R"(CREATE VIEW "{}token_counter" AS SELECT 1 AS x)", p)},
           {p + "schema_history", fmt::format(R"(CREATE TABLE "{}schema_history" (id INTEGER))", p)},
           {p + "locks_expires_at", fmt::format(R"(CREATE TABLE "{0}other" (x INTEGER);
-CREATE INDEX "{0}locks_expires_at" ON "{0}other" (x))", p)},
+CREATE INDEX "{0}locks_expires_at" ON "{0}other" (x))",
+                                               p)},
           {p + "locks_token_insert", fmt::format(R"(CREATE TABLE "{0}other" (x INTEGER);
-CREATE TRIGGER "{0}locks_token_insert" AFTER INSERT ON "{0}other" BEGIN SELECT 1; END)", p)}};
+CREATE TRIGGER "{0}locks_token_insert" AFTER INSERT ON "{0}other" BEGIN SELECT 1; END)",
+                                                 p)}};
 }
 
 TEST_P(Migrations, AForeignObjectUnderAnyOfDblocksNamesIsRefusedAndNothingChanges) {
@@ -494,40 +513,53 @@ TEST_P(Migrations, VerifyNamesADroppedIndexAReplacedFunctionAChangedColumnAndAMo
     replaced = prefix_ + "locks_token_insert";
     admin_->exec(fmt::format(R"(DROP INDEX "{}locks_expires_at")", prefix_));
     admin_->exec(fmt::format(R"(DROP TRIGGER "{0}locks_token_insert")", prefix_));
-    admin_->exec(fmt::format(R"(CREATE TRIGGER "{0}locks_token_insert" AFTER INSERT ON "{0}locks" BEGIN SELECT 1; END)", prefix_));
+    admin_->exec(fmt::format(R"(CREATE TRIGGER "{0}locks_token_insert" AFTER INSERT ON "{0}locks" BEGIN SELECT 1; END)",
+                             prefix_));
   } else if (mysql_) {
     // Names compared without case: 'a' and 'A' would be one lock.
-    admin_->exec(fmt::format("ALTER TABLE `{}locks` MODIFY name VARCHAR(255) CHARACTER SET utf8mb4 "
-                             "COLLATE utf8mb4_general_ci NOT NULL", prefix_));
-    changed_column = "column 'name' of table '" + prefix_ + "locks' is varchar(255) not null collate utf8mb4_general_ci";
-    admin_->exec(fmt::format("ALTER TABLE `{0}holders` DROP INDEX `{0}holders_expires_at`, "
-                             "ADD INDEX `{0}holders_expires_at` (owner)", prefix_));
+    admin_->exec(
+        fmt::format("ALTER TABLE `{}locks` MODIFY name VARCHAR(255) CHARACTER SET utf8mb4 "
+                    "COLLATE utf8mb4_general_ci NOT NULL",
+                    prefix_));
+    changed_column =
+        "column 'name' of table '" + prefix_ + "locks' is varchar(255) not null collate utf8mb4_general_ci";
+    admin_->exec(
+        fmt::format("ALTER TABLE `{0}holders` DROP INDEX `{0}holders_expires_at`, "
+                    "ADD INDEX `{0}holders_expires_at` (owner)",
+                    prefix_));
     replaced = prefix_ + "release";
     admin_->exec(fmt::format("ALTER TABLE `{0}locks` DROP INDEX `{0}locks_expires_at`", prefix_));
     admin_->exec(fmt::format("DROP FUNCTION `{}release`", prefix_));
-    admin_->exec(fmt::format("CREATE FUNCTION `{}release`(a VARCHAR(255), b VARCHAR(255), c BIGINT) RETURNS BIGINT "
-                             "RETURN 0", prefix_));
+    admin_->exec(
+        fmt::format("CREATE FUNCTION `{}release`(a VARCHAR(255), b VARCHAR(255), c BIGINT) RETURNS BIGINT "
+                    "RETURN 0",
+                    prefix_));
   } else {
     admin_->exec(fmt::format(R"(ALTER TABLE "{}"."{}locks" ALTER COLUMN owner DROP NOT NULL)", schema(), prefix_));
     changed_column = "column 'owner' of table '" + prefix_ + "locks' is text, dblock's migrations create text not null";
     admin_->exec(fmt::format(R"(DROP INDEX "{}"."{}holders_expires_at")", schema(), prefix_));
-    admin_->exec(fmt::format(R"(CREATE INDEX "{1}holders_expires_at" ON "{0}"."{1}holders" (owner))", schema(), prefix_));
+    admin_->exec(
+        fmt::format(R"(CREATE INDEX "{1}holders_expires_at" ON "{0}"."{1}holders" (owner))", schema(), prefix_));
     replaced = prefix_ + "renew_held";
     admin_->exec(fmt::format(R"(DROP INDEX "{}"."{}locks_expires_at")", schema(), prefix_));
-    admin_->exec(fmt::format(R"(CREATE OR REPLACE FUNCTION "{}"."{}renew_held"(p_names text[], p_owners text[], )"
-                             R"(p_tokens bigint[], p_ttls_ms bigint[]) RETURNS SETOF bigint LANGUAGE sql AS 'SELECT 0::bigint')",
-                             schema(), prefix_));
+    admin_->exec(
+        fmt::format(R"(CREATE OR REPLACE FUNCTION "{}"."{}renew_held"(p_names text[], p_owners text[], )"
+                    R"(p_tokens bigint[], p_ttls_ms bigint[]) RETURNS SETOF bigint LANGUAGE sql AS 'SELECT 0::bigint')",
+                    schema(), prefix_));
   }
   try {
     migrator.verify();
     FAIL() << "verify must see the catalog's drift";
   } catch (const dblock::SchemaError& e) {
-    EXPECT_NE(std::string(e.what()).find("index '" + prefix_ + "locks_expires_at' on '" + prefix_ + "locks' is missing"),
-              std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("index '" + prefix_ + "locks_expires_at' on '" + prefix_ + "locks' is missing"),
+        std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("'" + replaced + "' is not the one"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("index '" + prefix_ + "holders_expires_at' on '" + prefix_ +
                                          "holders' is on (owner), dblock's migrations create it on (expires_at)"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
     if (!changed_column.empty()) {  // SQLite cannot change a column in place
       EXPECT_NE(std::string(e.what()).find(changed_column), std::string::npos) << e.what();
     }
@@ -540,12 +572,14 @@ TEST_P(MySqlMigrations, AnyReplicaCompletesAMigrationBrokenOffPartWay) {
   // 0003 broken off after its first statement: its record says started, its first function exists
   // (here with a body of its own, so that completing it must replace it).
   auto checksum = first.status().at(2).shipped_checksum;
-  admin_->exec(fmt::format("INSERT INTO {} (version, name, checksum, applied_by, execution_ms, success) "
-                           "VALUES (3, 'lease_safety', '{}', 'killed replica', 0, FALSE)",
-                           history(), checksum));
-  admin_->exec(fmt::format("CREATE FUNCTION `{}acquire_held`(a VARCHAR(255), b VARCHAR(255), c BIGINT, d BIGINT) "
-                           "RETURNS VARCHAR(64) RETURN NULL",
-                           prefix_));
+  admin_->exec(
+      fmt::format("INSERT INTO {} (version, name, checksum, applied_by, execution_ms, success) "
+                  "VALUES (3, 'lease_safety', '{}', 'killed replica', 0, FALSE)",
+                  history(), checksum));
+  admin_->exec(
+      fmt::format("CREATE FUNCTION `{}acquire_held`(a VARCHAR(255), b VARCHAR(255), c BIGINT, d BIGINT) "
+                  "RETURNS VARCHAR(64) RETURN NULL",
+                  prefix_));
   dblock::Migrator replica(dblock::Store::open(dsn(prefix_)), 10s);
   std::vector<int> from_3;  // the broken-off migration, then the later ones
   for (int version = 3; version <= dblock::latest_schema_version(); ++version) from_3.push_back(version);
@@ -569,8 +603,8 @@ TEST_P(MySqlMigrations, AMigratingUserMissingAPrivilegeIsRefusedBeforeAnythingIs
   // test above covers). Now `up` names the missing rights first and creates nothing.
   auto user = fmt::format("dblock_limited_{}", getpid());
   admin_->exec(fmt::format("CREATE USER IF NOT EXISTS '{}'@'%' IDENTIFIED BY 'pw'", user));
-  admin_->exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON dblock.* TO '{}'@'%'",
-                           user));
+  admin_->exec(
+      fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON dblock.* TO '{}'@'%'", user));
   auto limited = server_dsn_;
   limited.replace(limited.find("://") + 3, limited.find('@') - limited.find("://") - 3, user + ":pw");
   auto store = dblock::Store::open(installation_->dsn_on(limited));
@@ -636,12 +670,16 @@ TEST_P(Migrations, SqlScriptAppliedByHandEqualsUp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Migrations,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
-INSTANTIATE_TEST_SUITE_P(Backends, RoleMigrations, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
+INSTANTIATE_TEST_SUITE_P(Backends, RoleMigrations,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MySqlMigrations);  // a build without MySQL
-INSTANTIATE_TEST_SUITE_P(Backends, MySqlMigrations, ::testing::ValuesIn(dblock::test::built({dblock::test::kMysqlTable})),
+INSTANTIATE_TEST_SUITE_P(Backends, MySqlMigrations,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

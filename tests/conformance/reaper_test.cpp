@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <iostream>
 #include <mutex>
 #include <random>
-#include <chrono>
 #include <thread>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
@@ -28,8 +28,8 @@ class Reaping : public ::testing::TestWithParam<dblock::test::BackendCase> {
   void SetUp() override {
     std::string server_dsn;
     DBLOCK_REQUIRE_BACKEND_DSN(server_dsn, GetParam());
-    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn,
-                                                                 dblock::test::InstallationSetup{.store_params = "pool=12"});
+    installation_ = std::make_unique<dblock::test::Installation>(
+        GetParam(), server_dsn, dblock::test::InstallationSetup{.store_params = "pool=12"});
     store_ = installation_->store();
     admin_ = &installation_->admin();
   }
@@ -191,8 +191,7 @@ TEST_P(Reaping, ManagerReportsEventsToTheHook) {
     auto blocker = other.try_acquire("blocked");
     EXPECT_FALSE(locks.try_acquire("blocked"));
     auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (locks.stats().renewals == 0 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(5ms);
+    while (locks.stats().renewals == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
   }
   std::lock_guard lock(mutex);
   auto seen = [&](dblock::LockEventKind kind) { return std::find(kinds.begin(), kinds.end(), kind) != kinds.end(); };
@@ -202,8 +201,10 @@ TEST_P(Reaping, ManagerReportsEventsToTheHook) {
   EXPECT_TRUE(seen(dblock::LockEventKind::released));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Reaping, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
-                                                                                     dblock::test::kGaleraTable})),
+INSTANTIATE_TEST_SUITE_P(Backends, Reaping,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kSqlite,
+                                                                  dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -257,9 +257,9 @@ TEST_P(Revocation, AfterReleaseForceNoWaitingRunStartsWhileTheRevokedRunsCommand
   EXPECT_NE(held_out.output.find("lost"), std::string::npos) << held_out.output;
   ASSERT_EQ(waited_out.exit_code, 0) << waited_out.output;
   ASSERT_GT(stamp(a_end), 0) << held_out.output;
-  EXPECT_GT(stamp(b_start), stamp(a_end)) << "the waiter's command started "
-                                          << (stamp(a_end) - stamp(b_start)) / 1'000'000
-                                          << " ms before the revoked holder's command ended";
+  EXPECT_GT(stamp(b_start), stamp(a_end))
+      << "the waiter's command started " << (stamp(a_end) - stamp(b_start)) / 1'000'000
+      << " ms before the revoked holder's command ended";
   // The waiter was granted within its --wait of five leases (exit 0): the revoked lease was not
   // renewed. How soon after the revocation is the library's to show (the test kit's
   // RevokeTellsTheHolderWhichLetsGoOfTheName, on a clock the test moves), not a wall-clock bound
@@ -280,9 +280,9 @@ TEST_P(Revocation, RunWithAMinimumHoldKeepsTheNameAfterItsCommandEnds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Revocation,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable,
-                                                                  dblock::test::kSqlite, dblock::test::kPgBouncerTable,
-                                                                  dblock::test::kGaleraTable})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite,
+                              dblock::test::kPgBouncerTable, dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <string>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/installation.hpp"
 #include "support/servers.hpp"
@@ -100,13 +100,15 @@ TEST_P(FenceRoundTrips, AnEmptyFencedTransactionIsTwoRoundTripsBeginWithTheFence
   lock->release();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, RoundTrips,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
-                                           dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory})),
-                         [](const auto& info) { return std::string(info.param.label); });
+INSTANTIATE_TEST_SUITE_P(
+    Backends, RoundTrips,
+    ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPostgresAdvisory,
+                                             dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory})),
+    [](const auto& info) { return std::string(info.param.label); });
 
 INSTANTIATE_TEST_SUITE_P(Backends, GroupRoundTrips,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 INSTANTIATE_TEST_SUITE_P(Backends, FenceRoundTrips,

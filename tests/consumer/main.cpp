@@ -37,8 +37,9 @@ int main(int argc, char** argv) {
     dblock::LockManager rival(store);
     auto lock = locks.acquire("consumer/smoke", 5s);
     std::cout << "consumer holds '" << lock.name() << "' with token " << lock.token() << "\n";
-    bool typed = throws<dblock::Timeout>("acquiring a held lock", [&] { (void)rival.acquire("consumer/smoke", 50ms); }) &&
-                 throws<dblock::InvalidArgument>("an empty name", [&] { (void)locks.try_acquire(""); });
+    bool typed =
+        throws<dblock::Timeout>("acquiring a held lock", [&] { (void)rival.acquire("consumer/smoke", 50ms); }) &&
+        throws<dblock::InvalidArgument>("an empty name", [&] { (void)locks.try_acquire(""); });
     lock.release();
     return typed ? 0 : 1;
   } catch (const dblock::Error& e) {

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
@@ -39,7 +39,7 @@ const dblock::StoreOptions kNodeStoreOptions{.connect_timeout = 3s, .statement_t
 
 /// Stores on every node of the shared cluster, one installation (prefix), migrated.
 std::vector<std::shared_ptr<dblock::Store>> stores_on_nodes(const std::vector<std::string>& nodes,
-                                                             const std::string& params = {}) {
+                                                            const std::string& params = {}) {
   return dblock::test::Installation("mysql", nodes, {.store_params = params, .store_options = kNodeStoreOptions})
       .stores_on_nodes();
 }
@@ -60,7 +60,8 @@ TEST_F(Galera, ManagersOnThreeNodesContendingForOneNameCountExactlyWithRisingTok
   constexpr int kThreadsPerNode = 2;
   constexpr int kIterations = 40;
   std::vector<std::unique_ptr<dblock::LockManager>> managers;
-  for (auto& store : stores) managers.push_back(std::make_unique<dblock::LockManager>(store, dblock::ManagerOptions{.default_ttl = 10s}));
+  for (auto& store : stores)
+    managers.push_back(std::make_unique<dblock::LockManager>(store, dblock::ManagerOptions{.default_ttl = 10s}));
   std::int64_t counter = 0;  // only the lock protects it
   std::int64_t last_token = 0;
   std::atomic<int> inside{0}, overlaps{0}, token_regressions{0}, failures{0};
@@ -215,9 +216,8 @@ TEST(GaleraPartition, ACutOffNodeGrantsNothingAndItsHolderIsToldBeforeAnyoneElse
   auto stores = stores_on_nodes(nodes);
 
   std::promise<Clock::time_point> lost;
-  dblock::LockManager holder(stores[2], {.default_ttl = 3s, .on_lost = [&](std::string_view, std::int64_t) {
-                                           lost.set_value(Clock::now());
-                                         }});
+  dblock::LockManager holder(
+      stores[2], {.default_ttl = 3s, .on_lost = [&](std::string_view, std::int64_t) { lost.set_value(Clock::now()); }});
   dblock::LockManager other(stores[0]);
   dblock::LockManager newcomer(stores[2]);
   auto held = holder.try_acquire("job");
@@ -231,16 +231,18 @@ TEST(GaleraPartition, ACutOffNodeGrantsNothingAndItsHolderIsToldBeforeAnyoneElse
   });
   // Node 3 serves nothing once it sees it is alone: a newcomer there is never granted.
   int granted_while_cut_off = 0;
-  bool refused = dblock::test::eventually([&] {
-    try {
-      if (newcomer.try_acquire("fresh-name")) ++granted_while_cut_off;
-      return false;
-    } catch (const dblock::Error& e) {
-      // 1047 once the node knows it is alone; before that its wait to catch up with the cluster
-      // (wsrep_sync_wait) fails or the reply does not come: an error, never a grant.
-      return true;
-    }
-  }, 30s);
+  bool refused = dblock::test::eventually(
+      [&] {
+        try {
+          if (newcomer.try_acquire("fresh-name")) ++granted_while_cut_off;
+          return false;
+        } catch (const dblock::Error& e) {
+          // 1047 once the node knows it is alone; before that its wait to catch up with the cluster
+          // (wsrep_sync_wait) fails or the reply does not come: an error, never a grant.
+          return true;
+        }
+      },
+      30s);
   EXPECT_TRUE(refused) << "the cut-off node kept serving";
   EXPECT_EQ(granted_while_cut_off, 0);
 
@@ -253,13 +255,16 @@ TEST(GaleraPartition, ACutOffNodeGrantsNothingAndItsHolderIsToldBeforeAnyoneElse
   EXPECT_LT(lost_at - isolated_at, 3s + 1s) << "told at its local deadline";
 
   cluster.run("galera-rejoin", "3");
-  EXPECT_TRUE(dblock::test::eventually([&] {
-    try {
-      return newcomer.try_acquire("after-rejoin").has_value();
-    } catch (const dblock::Error&) {
-      return false;
-    }
-  }, 60s)) << "node 3 serves again after rejoining";
+  EXPECT_TRUE(dblock::test::eventually(
+      [&] {
+        try {
+          return newcomer.try_acquire("after-rejoin").has_value();
+        } catch (const dblock::Error&) {
+          return false;
+        }
+      },
+      60s))
+      << "node 3 serves again after rejoining";
 }
 
 }  // namespace

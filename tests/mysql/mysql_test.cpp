@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/admin.hpp"
 #include "support/eventually.hpp"
@@ -102,8 +102,9 @@ TEST_F(MySql, AGetLockWaiterHasNoTransactionSoPurgeIsNotHeldBack) {
     return other_->query("SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'").at(0) !=
            "0";
   }));
-  EXPECT_EQ(other_->query("SELECT count(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p "
-                          "ON p.id = t.trx_mysql_thread_id WHERE p.state LIKE '%user lock%'")
+  EXPECT_EQ(other_
+                ->query("SELECT count(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p "
+                        "ON p.id = t.trx_mysql_thread_id WHERE p.state LIKE '%user lock%'")
                 .at(0),
             "0");
   admin_->query(fmt::format("SELECT RELEASE_LOCK({})", full_name("purge")));
@@ -125,9 +126,10 @@ TEST_F(MySql, AGetLockDeadlockIsBrokenAndTheWaiterBacksOffInsteadOfSpinning) {
   // a's session (the one holding p) waits in GET_LOCK for q before b closes the cycle.
   auto a_session = admin_->query(fmt::format("SELECT IS_USED_LOCK({})", full_name("p"))).at(0);
   ASSERT_TRUE(dblock::test::eventually([&] {
-    return other_->query(fmt::format("SELECT count(*) FROM information_schema.processlist WHERE id = {} AND state "
-                                     "LIKE '%user lock%'",
-                                     a_session))
+    return other_
+               ->query(fmt::format("SELECT count(*) FROM information_schema.processlist WHERE id = {} AND state "
+                                   "LIKE '%user lock%'",
+                                   a_session))
                .at(0) == "1";
   }));
   proxy.reset_round_trips();
@@ -149,7 +151,7 @@ TEST_F(MySql, AGetLockDeadlockIsBrokenAndTheWaiterBacksOffInsteadOfSpinning) {
 TEST_F(MySql, NamesOverTheServersLimitInCharactersOrBytesAreLockedUnderTheirSha2) {
   auto locks = manager();
   std::string emoji = "\xF0\x9F\x94\x92";  // U+1F512, four bytes
-  auto base = full_name("").size() - 2;  // 'dblock.<prefix>:' without the quotes, all ASCII
+  auto base = full_name("").size() - 2;    // 'dblock.<prefix>:' without the quotes, all ASCII
   std::string name;
   for (std::size_t i = 0; i < 63 - base; ++i) name += emoji;  // 63 characters in full...
   ASSERT_GT(base + name.size(), 192u) << "...but over 192 bytes";

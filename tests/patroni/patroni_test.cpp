@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/eventually.hpp"
 #include "support/own_servers.hpp"
@@ -114,14 +114,17 @@ TEST(Patroni, AsynchronousModeCanLoseAnAcknowledgedGrantInAFailover) {
 
   // The standby is promoted without the grant: the name is free there.
   std::optional<dblock::Lock> second;
-  EXPECT_TRUE(dblock::test::eventually([&] {
-    try {
-      second = other.try_acquire("job");
-      return second.has_value();
-    } catch (const dblock::Error&) {
-      return false;  // no primary yet
-    }
-  }, 90s)) << "the promoted standby never granted the name";
+  EXPECT_TRUE(dblock::test::eventually(
+      [&] {
+        try {
+          second = other.try_acquire("job");
+          return second.has_value();
+        } catch (const dblock::Error&) {
+          return false;  // no primary yet
+        }
+      },
+      90s))
+      << "the promoted standby never granted the name";
   ASSERT_TRUE(second);
   EXPECT_FALSE(held->lost()) << "the first holder still believes it holds the lock: two holders at once";
   std::cout << "[ patroni  ] asynchronous failover: first grant token " << held->token() << ", second grant token "

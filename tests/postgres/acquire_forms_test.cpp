@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
@@ -50,23 +50,23 @@ std::vector<std::string> walk(const std::string& name, dblock::test::Admin& admi
     }
     std::string token = outcome.token == held && held != 0 ? "the held token"
                         : outcome.token > highest          ? "a new, higher token"
-                                                           : fmt::format("token {} not above {}", outcome.token, highest);
+                                                  : fmt::format("token {} not above {}", outcome.token, highest);
     highest = std::max(highest, outcome.token);
     described.push_back(fmt::format("{}: count {}, {}", owner, outcome.count, token));
     return outcome;
   };
-  a_token = step("A", 0).token;                  // a fresh grant
-  step("A", a_token);                            // re-entry with the held token
-  step("B", 0);                                  // another owner, lease live: refused
-  a_token = step("A", 0).token;                  // the owner without proof of holding: taken anew
-  a_token = step("A", 0, 1'000).token;           // ... with a shorter lease, which keeps the longer one
+  a_token = step("A", 0).token;         // a fresh grant
+  step("A", a_token);                   // re-entry with the held token
+  step("B", 0);                         // another owner, lease live: refused
+  a_token = step("A", 0).token;         // the owner without proof of holding: taken anew
+  a_token = step("A", 0, 1'000).token;  // ... with a shorter lease, which keeps the longer one
   described.push_back(lease_left(name) > 50s ? "the longer lease kept" : "the lease shortened");
-  admin.expire(name);                            // A's lease ends
-  b_token = step("B", 0).token;                  // another owner takes over
-  step("A", a_token);                            // A's stale token re-enters nothing
-  step("B", b_token);                            // B re-enters
+  admin.expire(name);            // A's lease ends
+  b_token = step("B", 0).token;  // another owner takes over
+  step("A", a_token);            // A's stale token re-enters nothing
+  step("B", b_token);            // B re-enters
   admin.expire(name);
-  step("B", b_token);                            // an ended lease is not re-entered: granted anew
+  step("B", b_token);  // an ended lease is not re-entered: granted anew
   return described;
 }
 

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
@@ -146,9 +146,10 @@ TEST_F(Advisory, AnOwnerHoldsAllItsLocksOnOnePinnedSession) {
   ASSERT_TRUE(first && second && again);
   EXPECT_EQ(again->count(), 2);
   auto pids = [&](std::int64_t from, std::int64_t to) {
-    return raw_->value(fmt::format("SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid "
-                                   "= 1 AND classid = 0 AND objid BETWEEN {} AND {} AND granted",
-                                   from, to));
+    return raw_->value(
+        fmt::format("SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid "
+                    "= 1 AND classid = 0 AND objid BETWEEN {} AND {} AND granted",
+                    from, to));
   };
   EXPECT_EQ(pids(base_ + 3, base_ + 4), "1") << "one session, not one per lock";
   std::optional<dblock::Lock> other_thread;
@@ -163,9 +164,10 @@ TEST_F(Advisory, AnOwnerHoldsAllItsLocksOnOnePinnedSession) {
 
 TEST_F(Advisory, AnOwnersSessionLingersBetweenLocksAndGoesBackWhenThePoolRunsDry) {
   auto pid_holding = [&](std::int64_t key) {
-    return raw_->value(fmt::format("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND "
-                                   "classid = 0 AND objid = {} AND granted",
-                                   key));
+    return raw_->value(
+        fmt::format("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND "
+                    "classid = 0 AND objid = {} AND granted",
+                    key));
   };
   auto a = manager();
   std::string first_pid;
@@ -236,8 +238,8 @@ struct VacuumReport {
 
 VacuumReport vacuum_verbose(PGconn* conn, const std::string& table) {
   std::string notices;
-  auto previous = PQsetNoticeProcessor(conn, [](void* out, const char* text) { *static_cast<std::string*>(out) += text; },
-                                       &notices);
+  auto previous = PQsetNoticeProcessor(
+      conn, [](void* out, const char* text) { *static_cast<std::string*>(out) += text; }, &notices);
   PGresult* result = PQexec(conn, ("VACUUM (VERBOSE) " + table).c_str());
   auto status = PQresultStatus(result);
   std::string error = PQresultErrorMessage(result);
@@ -247,9 +249,8 @@ VacuumReport vacuum_verbose(PGconn* conn, const std::string& table) {
   VacuumReport report;
   auto at = notices.find("tuples: ");  // "tuples: R removed, N remain, K are dead but not yet removable"
   long long remain = 0;
-  if (at == std::string::npos ||
-      std::sscanf(notices.c_str() + at, "tuples: %lld removed, %lld remain, %lld are dead", &report.removed, &remain,
-                  &report.kept_dead) != 3)
+  if (at == std::string::npos || std::sscanf(notices.c_str() + at, "tuples: %lld removed, %lld remain, %lld are dead",
+                                             &report.removed, &remain, &report.kept_dead) != 3)
     throw std::runtime_error("VACUUM VERBOSE said: " + notices);
   return report;
 }
@@ -265,16 +266,17 @@ TEST_F(Advisory, AWaiterHoldsNoSnapshotThatKeepsVacuumFromRemovingRows) {
   raw_->value("CREATE DATABASE " + database);
   auto query = server_dsn_.find('?');
   auto path = server_dsn_.rfind('/', query);
-  auto database_dsn = server_dsn_.substr(0, path + 1) + database +
-                      (query == std::string::npos ? "" : server_dsn_.substr(query));
+  auto database_dsn =
+      server_dsn_.substr(0, path + 1) + database + (query == std::string::npos ? "" : server_dsn_.substr(query));
   constexpr int kRows = 4000;
   auto run = [&] {  // ASSERTs return from here: the database is dropped below in any case
     auto store = dblock::Store::open(installation_->dsn_on(database_dsn));
     dblock::migrate(*store);
     RawSession app(database_dsn);
-    app.value(fmt::format("CREATE TABLE app_rows WITH (autovacuum_enabled = off) AS "
-                          "SELECT generate_series(1, {}) AS id",
-                          kRows));
+    app.value(
+        fmt::format("CREATE TABLE app_rows WITH (autovacuum_enabled = off) AS "
+                    "SELECT generate_series(1, {}) AS id",
+                    kRows));
     dblock::LockManager holder(store, {.mode = dblock::LockMode::advisory});
     dblock::LockManager waiter(store, {.mode = dblock::LockMode::advisory});
     auto key = dblock::AdvisoryKey::of(base_ + 11);
@@ -287,8 +289,9 @@ TEST_F(Advisory, AWaiterHoldsNoSnapshotThatKeepsVacuumFromRemovingRows) {
     } release_first{held};
     RawSession observer(database_dsn);
     ASSERT_TRUE(eventually([&] {
-      return observer.value("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = "
-                            "'advisory' AND datname = current_database()") != "0";
+      return observer.value(
+                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = "
+                 "'advisory' AND datname = current_database()") != "0";
     }));
     app.value("DELETE FROM app_rows");  // committed while the waiter waits
     // Each slice of the wait takes a fresh snapshot (and between slices the session holds none):
@@ -303,9 +306,11 @@ TEST_F(Advisory, AWaiterHoldsNoSnapshotThatKeepsVacuumFromRemovingRows) {
         },
         3s);
     EXPECT_TRUE(removable) << "VACUUM removed " << removed << " of " << kRows << " deleted rows in 3 s; "
-                           << report.kept_dead << " dead but not removable at the last run (the waiter's backend_xmin: '"
-                           << observer.value("SELECT backend_xmin FROM pg_stat_activity WHERE wait_event = 'advisory' "
-                                             "AND datname = current_database()")
+                           << report.kept_dead
+                           << " dead but not removable at the last run (the waiter's backend_xmin: '"
+                           << observer.value(
+                                  "SELECT backend_xmin FROM pg_stat_activity WHERE wait_event = 'advisory' "
+                                  "AND datname = current_database()")
                            << "')";
     EXPECT_EQ(waited.wait_for(0s), std::future_status::timeout) << "the waiter still waits";
     held->release();
@@ -423,9 +428,10 @@ TEST_F(Advisory, RefusesLoudlyThroughAPoolerInTransactionMode) {
   }
   ASSERT_TRUE(held);
   auto k = static_cast<std::uint64_t>(key.key());
-  auto holder = raw_->value(fmt::format("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = {} AND "
-                                        "objid = {} AND objsubid = 1 AND granted",
-                                        k >> 32, k & 0xffffffffu));
+  auto holder =
+      raw_->value(fmt::format("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = {} AND "
+                              "objid = {} AND objsubid = 1 AND granted",
+                              k >> 32, k & 0xffffffffu));
   ASSERT_FALSE(holder.empty());
   // Other clients of the pooler take server processes in open transactions until one has the
   // holder: our next statement then runs on another server process, as under load.

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/postgres/pg_advisory.hpp"
 #include "support/installation.hpp"
@@ -179,10 +179,11 @@ TEST_F(Pooler, AdvisoryModeIsRefusedAtTheFirstStatementWithoutTheParameter) {
   // Nothing was locked: the statement never ran.
   dblock::test::PgConnection direct(PQconnectdb(direct_dsn_.c_str()));
   auto k = static_cast<std::uint64_t>(key.key());
-  PGresult* held = PQexec(direct.get(), ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
-                                         std::to_string(k >> 32) + " AND objid = " + std::to_string(k & 0xffffffffu) +
-                                         " AND objsubid = 1")
-                                            .c_str());
+  PGresult* held =
+      PQexec(direct.get(),
+             ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " + std::to_string(k >> 32) +
+              " AND objid = " + std::to_string(k & 0xffffffffu) + " AND objsubid = 1")
+                 .c_str());
   ASSERT_EQ(PQresultStatus(held), PGRES_TUPLES_OK);
   EXPECT_STREQ(PQgetvalue(held, 0, 0), "0");
   PQclear(held);
@@ -205,8 +206,10 @@ TEST_F(Pooler, AdvisoryModeIsRefusedEveryTimeWithoutTheParameter) {
     dblock::LockManager locks(store, {.mode = dblock::LockMode::advisory});
     auto attempt_started = std::chrono::steady_clock::now();
     try {
-      if (i % 2 == 0) (void)locks.try_acquire(key);
-      else (void)locks.acquire(key, 20s);
+      if (i % 2 == 0)
+        (void)locks.try_acquire(key);
+      else
+        (void)locks.acquire(key, 20s);
       ADD_FAILURE() << "store " << i << ": granted through a transaction pooler";
     } catch (const dblock::Error& e) {
       bool named = std::string(e.what()).find("pool_mode") != std::string::npos;
@@ -222,10 +225,11 @@ TEST_F(Pooler, AdvisoryModeIsRefusedEveryTimeWithoutTheParameter) {
   // Nothing was taken on any server connection of the pooler.
   dblock::test::PgConnection direct(PQconnectdb(direct_dsn_.c_str()));
   auto k = static_cast<std::uint64_t>(key.key());
-  PGresult* held = PQexec(direct.get(), ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
-                                         std::to_string(k >> 32) + " AND objid = " + std::to_string(k & 0xffffffffu) +
-                                         " AND objsubid = 1")
-                                            .c_str());
+  PGresult* held =
+      PQexec(direct.get(),
+             ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " + std::to_string(k >> 32) +
+              " AND objid = " + std::to_string(k & 0xffffffffu) + " AND objsubid = 1")
+                 .c_str());
   ASSERT_EQ(PQresultStatus(held), PGRES_TUPLES_OK);
   EXPECT_STREQ(PQgetvalue(held, 0, 0), "0");
   PQclear(held);

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/installation.hpp"
 #include "support/servers.hpp"

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/session_pool.hpp"
 #include "backends/sqlite/sqlite_groups.hpp"

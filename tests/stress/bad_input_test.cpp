@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/admin.hpp"
 #include "support/installation.hpp"
@@ -80,8 +80,15 @@ TEST_P(BadInput, HostileNamesAndTtlsAreRefusedAndWriteNothing) {
   EXPECT_TRUE(store_->locks().empty()) << "bad input must not write";
 
   // Hostile but valid names are data, never SQL: they round-trip exactly.
-  std::vector<std::string> valid{"'; DROP TABLE " + prefix_ + "locks; --", "\" OR 1=1 --", "{a,b}", "NULL",
-                                 "\\x00\\", "\xF0\x9F\x94\x92 lock \xF0\x9F\x98\x80", "a ", "A", std::string(255, 'z')};
+  std::vector<std::string> valid{"'; DROP TABLE " + prefix_ + "locks; --",
+                                 "\" OR 1=1 --",
+                                 "{a,b}",
+                                 "NULL",
+                                 "\\x00\\",
+                                 "\xF0\x9F\x94\x92 lock \xF0\x9F\x98\x80",
+                                 "a ",
+                                 "A",
+                                 std::string(255, 'z')};
   std::vector<dblock::Lock> held;
   for (auto& name : valid) {
     auto lock = locks.try_acquire(name);
@@ -139,16 +146,19 @@ TEST_P(BadInput, MissingOutdatedAndNewerSchemasAreRefusedUntouched) {
   admin_->exec(fmt::format("UPDATE {} SET version = 0 WHERE version = {}", history, latest));
   EXPECT_EQ(reason_of(dblock::Store::open(dsn(prefix_))), dblock::SchemaError::Reason::outdated);
   admin_->exec(fmt::format("UPDATE {} SET version = {} WHERE version = 0", history, latest));
-  admin_->exec(fmt::format("INSERT INTO {} (version, name, checksum, applied_by, execution_ms, success) "
-                           "VALUES ({}, 'from_the_future', 'x', 'test', 0, {})",
-                           history, latest + 1, sqlite_ ? "1" : "true"));
+  admin_->exec(
+      fmt::format("INSERT INTO {} (version, name, checksum, applied_by, execution_ms, success) "
+                  "VALUES ({}, 'from_the_future', 'x', 'test', 0, {})",
+                  history, latest + 1, sqlite_ ? "1" : "true"));
   EXPECT_EQ(reason_of(dblock::Store::open(dsn(prefix_))), dblock::SchemaError::Reason::newer);
   EXPECT_EQ(admin_->query("SELECT count(*) FROM " + history).at(0), std::to_string(latest + 1))
       << "refusing changed nothing";
   EXPECT_TRUE(store_->locks().empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BadInput, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
+INSTANTIATE_TEST_SUITE_P(Backends, BadInput,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/build_paths.hpp"
 #include "support/cli_runner.hpp"
@@ -78,7 +78,7 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
           pid_t pid = holder.pid();
           std::optional<dblock::test::CommandOutcome> ended;
           switch (run % 4) {  // every worker kills twice inside, twice at random, runs four to completion
-            case 0:  // at a random moment: waiting, acquiring, inside or releasing
+            case 0:           // at a random moment: waiting, acquiring, inside or releasing
               std::this_thread::sleep_for(std::chrono::milliseconds(random() % 400));
               holder.signal_group(SIGKILL);  // the holder (its guard then kills the command), like a crash
               break;
@@ -89,7 +89,8 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
                 std::ifstream log(journal);
                 std::stringstream text;
                 text << log.rdbuf();
-                if (text.str().find("enter") != std::string::npos && text.str().find(entered) != std::string::npos) break;
+                if (text.str().find("enter") != std::string::npos && text.str().find(entered) != std::string::npos)
+                  break;
                 // Ended without entering (its lease lapsed on a loaded machine before the command began).
                 if ((ended = holder.wait_for(0ms))) break;
                 std::this_thread::sleep_for(2ms);
@@ -134,7 +135,8 @@ TEST_P(Crashes, KilledHoldersReleaseAfterTheLeaseAndNeverOverlap) {
       int pid = 0;
       words >> token >> pid;
       if (inside != 0) {
-        EXPECT_TRUE(killed.contains(inside)) << "pid " << pid << " entered while live holder " << inside << " was inside";
+        EXPECT_TRUE(killed.contains(inside))
+            << "pid " << pid << " entered while live holder " << inside << " was inside";
         ++takeovers_after_crash;
       }
       EXPECT_GT(token, last_token) << "fencing tokens must rise strictly, also after a crash";
@@ -190,7 +192,8 @@ TEST_P(TokenCrashes, ATokenHandedOutRightBeforeACrashIsNeverHandedOutAgain) {
     std::vector<std::int64_t> tokens;
     for (std::size_t m = 0; m < modes.size(); ++m) {
       stores.push_back(dblock::Store::open(dsns[m], {.connect_timeout = 5s}));
-      managers.push_back(std::make_unique<dblock::LockManager>(stores.back(), dblock::ManagerOptions{.mode = modes[m]}));
+      managers.push_back(
+          std::make_unique<dblock::LockManager>(stores.back(), dblock::ManagerOptions{.mode = modes[m]}));
       // A name per round: a table-mode grant outlives the crash (its row is durable).
       locks.push_back(managers.back()->try_acquire(fmt::format("crash-{}", round)));
       ASSERT_TRUE(locks.back());

@@ -71,8 +71,8 @@ TEST_P(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
   for (int t = 0; t < 2; ++t) {
     workers.emplace_back([&, t] {
       // Its own direct connection: a driver connection serves one thread at a time.
-      auto admin = dblock::test::make_admin(GetParam().dialect, server_dsn, dblock::test::default_schema(GetParam()),
-                                            prefix);
+      auto admin =
+          dblock::test::make_admin(GetParam().dialect, server_dsn, dblock::test::default_schema(GetParam()), prefix);
       std::mt19937 random(static_cast<unsigned>(t));
       while (chaos) {
         auto name = "fault/" + std::to_string(random() % 5);
@@ -86,8 +86,8 @@ TEST_P(Faults, ConnectionsCutMidStatementNeverFakeAGrantNorHang) {
           }
           ++grants;
           // Read the row through a direct connection: a reported grant must be real.
-          auto owner = admin->query("SELECT owner || ' ' || token FROM \"" + prefix + "locks\" WHERE name = '" +
-                                    name + "'");
+          auto owner =
+              admin->query("SELECT owner || ' ' || token FROM \"" + prefix + "locks\" WHERE name = '" + name + "'");
           if (std::chrono::steady_clock::now() - started < 300ms) {
             EXPECT_EQ(owner, std::vector<std::string>{locks.owner_id() + " " + std::to_string(lock->token())})
                 << "a grant was reported that the database does not show";
@@ -547,7 +547,9 @@ INSTANTIATE_TEST_SUITE_P(
                                              dblock::test::kMysqlTable, dblock::test::kMysqlAdvisory})),
     [](const auto& info) { return std::string(info.param.label); });
 
-INSTANTIATE_TEST_SUITE_P(Backends, Faults, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
+INSTANTIATE_TEST_SUITE_P(Backends, Faults,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -2,19 +2,19 @@
 // while locks are held and a waiter waits. On servers of its own (tools/testdb.sh), so other tests
 // are not disturbed.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <optional>
-#include <vector>
-#include <algorithm>
-#include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/own_servers.hpp"
 #include "support/servers.hpp"
@@ -56,10 +56,10 @@ TEST_P(Outage, LocksSurviveARestartWithinTheirLeaseAndLapsedOnesAreReportedFirst
   dblock::migrate(*store);
 
   std::promise<std::chrono::steady_clock::time_point> short_lost;
-  dblock::LockManager holder(store, {.default_ttl = 30s, .renew_interval = 150ms,
-                                     .on_lost = [&](std::string_view name, std::int64_t) {
-                                       if (name == "short") short_lost.set_value(std::chrono::steady_clock::now());
-                                     }});
+  dblock::LockManager holder(
+      store, {.default_ttl = 30s, .renew_interval = 150ms, .on_lost = [&](std::string_view name, std::int64_t) {
+                if (name == "short") short_lost.set_value(std::chrono::steady_clock::now());
+              }});
   dblock::LockManager other(store);
   auto long_lease = holder.try_acquire("long");
   auto short_lease = holder.try_acquire("short", {.ttl = 800ms});
@@ -99,7 +99,9 @@ TEST_P(Outage, LocksSurviveARestartWithinTheirLeaseAndLapsedOnesAreReportedFirst
   EXPECT_NO_THROW(long_lease->release());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Outage, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable})),
+INSTANTIATE_TEST_SUITE_P(Backends, Outage,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 TEST(Failover, ToASynchronousReplicaKeepsGrantedLocksExclusive) {
@@ -223,8 +225,9 @@ TEST(AsyncReleases, ACrashRightAfterABurstForgetsNoGrantRepeatsNoTokenAndGrantsN
   int held_checked = 0, forgotten_releases = 0;
   for (int t = 0; t < kThreads; ++t) {
     for (auto& held : still_held[t]) {
-      bool current = (kept[t] && held.token == kept[t]->token()) ||
-                     std::any_of(handed_off.begin(), handed_off.end(), [&](auto& lock) { return lock.token() == held.token; });
+      bool current =
+          (kept[t] && held.token == kept[t]->token()) ||
+          std::any_of(handed_off.begin(), handed_off.end(), [&](auto& lock) { return lock.token() == held.token; });
       if (!current) continue;  // an earlier kept lock, replaced by the next
       auto row = row_of(held.name);
       ASSERT_NE(row, nullptr) << "an acknowledged grant of '" << held.name << "' was forgotten";

@@ -14,8 +14,8 @@
 #include <random>
 #include <thread>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/installation.hpp"
 #include "support/servers.hpp"
@@ -125,15 +125,17 @@ TEST_P(Soak, ProcessesAndThreadsOnHotAndColdNames) {
   EXPECT_EQ(shared->violations.load(), 0) << "exclusion or token order broken across processes";
   EXPECT_EQ(lost, 0u) << "leases were lost while the database was healthy";
   EXPECT_GT(shared->iterations.load(), 100) << "the soak did too little to mean anything";
-  std::cout << shared->iterations.load() << " acquisitions in " << seconds << " s; RSS " << rss_early << " KiB at a third, "
-            << rss_late << " KiB at the end\n";
+  std::cout << shared->iterations.load() << " acquisitions in " << seconds << " s; RSS " << rss_early
+            << " KiB at a third, " << rss_late << " KiB at the end\n";
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // sanitizers keep freed memory on purpose
   EXPECT_LT(rss_late - rss_early, 4 * 1024) << "resident memory grew by more than 4 MiB over the soak";
 #endif
   munmap(memory, sizeof(Shared));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Soak, ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kMysqlTable, dblock::test::kSqlite})),
+INSTANTIATE_TEST_SUITE_P(Backends, Soak,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kMysqlTable, dblock::test::kSqlite})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -16,8 +16,8 @@
 #include <random>
 #include <thread>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
@@ -51,7 +51,7 @@ TEST_P(Stress, HotNamesKeepExclusionAndTokenOrder) {
   constexpr int kIterations = 150;
   const std::vector<std::string> names{"hot/a", "hot/b", "hot/c"};
   struct Guarded {
-    std::int64_t counter = 0;      // incremented without synchronisation: only the lock protects it
+    std::int64_t counter = 0;  // incremented without synchronisation: only the lock protects it
     std::int64_t last_token = 0;
     std::int64_t inside = 0;
     std::int64_t violations = 0;
@@ -223,7 +223,8 @@ TEST_P(GroupStress, GroupsKeepTheirCapacityAndWritersWorkAlone) {
                 auto permit = manager.acquire("sem", 30s, {.permits = kPermits});
                 int now = ++permit_holders;
                 int seen = most_permit_holders.load();
-                while (now > seen && !most_permit_holders.compare_exchange_weak(seen, now)) {}
+                while (now > seen && !most_permit_holders.compare_exchange_weak(seen, now)) {
+                }
                 std::this_thread::sleep_for(std::chrono::microseconds(random() % 2000));
                 --permit_holders;
                 permit.release();

@@ -44,7 +44,8 @@ std::unique_ptr<Admin> make_admin(const std::string& dialect, const std::string&
                                   const std::string& prefix, bool client_found_rows = false);
 
 /// The dialects' own admins, built with their drivers (make_admin picks one).
-std::unique_ptr<Admin> make_postgres_admin(const std::string& dsn, const std::string& schema, const std::string& prefix);
+std::unique_ptr<Admin> make_postgres_admin(const std::string& dsn, const std::string& schema,
+                                           const std::string& prefix);
 std::unique_ptr<Admin> make_mysql_admin(const std::string& dsn, const std::string& prefix, bool client_found_rows);
 std::unique_ptr<Admin> make_sqlite_admin(const std::string& path, const std::string& prefix);
 

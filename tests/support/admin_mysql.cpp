@@ -1,18 +1,18 @@
 // The test admin for MySQL/MariaDB, through Connector/C++.
 #include "support/admin.hpp"
 
-#include <mysql_driver.h>
-#include <mysql_connection.h>
 #include <cppconn/exception.h>
 #include <cppconn/resultset.h>
 #include <cppconn/statement.h>
+#include <mysql_connection.h>
+#include <mysql_driver.h>
 
 #include <chrono>
 #include <stdexcept>
 #include <thread>
 
-#include <dblock/advisory_key.hpp>
 #include <fmt/format.h>
+#include <dblock/advisory_key.hpp>
 
 namespace dblock::test {
 
@@ -50,7 +50,8 @@ class MyAdmin final : public Admin {
   }
   void steal(const std::string& name, const std::string& owner) override {
     // A token above the holder's (a Galera installation has no sequence to draw one from).
-    run(fmt::format("UPDATE {} SET owner = {}, count = 1, token = token + 1, "
+    run(
+        fmt::format("UPDATE {} SET owner = {}, count = 1, token = token + 1, "
                     "expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE name = {}",
                     table_, quote(owner), quote(name)));
   }

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include <dblock/advisory_key.hpp>
 #include <fmt/format.h>
+#include <dblock/advisory_key.hpp>
 
 namespace dblock::test {
 
@@ -17,7 +17,9 @@ namespace {
 class PgAdmin final : public Admin {
  public:
   PgAdmin(const std::string& dsn, std::string schema, std::string prefix)
-      : conn_(PQconnectdb(dsn.c_str())), schema_(schema), table_(fmt::format("\"{}\".\"{}locks\"", schema, prefix)),
+      : conn_(PQconnectdb(dsn.c_str())),
+        schema_(schema),
+        table_(fmt::format("\"{}\".\"{}locks\"", schema, prefix)),
         sequence_(fmt::format("\"{}\".\"{}token_seq\"", schema, prefix)),
         history_(fmt::format("\"{}\".\"{}schema_history\"", schema, prefix)) {
     if (PQstatus(conn_) != CONNECTION_OK) {
@@ -35,7 +37,8 @@ class PgAdmin final : public Admin {
                     quote(name)));
   }
   void steal(const std::string& name, const std::string& owner) override {
-    run(fmt::format("UPDATE {} SET owner = {}, count = 1, token = nextval('{}'), "
+    run(
+        fmt::format("UPDATE {} SET owner = {}, count = 1, token = nextval('{}'), "
                     "expires_at = clock_timestamp() + interval '1 hour' WHERE name = {}",
                     table_, quote(owner), sequence_, quote(name)));
   }
@@ -68,15 +71,16 @@ class PgAdmin final : public Admin {
   }
 
   int kill_advisory_holder(const std::string& name) override {
-    return static_cast<int>(query("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE " + advisory_lock_of(name)).size());
+    return static_cast<int>(
+        query("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE " + advisory_lock_of(name)).size());
   }
 
  private:
   /// The pg_locks condition for the advisory lock of a name.
   static std::string advisory_lock_of(const std::string& name) {
     auto key = static_cast<std::uint64_t>(dblock::AdvisoryKey::from_name(name).key());
-    return fmt::format("locktype = 'advisory' AND classid = {} AND objid = {} AND objsubid = 1 AND granted",
-                       key >> 32, key & 0xffffffffu);
+    return fmt::format("locktype = 'advisory' AND classid = {} AND objid = {} AND objsubid = 1 AND granted", key >> 32,
+                       key & 0xffffffffu);
   }
   std::string quote(const std::string& text) {
     char* quoted = PQescapeLiteral(conn_, text.c_str(), text.size());
@@ -101,7 +105,8 @@ class PgAdmin final : public Admin {
 
 }  // namespace
 
-std::unique_ptr<Admin> make_postgres_admin(const std::string& dsn, const std::string& schema, const std::string& prefix) {
+std::unique_ptr<Admin> make_postgres_admin(const std::string& dsn, const std::string& schema,
+                                           const std::string& prefix) {
   return std::make_unique<PgAdmin>(dsn, schema, prefix);
 }
 

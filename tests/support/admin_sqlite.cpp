@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include <dblock/advisory_key.hpp>
 #include <fmt/format.h>
+#include <dblock/advisory_key.hpp>
 
 namespace dblock::test {
 
@@ -20,7 +20,8 @@ constexpr const char* kSqliteNow =
 class SqliteAdmin final : public Admin {
  public:
   SqliteAdmin(const std::string& path, std::string prefix)
-      : table_(fmt::format("\"{}locks\"", prefix)), counter_(fmt::format("\"{}token_counter\"", prefix)),
+      : table_(fmt::format("\"{}locks\"", prefix)),
+        counter_(fmt::format("\"{}token_counter\"", prefix)),
         history_(fmt::format("\"{}schema_history\"", prefix)) {
     if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw std::runtime_error(sqlite3_errmsg(db_));
     sqlite3_busy_timeout(db_, 10000);
@@ -31,7 +32,8 @@ class SqliteAdmin final : public Admin {
     run(fmt::format("UPDATE {} SET expires_at = {} - 1000 WHERE name = {}", table_, kSqliteNow, quote(name)));
   }
   void steal(const std::string& name, const std::string& owner) override {
-    run(fmt::format("UPDATE {} SET owner = {}, count = 1, token = (SELECT value + 1 FROM {}), "
+    run(
+        fmt::format("UPDATE {} SET owner = {}, count = 1, token = (SELECT value + 1 FROM {}), "
                     "expires_at = {} + 3600000 WHERE name = {}",
                     table_, quote(owner), counter_, kSqliteNow, quote(name)));
   }
@@ -45,7 +47,8 @@ class SqliteAdmin final : public Admin {
   }
 
   bool table_exists(const std::string& name) override {
-    return query(fmt::format("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {}", quote(name))).size() == 1;
+    return query(fmt::format("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {}", quote(name))).size() ==
+           1;
   }
 
   std::string history_table() const override { return history_; }

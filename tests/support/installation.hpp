@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
 
 #include "support/admin.hpp"
 #include "support/servers.hpp"

@@ -18,7 +18,8 @@ class JsonCheck {
   explicit JsonCheck(std::string_view text) : text_(text) {}
 
   void skip_space() {
-    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n' || text_[at_] == '\r')) ++at_;
+    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n' || text_[at_] == '\r'))
+      ++at_;
   }
   bool eat(char c) {
     skip_space();

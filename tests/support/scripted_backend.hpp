@@ -75,7 +75,8 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   explicit ScriptedLocks(std::shared_ptr<Script> script) : script_(std::move(script)) {}
 
   std::optional<Grant> try_acquire(std::string_view name, std::string_view owner, std::chrono::milliseconds ttl,
-                                   std::int64_t held_token, std::chrono::milliseconds /*lock_delay: not scripted*/) override {
+                                   std::int64_t held_token,
+                                   std::chrono::milliseconds /*lock_delay: not scripted*/) override {
     ++script_->acquires;
     if (script_->stepper)
       return stepped<std::optional<Grant>>("acquire", owner, {std::string(name)}, {held_token},
@@ -205,14 +206,17 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   bool revoke(std::string_view name) override {
     std::lock_guard lock(script_->mutex);
     auto it = script_->rows.find(std::string(name));
-    if (it == script_->rows.end() || it->second.owner.starts_with('(') || it->second.expires <= Clock::now()) return false;
-    it->second.owner = std::string(dblock::detail::kRevokedOwner) + it->second.owner.substr(0, dblock::detail::kMarkedOwnerKept);
+    if (it == script_->rows.end() || it->second.owner.starts_with('(') || it->second.expires <= Clock::now())
+      return false;
+    it->second.owner =
+        std::string(dblock::detail::kRevokedOwner) + it->second.owner.substr(0, dblock::detail::kMarkedOwnerKept);
     return true;
   }
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
     std::lock_guard lock(script_->mutex);
     auto it = script_->rows.find(std::string(name));
-    auto marked = std::string(dblock::detail::kRevokedOwner) + std::string(owner.substr(0, dblock::detail::kMarkedOwnerKept));
+    auto marked =
+        std::string(dblock::detail::kRevokedOwner) + std::string(owner.substr(0, dblock::detail::kMarkedOwnerKept));
     if (it == script_->rows.end() || it->second.owner != marked || it->second.token != token) return false;
     script_->rows.erase(it);
     return true;

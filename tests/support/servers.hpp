@@ -6,21 +6,21 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <ostream>
 #include <memory>
-#include <sstream>
+#include <ostream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <dblock/options.hpp>
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <dblock/options.hpp>
 
 #include <cstdint>
 #include <stdexcept>
@@ -70,19 +70,20 @@ inline void PrintTo(const BackendCase& backend, std::ostream* out) { *out << bac
 
 inline const BackendCase kPostgresTable{"postgres_table", "postgresql", "DBLOCK_TEST_PG_DSN"};
 inline const BackendCase kPostgresAdvisory{"postgres_advisory", "postgresql", "DBLOCK_TEST_PG_DSN",
-                                          dblock::LockMode::advisory};
+                                           dblock::LockMode::advisory};
 inline const BackendCase kMysqlTable{"mysql_table", "mysql", "DBLOCK_TEST_MYSQL_DSN"};
 /// A three-node MariaDB Galera cluster (tools/testdb.sh start-galera): suites that open several
 /// stores spread them over the nodes (node_dsns), so that managers on different nodes contend.
 inline const BackendCase kGaleraTable{"galera_table", "mysql", "DBLOCK_TEST_GALERA_DSN", dblock::LockMode::table,
-                                      nullptr, nullptr, "DBLOCK_TEST_GALERA_DSNS"};
+                                      nullptr,        nullptr, "DBLOCK_TEST_GALERA_DSNS"};
 inline const BackendCase kMysqlAdvisory{"mysql_advisory", "mysql", "DBLOCK_TEST_MYSQL_DSN", dblock::LockMode::advisory};
 inline const BackendCase kSqlite{"sqlite", "sqlite", nullptr};
 /// SQLite with its writers queued in the process and requests combined (`writers=queued`).
 inline const BackendCase kSqliteQueued{"sqlite_queued", "sqlite", nullptr, dblock::LockMode::table, "writers=queued"};
 /// Table mode through PgBouncer in transaction mode; the test's own checks go to PostgreSQL directly.
-inline const BackendCase kPgBouncerTable{"pgbouncer_table", "postgresql", "DBLOCK_TEST_PGBOUNCER_DSN",
-                                         dblock::LockMode::table, "pool_mode=transaction", "DBLOCK_TEST_PG_DSN"};
+inline const BackendCase kPgBouncerTable{"pgbouncer_table",           "postgresql",
+                                         "DBLOCK_TEST_PGBOUNCER_DSN", dblock::LockMode::table,
+                                         "pool_mode=transaction",     "DBLOCK_TEST_PG_DSN"};
 
 /// The cases of `cases` whose backend this build holds, for INSTANTIATE_TEST_SUITE_P.
 inline std::vector<BackendCase> built(std::initializer_list<BackendCase> cases) {
@@ -195,21 +196,23 @@ inline std::string unique_prefix() {
 
 /// In a fixture's SetUp or a test: `dsn` gets the backend's DSN (a temp file for embedded ones),
 /// or the test skips/fails.
-#define DBLOCK_REQUIRE_BACKEND_DSN(dsn, backend)                                         \
-  do {                                                                                   \
-    if ((backend).dsn_env == nullptr) dsn = "sqlite://" + ::dblock::test::embedded_sqlite_path(); \
-    else DBLOCK_REQUIRE_DSN(dsn, (backend).dsn_env);                                     \
+#define DBLOCK_REQUIRE_BACKEND_DSN(dsn, backend)                                                       \
+  do {                                                                                                 \
+    if ((backend).dsn_env == nullptr)                                                                  \
+      dsn = "sqlite://" + ::dblock::test::embedded_sqlite_path();                                      \
+    else                                                                                               \
+      DBLOCK_REQUIRE_DSN(dsn, (backend).dsn_env);                                                      \
     if ((backend).dsn_params != nullptr) dsn = ::dblock::test::with_params(dsn, (backend).dsn_params); \
   } while (0)
 
 /// In a fixture's SetUp or a test: `dsn` gets the server's DSN, or the test skips/fails.
-#define DBLOCK_REQUIRE_DSN(dsn, env_name)                                                                  \
-  do {                                                                                                     \
-    if (!::dblock::test::is_built(::dblock::test::dialect_of_env(env_name)))                              \
+#define DBLOCK_REQUIRE_DSN(dsn, env_name)                                                                         \
+  do {                                                                                                            \
+    if (!::dblock::test::is_built(::dblock::test::dialect_of_env(env_name)))                                      \
       GTEST_SKIP() << "the " << ::dblock::test::dialect_of_env(env_name) << " backend is not part of this build"; \
-    dsn = ::dblock::test::env_or_empty(env_name);                                                          \
-    if (dsn.empty()) {                                                                                     \
+    dsn = ::dblock::test::env_or_empty(env_name);                                                                 \
+    if (dsn.empty()) {                                                                                            \
       if (::dblock::test::servers_required()) FAIL() << (env_name) << " is not set but DBLOCK_REQUIRE_SERVERS=1"; \
-      GTEST_SKIP() << (env_name) << " is not set (start servers with tools/testdb.sh start)";             \
-    }                                                                                                      \
+      GTEST_SKIP() << (env_name) << " is not set (start servers with tools/testdb.sh start)";                     \
+    }                                                                                                             \
   } while (0)

@@ -2,11 +2,11 @@
 // A loopback TCP proxy for tests: forwards bytes between a client and a server and counts round
 // trips (each time the client speaks again after the server answered). Loopback only.
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <atomic>
 #include <cstdint>
@@ -33,7 +33,10 @@ class TcpProxy {
   ~TcpProxy() {
     thread_.request_stop();
     thread_.join();
-    for (auto& pair : pairs_) { close(pair.client); close(pair.server); }
+    for (auto& pair : pairs_) {
+      close(pair.client);
+      close(pair.server);
+    }
     close(listener_);
   }
   [[nodiscard]] std::uint16_t port() const { return port_; }
@@ -67,12 +70,18 @@ class TcpProxy {
       for (std::size_t i = 0; i < pairs_.size() && 1 + 2 * i + 1 < fds.size(); ++i) {
         auto& pair = pairs_[i];
         if (fds[1 + 2 * i].revents & (POLLIN | POLLHUP)) {
-          if (!forward(pair.client, pair.server)) { drop(i); break; }
+          if (!forward(pair.client, pair.server)) {
+            drop(i);
+            break;
+          }
           if (pair.server_spoke_last) ++round_trips_;
           pair.server_spoke_last = false;
         }
         if (fds[2 + 2 * i].revents & (POLLIN | POLLHUP)) {
-          if (!forward(pair.server, pair.client)) { drop(i); break; }
+          if (!forward(pair.server, pair.client)) {
+            drop(i);
+            break;
+          }
           pair.server_spoke_last = true;
         }
       }

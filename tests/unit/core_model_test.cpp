@@ -62,7 +62,8 @@ class Interleaver final : public Stepper {
  public:
   explicit Interleaver(int actors) : actors_(static_cast<std::size_t>(actors)) {
     for (int i = 0; i < actors; ++i)
-      actors_[static_cast<std::size_t>(i)].thread = std::jthread([this, i](std::stop_token stop) { run_actor(i, stop); });
+      actors_[static_cast<std::size_t>(i)].thread =
+          std::jthread([this, i](std::stop_token stop) { run_actor(i, stop); });
   }
   ~Interleaver() override { drain(); }
   std::atomic<int> written_behind{0};  // release statements sent by a manager's writer thread
@@ -92,9 +93,14 @@ class Interleaver final : public Stepper {
     switch (fate) {
       case Fate::fail:
         throw dblock::ConnectionError("connection cut (model test)");
-      case Fate::reply: pending->apply(); return;
-      case Fate::lose_after_applying: pending->apply(); break;
-      case Fate::lose_never_applied: break;
+      case Fate::reply:
+        pending->apply();
+        return;
+      case Fate::lose_after_applying:
+        pending->apply();
+        break;
+      case Fate::lose_never_applied:
+        break;
       case Fate::lose_applied_later: {
         std::lock_guard lock(mutex_);
         // Once drained, nothing lands later; and a ghost kept then (a watchdog's statement decided
@@ -286,9 +292,9 @@ struct Guard {
   std::size_t manager = 0;                  // index of its manager
   std::chrono::milliseconds ttl{0};         // the lease it asked for
   HolderKind kind = HolderKind::exclusive;  // a reader's or a permit holder's membership, or a plain lock
-  bool revoked = false;  // its row was revoked: it must learn so by a renewal
-  bool excused = false;  // its row was deleted by force (unsafe): it must learn so by a renewal, and
-                         // may believe until then
+  bool revoked = false;                     // its row was revoked: it must learn so by a renewal
+  bool excused = false;                     // its row was deleted by force (unsafe): it must learn so by a renewal, and
+                                            // may believe until then
   // Renewals naming its token that answered since then. The first may come from a watchdog round
   // that took its snapshot before this guard's grant was recorded (a guard adopting a row keeps
   // the token of the grant before it, which that round renews): only the second, from a round
@@ -327,7 +333,7 @@ struct Tally {
   // The holders table's paths (Script): own memberships taken afresh (a reader's keeping its levels),
   // readers held off by a writer's mark, permits refused at capacity.
   std::uint64_t members_afresh = 0, readers_kept_levels = 0, readers_held_off = 0, permits_refused = 0;
-  std::uint64_t member_rows_read = 0;  // reads of a name (a lost reply's) that found a membership first
+  std::uint64_t member_rows_read = 0;           // reads of a name (a lost reply's) that found a membership first
   std::uint64_t fences = 0, busy_renewals = 0;  // fenced transactions begun; renewals they left alone
 };
 
@@ -547,7 +553,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
               ++tally.lost_readers_beside_believers;
           }
         }
-        note(fmt::format("{}: actor {} releases a guard of '{}' (token {})", step, actor, guard->name, guard->lock.token()));
+        note(fmt::format("{}: actor {} releases a guard of '{}' (token {})", step, actor, guard->name,
+                         guard->lock.token()));
         auto moved = std::make_shared<Guard>(std::move(*guard));
         interleaver->start(actor, [moved, &unread_releases] {
           try {
@@ -644,8 +651,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           // A renewal that answered tells the holders of rows taken away: they must be lost now.
           std::lock_guard lock(guards_mutex);
           for (auto& guard : guards) {
-            if (!(guard.excused || guard.revoked) || std::find(statement->tokens.begin(), statement->tokens.end(), guard.lock.token()) ==
-                                      statement->tokens.end())
+            if (!(guard.excused || guard.revoked) || std::find(statement->tokens.begin(), statement->tokens.end(),
+                                                               guard.lock.token()) == statement->tokens.end())
               continue;
             if (++guard.renewals_heard < 2) continue;
             auto until = Clock::now() + 2s;
@@ -662,8 +669,10 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
               std::this_thread::sleep_for(100us);
             }
             if (!guard.lock.lost())
-              violation = fmt::format("a guard of '{}' (token {}) whose row was forcibly released is not lost after "
-                                      "a renewal answered", guard.name, guard.lock.token());
+              violation = fmt::format(
+                  "a guard of '{}' (token {}) whose row was forcibly released is not lost after "
+                  "a renewal answered",
+                  guard.name, guard.lock.token());
             guard.excused = guard.revoked = false;
             guard.renewals_heard = 0;
           }
@@ -793,8 +802,10 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
           token = it->second.token;
           owner = it->second.owner;
           if (group) ++tally.member_deletes;
-          if (unsafe) script->rows.erase(it);
-          else it->second.owner = revoked_marker(owner);
+          if (unsafe)
+            script->rows.erase(it);
+          else
+            it->second.owner = revoked_marker(owner);
         }
         note(fmt::format("{}: '{}' (token {}) is {}", step, name, token, unsafe ? "deleted by force" : "revoked"));
         for (auto& guard : guards)
@@ -902,7 +913,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
         return fmt::format("a guard of '{}' (token {}) believes it holds a name whose row carries an older token {}",
                            guard.name, guard.lock.token(), row.token);
       if (row.expires <= now)
-        return fmt::format("a guard of '{}' (token {}) believes it holds an expired row", guard.name, guard.lock.token());
+        return fmt::format("a guard of '{}' (token {}) believes it holds an expired row", guard.name,
+                           guard.lock.token());
       // The lease runs out in the database no sooner than the guard stops believing: a belief that
       // would outlast its row is caught here, before the row expires and is taken over.
       if (deadline > row.expires)

@@ -34,8 +34,9 @@ class CorePolicy : public ::testing::Test {
   }
   const std::shared_ptr<dblock::Store>& store() {
     if (!store_)
-      store_ = dblock::detail::StoreParts::over(std::make_unique<ScriptedBackend>(script_),
-                                                 std::make_shared<spdlog::logger>("scripted", std::make_shared<spdlog::sinks::null_sink_mt>()));
+      store_ = dblock::detail::StoreParts::over(
+          std::make_unique<ScriptedBackend>(script_),
+          std::make_shared<spdlog::logger>("scripted", std::make_shared<spdlog::sinks::null_sink_mt>()));
     return store_;
   }
   /// A manager that lives until after TearDown, which opens the gates: a manager's end waits for
@@ -400,7 +401,8 @@ TEST_F(CorePolicy, AdvisoryWaitCancelledByTheServerIsATimeout) {
 
 TEST_F(CorePolicy, AdvisoryLockWhoseSessionCheckStallsIsLostAtItsDeadline) {
   std::promise<void> reported;
-  auto locks = manager({.mode = dblock::LockMode::advisory, .default_ttl = 150ms,
+  auto locks = manager({.mode = dblock::LockMode::advisory,
+                        .default_ttl = 150ms,
                         .on_lost = [&](std::string_view, std::int64_t) { reported.set_value(); }});
   script_->checks_gate.close();
   auto held = locks->try_acquire("quiet");

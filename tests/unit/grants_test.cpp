@@ -26,12 +26,10 @@ std::vector<std::string> missing(std::vector<std::string> rows, std::string_view
   return missing_mysql_migration_rights(rows, database, kFreshInstall);
 }
 
-const std::vector<CatalogObject> kObjects{{"table", "p_schema_history", "", {}, ""},
-                                          {"sequence", "p_token_seq", "", {}, ""},
-                                          {"table", "p_locks", "", {}, ""},
-                                          {"index", "p_locks_pkey", "p_locks", {}, ""},
-                                          {"function", "p_acquire", "", {}, ""},
-                                          {"function", "p_acquire", "", {}, ""}};
+const std::vector<CatalogObject> kObjects{
+    {"table", "p_schema_history", "", {}, ""}, {"sequence", "p_token_seq", "", {}, ""},
+    {"table", "p_locks", "", {}, ""},          {"index", "p_locks_pkey", "p_locks", {}, ""},
+    {"function", "p_acquire", "", {}, ""},     {"function", "p_acquire", "", {}, ""}};
 
 }  // namespace
 
@@ -84,7 +82,8 @@ TEST(MySqlRights, TableAndRoutineLevelGrantsCountForTheirObjectOnly) {
 TEST(RuntimeGrants, PostgresGrantsDataRightsSequenceAndEachFunctionOnce) {
   auto text = postgres_runtime_grants("app", "p_", kObjects, "web");
   EXPECT_NE(text.find("GRANT USAGE ON SCHEMA \"app\" TO \"web\";"), std::string::npos) << text;
-  EXPECT_NE(text.find("GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE \"app\".\"p_locks\" TO \"web\";"), std::string::npos);
+  EXPECT_NE(text.find("GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE \"app\".\"p_locks\" TO \"web\";"),
+            std::string::npos);
   EXPECT_NE(text.find("GRANT SELECT ON TABLE \"app\".\"p_schema_history\" TO \"web\";"), std::string::npos);
   EXPECT_NE(text.find("GRANT USAGE ON SEQUENCE \"app\".\"p_token_seq\" TO \"web\";"), std::string::npos);
   EXPECT_EQ(text.find("CREATE ON"), std::string::npos);
@@ -95,7 +94,8 @@ TEST(RuntimeGrants, PostgresGrantsDataRightsSequenceAndEachFunctionOnce) {
 TEST(RuntimeGrants, MySqlAccountsDefaultToAnyHost) {
   auto text = mysql_runtime_grants("app", "p_", kObjects, "web");
   EXPECT_NE(text.find("GRANT SELECT, INSERT ON `app`.`p_token_seq` TO 'web'@'%';"), std::string::npos) << text;
-  EXPECT_NE(mysql_runtime_grants("app", "p_", kObjects, "web@localhost").find("TO 'web'@'localhost';"), std::string::npos);
+  EXPECT_NE(mysql_runtime_grants("app", "p_", kObjects, "web@localhost").find("TO 'web'@'localhost';"),
+            std::string::npos);
   EXPECT_NE(mysql_runtime_grants("a`b", "p_", kObjects, "web").find("`a``b`.`p_locks`"), std::string::npos);
 }
 

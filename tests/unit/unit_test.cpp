@@ -85,8 +85,9 @@ TEST(Uri, SplitsDblockParametersFromDriverOnes) {
 }
 
 TEST(Uri, RejectsMalformedAndNeverEchoesPasswords) {
-  for (const char* bad : {"", "localhost", "://x", "ftp://x", "postgresql://u:topsecret@h/db?pool=0",
-                          "postgresql://u:topsecret@h/db?pool=x", "postgresql://u:topsecret@h/db?schema", "sqlite://"}) {
+  for (const char* bad :
+       {"", "localhost", "://x", "ftp://x", "postgresql://u:topsecret@h/db?pool=0",
+        "postgresql://u:topsecret@h/db?pool=x", "postgresql://u:topsecret@h/db?schema", "sqlite://"}) {
     try {
       (void)parse_store_uri(bad);
       ADD_FAILURE() << "accepted " << bad;
@@ -169,7 +170,8 @@ TEST(Uri, MySqlTakesTheDatabaseAsItsSchemaAndRefusesAnother) {
 TEST(Uri, EngineGaleraIsForMysqlAndNamesTheOnlyEngineItKnows) {
   EXPECT_TRUE(dblock::detail::resolve_store_uri("mysql://u@127.0.0.1/app?engine=galera", {}).galera);
   EXPECT_FALSE(dblock::detail::resolve_store_uri("mysql://u@127.0.0.1/app", {}).galera);
-  EXPECT_THROW((void)dblock::detail::resolve_store_uri("mysql://u@127.0.0.1/app?engine=ndb", {}), dblock::InvalidArgument);
+  EXPECT_THROW((void)dblock::detail::resolve_store_uri("mysql://u@127.0.0.1/app?engine=ndb", {}),
+               dblock::InvalidArgument);
   EXPECT_THROW((void)dblock::detail::resolve_store_uri("postgresql://u@127.0.0.1/app?engine=galera", {}),
                dblock::InvalidArgument);
 }
@@ -191,8 +193,8 @@ TEST(Uri, WritersQueuedIsForSqliteAndNamesItsTwoValues) {
 
 #if DBLOCK_TEST_WITH_POSTGRES
 TEST(PgEngine, CockroachAndYugabyteAreToldByWhatTheyReportAtConnect) {
-  using dblock::detail::PgEngine;
   using dblock::detail::pg_engine_of;
+  using dblock::detail::PgEngine;
   EXPECT_EQ(pg_engine_of("15.18 (Debian 15.18-0+deb12u1)", ""), PgEngine::postgresql);
   EXPECT_EQ(pg_engine_of("13.0.0", "CockroachDB CCL v23.1.11 (x86_64-pc-linux-gnu)"), PgEngine::cockroachdb);
   EXPECT_EQ(pg_engine_of("11.2-YB-2.20.1.0-b0", ""), PgEngine::yugabytedb);
@@ -216,7 +218,8 @@ TEST(Uri, NoPasswordSurvivesInAnyMessageForHostileDsns) {
       {"postgresql://u:Trunc99%4@127.0.0.1/db?prefix=%4", "Trunc99%4"},
   };
   for (auto& [uri, secret] : cases) {
-    EXPECT_EQ(dblock::detail::redact_uri(uri).find(secret), std::string::npos) << uri << " -> " << dblock::detail::redact_uri(uri);
+    EXPECT_EQ(dblock::detail::redact_uri(uri).find(secret), std::string::npos)
+        << uri << " -> " << dblock::detail::redact_uri(uri);
     std::string message = "driver said: \"" + uri + "\" and token \"" + secret + "\"";
     EXPECT_EQ(dblock::detail::redact_secrets(message, uri).find(secret), std::string::npos) << uri;
     try {

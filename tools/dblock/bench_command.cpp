@@ -8,9 +8,9 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <dblock/dblock.hpp>
 #include <dblock/fence.hpp>
-#include <fmt/format.h>
 
 #include "core/bench_floor.hpp"
 #include "dblock/bench_harness.hpp"
@@ -18,8 +18,8 @@
 #include "dblock/bench_async.hpp"
 #endif
 #include "dblock/bench_report.hpp"
-#include "dblock/server_cpu.hpp"
 #include "dblock/exit_codes.hpp"
+#include "dblock/server_cpu.hpp"
 
 namespace dblock::cli {
 
@@ -37,7 +37,9 @@ void timed_cycle(LockManager& locks, const std::string& name, Latencies& latenci
 class Bench {
  public:
   Bench(const BenchRequest& request, std::shared_ptr<Store> store)
-      : request_(request), store_(std::move(store)), floor_(*store_),
+      : request_(request),
+        store_(std::move(store)),
+        floor_(*store_),
         mode_(request.mode == "advisory" ? LockMode::advisory : LockMode::table),
         run_id_(fmt::format("bench/{}", getpid())) {}
 
@@ -70,11 +72,15 @@ class Bench {
     auto library = [&](std::size_t t, Latencies& latencies) { timed_cycle(locks, name_for(t), latencies, options); };
     auto comparison = compare(threads, request_.duration, floor, library);
     auto scenario = request_.kind == "lock" ? std::string("uncontended") : "uncontended " + request_.kind;
-    Result result{scenario, request_.mode, threads, comparison.library, comparison.floor,
-                  mode_ == LockMode::advisory
-                      ? fmt::format("raw {}, prepared", raw.front()->blocking_lock_functions())
-                      : std::string("raw driver, same statements"),
-                  comparison.ratio, {}};
+    Result result{scenario,
+                  request_.mode,
+                  threads,
+                  comparison.library,
+                  comparison.floor,
+                  mode_ == LockMode::advisory ? fmt::format("raw {}, prepared", raw.front()->blocking_lock_functions())
+                                              : std::string("raw driver, same statements"),
+                  comparison.ratio,
+                  {}};
     result.extra["ratio_of"] = "median of 8 alternating pairs";
     result.extra["unit"] = "acquire+release cycles";
     if (mode_ == LockMode::table) compare_with_hand_written(threads, library, result);
@@ -141,7 +147,8 @@ class Bench {
     std::vector<std::unique_ptr<dblock::detail::RawWriteClient>> raw;
     for (std::size_t t = 0; t < threads; ++t)
       if (auto client = floor_.raw_write_client()) raw.push_back(std::move(client));
-    if (raw.size() != threads) throw InvalidArgument(fmt::format("--scenario fence: no floor on {}", store_->dialect()));
+    if (raw.size() != threads)
+      throw InvalidArgument(fmt::format("--scenario fence: no floor on {}", store_->dialect()));
     LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
     auto lock = locks.acquire(fmt::format("{}/fence", run_id_), std::chrono::seconds(30));
     const FenceTarget target(lock);
@@ -167,8 +174,10 @@ class Bench {
     auto comparison = compare(threads, request_.duration, unfenced, library);
     auto statement = compare(threads, request_.duration, unfenced, bare_fenced);
     raw.front()->clear(run_id_);
-    Result result{"fence", request_.mode, threads, comparison.library, comparison.floor,
-                  "raw driver, the same transaction unfenced", comparison.ratio, {}};
+    Result result{"fence",          request_.mode,
+                  threads,          comparison.library,
+                  comparison.floor, "raw driver, the same transaction unfenced",
+                  comparison.ratio, {}};
     result.extra["ratio_of"] = "median of 8 alternating pairs";
     result.extra["unit"] = "transactions: begin, one insert, commit (dblock: Store::fenced, the fence first)";
     result.extra["bare_fenced_ops_per_sec"] = fmt::format("{:.0f}", statement.library.ops_per_sec);
@@ -208,9 +217,9 @@ class Bench {
     auto name = fmt::format("{}/handoff", run_id_);
     LockManager locks(store_, manager_options());
     std::vector<std::optional<Lock>> held(threads);
-    auto [dblock_figure, dblock_fairness, dblock_cpu] = measure(
-        [&](std::size_t t) { held[t].emplace(locks.acquire(name, std::chrono::seconds(30))); },
-        [&](std::size_t t) { held[t].reset(); });
+    auto [dblock_figure, dblock_fairness, dblock_cpu] =
+        measure([&](std::size_t t) { held[t].emplace(locks.acquire(name, std::chrono::seconds(30))); },
+                [&](std::size_t t) { held[t].reset(); });
     Result result{"handoff", request_.mode, threads, dblock_figure, std::nullopt, "", std::nullopt, {}};
     result.extra["grants_per_thread"] = dblock_fairness;
     if (dblock_cpu) result.extra["server_cpu_ms_per_handoff"] = fmt::format("{:.3f}", *dblock_cpu);
@@ -220,13 +229,14 @@ class Bench {
       raw.front()->blocking_unlock(0);
       constexpr std::int64_t kKey = 0x64626c6f636bLL;  // "dblock"
       auto [floor_figure, floor_fairness, floor_cpu] = measure([&](std::size_t t) { raw[t]->blocking_lock(kKey); },
-                                                    [&](std::size_t t) { raw[t]->blocking_unlock(kKey); });
+                                                               [&](std::size_t t) { raw[t]->blocking_unlock(kKey); });
       result.floor = floor_figure;
       result.ratio = dblock_figure.ops_per_sec / std::max(1e-9, floor_figure.ops_per_sec);
       result.floor_name = fmt::format("{} blocking hand-off", raw.front()->blocking_lock_functions());
       result.extra["floor_grants_per_thread"] = floor_fairness;
       if (floor_cpu) result.extra["floor_server_cpu_ms_per_handoff"] = fmt::format("{:.3f}", *floor_cpu);
-      result.extra["p50_latency_ratio"] = fmt::format("{:.2f}", dblock_figure.p50_ms / std::max(1e-9, floor_figure.p50_ms));
+      result.extra["p50_latency_ratio"] =
+          fmt::format("{:.2f}", dblock_figure.p50_ms / std::max(1e-9, floor_figure.p50_ms));
     }
     result.extra["unit"] = "hand-offs; p50/p99 = release-to-next-grant";
     return result;
@@ -253,9 +263,14 @@ class Bench {
       cycles.add(Clock::now() - cycle_start);
     }
     auto p50 = cycles.percentile(0.5);
-    Result result{"renew", request_.mode, 1, {p50 > 0 ? static_cast<double>(count) / (p50 / 1000) : 0, p50,
-                                              cycles.percentile(0.99)},
-                  std::nullopt, "", std::nullopt, {}};
+    Result result{"renew",
+                  request_.mode,
+                  1,
+                  {p50 > 0 ? static_cast<double>(count) / (p50 / 1000) : 0, p50, cycles.percentile(0.99)},
+                  std::nullopt,
+                  "",
+                  std::nullopt,
+                  {}};
     result.extra["locks"] = std::to_string(count);
     result.extra["renewed_per_cycle"] = std::to_string(renewed);
     result.extra["round_trips_per_cycle"] = "1";
@@ -345,15 +360,21 @@ class Bench {
     reaping = false;
     live.join();
     double seconds = std::chrono::duration<double>(cycle.duration).count();
-    Result result{"reap", request_.mode, 1,
-                  {seconds > 0 ? static_cast<double>(cycle.rows) / seconds : 0, during.percentile(0.5),
-                   during.percentile(0.99)},
-                  std::nullopt, "", std::nullopt, {}};
+    Result result{
+        "reap",
+        request_.mode,
+        1,
+        {seconds > 0 ? static_cast<double>(cycle.rows) / seconds : 0, during.percentile(0.5), during.percentile(0.99)},
+        std::nullopt,
+        "",
+        std::nullopt,
+        {}};
     result.extra["rows"] = std::to_string(cycle.rows);
     result.extra["batch"] = std::to_string(request_.reap_batch);
     result.extra["failed_cycles"] = std::to_string(failed_cycles);
     result.extra["live_p99_without_reaper_ms"] = fmt::format("{:.3f}", baseline.percentile(0.99));
-    result.extra["live_p99_ratio"] = fmt::format("{:.2f}", during.percentile(0.99) / std::max(1e-9, baseline.percentile(0.99)));
+    result.extra["live_p99_ratio"] =
+        fmt::format("{:.2f}", during.percentile(0.99) / std::max(1e-9, baseline.percentile(0.99)));
     result.extra["unit"] = "rows deleted/s; p50/p99 = live acquire+release while reaping";
     return result;
   }
@@ -426,8 +447,10 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     throw InvalidArgument("--scenario async: this dblock was built without asio");
 #endif
   }
-  if (request.json) print_json(results, store->dialect());
-  else print_table(results, store->dialect());
+  if (request.json)
+    print_json(results, store->dialect());
+  else
+    print_table(results, store->dialect());
   return 0;
 }
 

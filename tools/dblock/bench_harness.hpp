@@ -45,14 +45,13 @@ struct Result {
   Figure dblock;
   std::optional<Figure> floor;
   std::string floor_name;
-  std::optional<double> ratio;  // dblock against the floor; see compare()
+  std::optional<double> ratio;               // dblock against the floor; see compare()
   std::map<std::string, std::string> extra;  // scenario-specific numbers, already formatted
 };
 
 inline Figure figure_of(Latencies& latencies, std::size_t ops, Clock::duration elapsed) {
   double seconds = std::chrono::duration<double>(elapsed).count();
-  return {seconds > 0 ? static_cast<double>(ops) / seconds : 0, latencies.percentile(0.50),
-          latencies.percentile(0.99)};
+  return {seconds > 0 ? static_cast<double>(ops) / seconds : 0, latencies.percentile(0.50), latencies.percentile(0.99)};
 }
 
 /// Threads kept for a whole comparison, so both sides run on the same long-lived threads, as an
@@ -127,7 +126,7 @@ class Workers {
   std::size_t done_ = 0;                   // guarded by mutex_
   std::size_t ops_ = 0;                    // guarded by mutex_
   std::atomic<bool> stop_slice_{false};
-  std::vector<std::jthread> threads_;      // last: they stop before the rest goes
+  std::vector<std::jthread> threads_;  // last: they stop before the rest goes
 };
 
 /// Runs `body(thread_index, latencies)` on `threads` threads until `duration` passes.

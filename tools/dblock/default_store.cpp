@@ -113,12 +113,14 @@ class Findings {
     bool sticky_ancestor = role == Role::ancestor && (st.st_mode & S_ISVTX) != 0;
     if (!trust_.owner(st.st_uid))
       add(path, fmt::format("is owned by {}, who can change its mode", user_label(st.st_uid)),
-          fmt::format("chown {} {}", account_of(trust_.caller) ? account_of(trust_.caller)->name : "root", path.string()));
+          fmt::format("chown {} {}", account_of(trust_.caller) ? account_of(trust_.caller)->name : "root",
+                      path.string()));
     bool others = (st.st_mode & S_IWOTH) != 0 && !sticky_ancestor;
     bool group = (st.st_mode & S_IWGRP) != 0 && !sticky_ancestor && !trust_.group(st.st_gid);
     if (others) world_writable_ = true;
     if (others)
-      add(path, fmt::format("is writable by every user (mode {:04o})", mode), fmt::format("chmod {} {}", group ? "go-w" : "o-w", path.string()));
+      add(path, fmt::format("is writable by every user (mode {:04o})", mode),
+          fmt::format("chmod {} {}", group ? "go-w" : "o-w", path.string()));
     else if (group)
       add(path, fmt::format("is writable by the group {} (mode {:04o})", group_name(st.st_gid), mode),
           fmt::format("chmod g-w {}", path.string()));
@@ -193,7 +195,7 @@ void make_directories(const fs::path& dir, mode_t mode) {
     // Through a descriptor that refuses a symbolic link swapped in after mkdir.
     int fd = ::open(partial.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
-      struct stat st{};
+      struct stat st {};
       if (::fstat(fd, &st) == 0 && st.st_uid == ::geteuid()) (void)::fchmod(fd, mode);
       ::close(fd);
     }
@@ -215,25 +217,25 @@ void check_directory(const fs::path& dir, Findings& findings) {
   std::error_code error;
   auto real = fs::canonical(dir, error);
   if (error)
-    throw StoreRefused(kUnavailable, fmt::format("the embedded default store's directory {}: {}", dir.string(),
-                                                 error.message()));
+    throw StoreRefused(kUnavailable,
+                       fmt::format("the embedded default store's directory {}: {}", dir.string(), error.message()));
   // Both spellings: a symbolic link's own directory matters as much as its target's ancestors.
   auto ancestors = prefixes(dir);
   for (auto& path : prefixes(real))
     if (std::find(ancestors.begin(), ancestors.end(), path) == ancestors.end()) ancestors.push_back(path);
   for (auto& path : ancestors) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) == 0) findings.check(path, st, Role::ancestor);
   }
-  struct stat st{};
+  struct stat st {};
   if (::stat(real.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw StoreRefused(kUnavailable, fmt::format("the embedded default store's directory {} is not a directory",
-                                                 dir.string()));
+    throw StoreRefused(kUnavailable,
+                       fmt::format("the embedded default store's directory {} is not a directory", dir.string()));
   findings.check(dir, st, Role::directory);
 }
 
 void create_file(const fs::path& dir, const fs::path& file, const Trust& trust) {
-  struct stat dir_st{};
+  struct stat dir_st {};
   if (::stat(dir.c_str(), &dir_st) != 0) return;
   // A directory an administrator shared with the dblock group (g+ws) makes files its members can
   // write; otherwise the file is the caller's alone (SQLite gives -wal and -shm this mode too).
@@ -261,11 +263,12 @@ bool contains(const fs::path& path, std::string_view needle, bool sqlite_header)
 /// Read as bytes (its schema's text, in the file or its write-ahead log), never opened: opening
 /// would take SQLite locks in, and possibly change, the other release's live file.
 void refuse_previous_release_store(const fs::path& store_file) {
-  struct stat here{};
+  struct stat here {};
   if (::stat(kFileName, &here) != 0 || !S_ISREG(here.st_mode)) return;
-  struct stat ours{};
+  struct stat ours {};
   if (::stat(store_file.c_str(), &ours) == 0 && ours.st_dev == here.st_dev && ours.st_ino == here.st_ino) return;
-  bool dblock = contains(kFileName, kDblockTable, true) || contains(std::string(kFileName) + "-wal", kDblockTable, false);
+  bool dblock =
+      contains(kFileName, kDblockTable, true) || contains(std::string(kFileName) + "-wal", kDblockTable, false);
   if (!dblock) return;
   std::error_code error;
   auto old = fs::current_path(error) / kFileName;
@@ -296,12 +299,12 @@ std::string open_default_store() {
   // Not followed: a link would make the checks look at another file than SQLite's siblings.
   for (std::string suffix : {"", kSiblings[0], kSiblings[1], kSiblings[2]}) {
     fs::path path = file.string() + suffix;
-    struct stat st{};
+    struct stat st {};
     if (::lstat(path.c_str(), &st) == 0) findings.check(path, st, Role::file);
   }
   if (!findings.empty()) throw StoreRefused(kNoPermission, findings.message(file));
   if (::access(file.c_str(), R_OK | W_OK) != 0) {
-    struct stat st{};
+    struct stat st {};
     (void)::stat(file.c_str(), &st);
     throw StoreRefused(kNoPermission,
                        fmt::format("the embedded default store sqlite://{} is not writable by this user (owner {}, "

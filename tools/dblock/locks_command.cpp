@@ -4,8 +4,8 @@
 #include <string_view>
 #include <vector>
 
-#include <dblock/dblock.hpp>
 #include <fmt/format.h>
+#include <dblock/dblock.hpp>
 
 namespace dblock::cli {
 
@@ -13,10 +13,14 @@ namespace {
 
 std::string_view state_name(LockState state) {
   switch (state) {
-    case LockState::revoked: return "revoked";
-    case LockState::min_hold: return "min-hold";
-    case LockState::delayed: return "delayed";
-    default: return "held";
+    case LockState::revoked:
+      return "revoked";
+    case LockState::min_hold:
+      return "min-hold";
+    case LockState::delayed:
+      return "delayed";
+    default:
+      return "held";
   }
 }
 
@@ -28,8 +32,8 @@ void print_occurrences(const std::vector<OccurrenceInfo>& runs) {
   for (auto& run : runs)
     fmt::print("{:<32} {:<28} {:<9} {:>8} {:>5} {:>10} {:>8}  {}\n", terminal_safe(run.name),
                terminal_safe(run.occurrence), occurrence_status_name(run.status), run.attempts,
-               run.exit_code ? std::to_string(*run.exit_code) : std::string("-"), run.token,
-               format_duration(run.age), terminal_safe(run.owner));
+               run.exit_code ? std::to_string(*run.exit_code) : std::string("-"), run.token, format_duration(run.age),
+               terminal_safe(run.owner));
 }
 
 }  // namespace
@@ -41,20 +45,22 @@ void print_locks(Store& store, bool json) {
     fmt::print("[");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       auto& row = rows[i];
-      fmt::print("{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"state\":\"{}\",\"count\":{},\"token\":{},"
-                 "\"remaining_ms\":{},\"expired\":{}{}}}",
-                 i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), holder_kind_name(row.kind),
-                 state_name(row.state), row.count, row.token, row.remaining.count(), row.remaining.count() <= 0,
-                 row.lock_delay.count() > 0 ? fmt::format(",\"lock_delay_ms\":{}", row.lock_delay.count()) : "");
+      fmt::print(
+          "{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"state\":\"{}\",\"count\":{},\"token\":{},"
+          "\"remaining_ms\":{},\"expired\":{}{}}}",
+          i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), holder_kind_name(row.kind),
+          state_name(row.state), row.count, row.token, row.remaining.count(), row.remaining.count() <= 0,
+          row.lock_delay.count() > 0 ? fmt::format(",\"lock_delay_ms\":{}", row.lock_delay.count()) : "");
     }
     // Occurrence records of once-per-occurrence runs, as entries of kind "occurrence".
     for (std::size_t i = 0; i < runs.size(); ++i) {
       auto& run = runs[i];
-      fmt::print("{}{{\"name\":{},\"kind\":\"occurrence\",\"occurrence\":{},\"owner\":{},\"token\":{},"
-                 "\"status\":\"{}\",\"attempts\":{},\"exit_code\":{},\"age_ms\":{}}}",
-                 rows.empty() && i == 0 ? "" : ",", json_string(run.name), json_string(run.occurrence),
-                 json_string(run.owner), run.token, occurrence_status_name(run.status), run.attempts,
-                 run.exit_code ? std::to_string(*run.exit_code) : std::string("null"), run.age.count());
+      fmt::print(
+          "{}{{\"name\":{},\"kind\":\"occurrence\",\"occurrence\":{},\"owner\":{},\"token\":{},"
+          "\"status\":\"{}\",\"attempts\":{},\"exit_code\":{},\"age_ms\":{}}}",
+          rows.empty() && i == 0 ? "" : ",", json_string(run.name), json_string(run.occurrence), json_string(run.owner),
+          run.token, occurrence_status_name(run.status), run.attempts,
+          run.exit_code ? std::to_string(*run.exit_code) : std::string("null"), run.age.count());
     }
     fmt::print("]\n");
     return;
@@ -65,7 +71,8 @@ void print_locks(Store& store, bool json) {
     fmt::print("no locks\n");
     return;
   }
-  fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", "NAME", "KIND", "STATE", "COUNT", "TOKEN", "LEASE", "OWNER");
+  fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", "NAME", "KIND", "STATE", "COUNT", "TOKEN", "LEASE",
+             "OWNER");
   for (auto& row : rows) {
     auto lease = row.remaining.count() > 0 ? format_duration(row.remaining) : std::string("expired");
     // Names and owners come from the database: escaped, so that each lock is exactly one row.

@@ -6,8 +6,8 @@
 
 #include <chrono>
 
-#include <dblock/text.hpp>
 #include <fmt/chrono.h>
+#include <dblock/text.hpp>
 
 namespace dblock::cli {
 
@@ -23,7 +23,9 @@ class MessageFlag final : public spdlog::custom_flag_formatter {
     auto text = Render(std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(text.data(), text.data() + text.size());
   }
-  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<MessageFlag>(); }
+  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<MessageFlag>();
+  }
 };
 
 constexpr const char* kJsonRecord = R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":%*})";
@@ -38,7 +40,8 @@ void Stderr::say(std::string_view level, std::string_view message) const {
   // The same shape as a log record (kJsonRecord), written whatever the level filter.
   auto now = std::chrono::system_clock::now();
   auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  fmt::print(stderr, "{{\"time\":\"{:%Y-%m-%dT%H:%M:%S}.{:03}Z\",\"level\":\"{}\",\"logger\":\"dblock\",\"message\":{}}}\n",
+  fmt::print(stderr,
+             "{{\"time\":\"{:%Y-%m-%dT%H:%M:%S}.{:03}Z\",\"level\":\"{}\",\"logger\":\"dblock\",\"message\":{}}}\n",
              fmt::gmtime(std::chrono::system_clock::to_time_t(now)), millis, level, json_string(message));
 }
 

@@ -23,12 +23,18 @@ using namespace dblock;
 
 int exit_code_for(const Error& error) {
   switch (error.category()) {
-    case ErrorCategory::invalid_argument: return cli::kUsage;
-    case ErrorCategory::connection: return cli::kUnavailable;
-    case ErrorCategory::timeout: return cli::kTempFail;
-    case ErrorCategory::schema: return cli::kConfig;
-    case ErrorCategory::permission: return cli::kNoPermission;
-    default: return cli::kSoftware;
+    case ErrorCategory::invalid_argument:
+      return cli::kUsage;
+    case ErrorCategory::connection:
+      return cli::kUnavailable;
+    case ErrorCategory::timeout:
+      return cli::kTempFail;
+    case ErrorCategory::schema:
+      return cli::kConfig;
+    case ErrorCategory::permission:
+      return cli::kNoPermission;
+    default:
+      return cli::kSoftware;
   }
 }
 
@@ -52,11 +58,14 @@ int main(int argc, char** argv) {
   // Named here, not from argv[0]: help, usage errors and the man pages made from them say "dblock".
   CLI::App app{"dblock: distributed locks in the SQL database you already run", "dblock"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", [] {
-    std::string text = fmt::format("dblock {} (commit {})\nbackends:", DBLOCK_VERSION, DBLOCK_GIT_COMMIT);
-    for (auto& backend : compiled_backends()) text += "\n  " + backend;
-    return text;
-  }, "Print the version, the commit it was built from and the built-in backends with their drivers");
+  app.set_version_flag(
+      "--version",
+      [] {
+        std::string text = fmt::format("dblock {} (commit {})\nbackends:", DBLOCK_VERSION, DBLOCK_GIT_COMMIT);
+        for (auto& backend : compiled_backends()) text += "\n  " + backend;
+        return text;
+      },
+      "Print the version, the commit it was built from and the built-in backends with their drivers");
   // Global options are accepted after the subcommand too: `dblock migrate up --dsn URI`.
   app.fallthrough();
   std::optional<std::string> dsn_option;

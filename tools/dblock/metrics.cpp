@@ -45,11 +45,12 @@ std::string ReaperMetrics::render(const std::optional<LockCensus>& census) const
   metric("dblock_reaper_failures_total", "counter", "Reaper cycles that failed.", failures_.load());
   {
     std::lock_guard lock(mutex_);
-    out += "# HELP dblock_reaper_cycle_duration_seconds Duration of reaper cycles.\n"
-           "# TYPE dblock_reaper_cycle_duration_seconds histogram\n";
+    out +=
+        "# HELP dblock_reaper_cycle_duration_seconds Duration of reaper cycles.\n"
+        "# TYPE dblock_reaper_cycle_duration_seconds histogram\n";
     for (std::size_t i = 0; i < kBuckets.size(); ++i)
-      out += fmt::format("dblock_reaper_cycle_duration_seconds_bucket{{le=\"{}\"}} {}\n", kBuckets[i],
-                         bucket_counts_[i]);
+      out +=
+          fmt::format("dblock_reaper_cycle_duration_seconds_bucket{{le=\"{}\"}} {}\n", kBuckets[i], bucket_counts_[i]);
     out += fmt::format("dblock_reaper_cycle_duration_seconds_bucket{{le=\"+Inf\"}} {}\n", observations_);
     out += fmt::format("dblock_reaper_cycle_duration_seconds_sum {}\n", duration_sum_);
     out += fmt::format("dblock_reaper_cycle_duration_seconds_count {}\n", observations_);

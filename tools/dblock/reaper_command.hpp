@@ -14,7 +14,7 @@ struct ReaperRequest {
   std::size_t batch = 1000;
   std::string listen = "127.0.0.1:9464";  // empty: no HTTP endpoint
   bool once = false;
-  std::uint64_t unhealthy_after = 3;  // consecutive failed cycles before /healthz says 503
+  std::uint64_t unhealthy_after = 3;                // consecutive failed cycles before /healthz says 503
   std::chrono::milliseconds census_every{15'000};   // the lock-table gauges are read at most this often
   std::chrono::milliseconds status_refresh{5'000};  // the status page's rows are read at most this often
   std::size_t status_rows = 1000;                   // most rows the status page and /status.json list

@@ -1,7 +1,7 @@
 #include "dblock/release_command.hpp"
 
-#include <dblock/dblock.hpp>
 #include <fmt/format.h>
+#include <dblock/dblock.hpp>
 
 namespace dblock::cli {
 
@@ -9,8 +9,9 @@ int run_release(Store& store, const std::string& name, bool unsafe_delete) {
   auto shown = terminal_safe(name);
   if (unsafe_delete) {
     bool existed = store.force_release(name);
-    fmt::print("{}\n", existed ? fmt::format("deleted '{}' (unsafe: a live holder runs on until its next renewal)", shown)
-                               : fmt::format("no lock named '{}'", shown));
+    fmt::print("{}\n", existed
+                           ? fmt::format("deleted '{}' (unsafe: a live holder runs on until its next renewal)", shown)
+                           : fmt::format("no lock named '{}'", shown));
     return existed ? 0 : 1;
   }
   auto revoked = store.revoke(name);

@@ -26,12 +26,12 @@ struct RunRequest {
   std::chrono::milliseconds grace{10'000};  // SIGTERM this long before the local deadline; SIGKILL at it
   LockMode mode = LockMode::table;
   bool shared = false;
-  std::int64_t permits = 0;  // > 0: one of a semaphore's permits
-  std::chrono::milliseconds min_hold{0};  // LockOptions::min_hold
-  std::chrono::milliseconds lock_delay{0};  // LockOptions::lock_delay
+  std::int64_t permits = 0;                     // > 0: one of a semaphore's permits
+  std::chrono::milliseconds min_hold{0};        // LockOptions::min_hold
+  std::chrono::milliseconds lock_delay{0};      // LockOptions::lock_delay
   std::optional<OccurrenceOptions> occurrence;  // --once-per/--occurrence: run once per occurrence
   std::vector<std::string> command;
-  const Stderr* out = nullptr;  // where run's reports on its command go
+  const Stderr* out = nullptr;             // where run's reports on its command go
   std::vector<int> inherited_descriptors;  // open when dblock started: the command's to inherit
 };
 

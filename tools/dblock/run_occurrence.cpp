@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 namespace dblock::cli::detail {
 

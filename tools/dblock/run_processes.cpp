@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "dblock/exit_codes.hpp"
 
@@ -114,7 +114,8 @@ int exit_status_of(int status) {
 
 Pipe::Pipe() {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw Error(ErrorCategory::database, fmt::format("pipe failed: {}", std::strerror(errno)));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    throw Error(ErrorCategory::database, fmt::format("pipe failed: {}", std::strerror(errno)));
   read = fds[0];
   write = fds[1];
 }

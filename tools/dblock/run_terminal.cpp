@@ -9,7 +9,8 @@
 namespace dblock::cli::detail {
 
 JobControl::JobControl() : terminal_(::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)) {
-  for (std::size_t i = 0; i < std::size(kJobControl); ++i) sigaction(kJobControl[i], nullptr, &command_dispositions_[i]);
+  for (std::size_t i = 0; i < std::size(kJobControl); ++i)
+    sigaction(kJobControl[i], nullptr, &command_dispositions_[i]);
   // Giving the terminal away and taking it back, and writing run's reports, from the background.
   if (terminal_) signal(SIGTTOU, SIG_IGN);
 }
@@ -19,8 +20,7 @@ void JobControl::prepare(GuardSetup& setup) const {
   setup.terminal = in_foreground() ? terminal_.get() : -1;
 }
 
-void JobControl::follow_stop(pid_t group, int stop_signal, const std::function<bool()>& lease_gone,
-                             const Stderr& out) {
+void JobControl::follow_stop(pid_t group, int stop_signal, const std::function<bool()>& lease_gone, const Stderr& out) {
   if (!terminal_) return;
   int fd = terminal_.get();
   bool terminal_stop = stop_signal == SIGTTIN || stop_signal == SIGTTOU;

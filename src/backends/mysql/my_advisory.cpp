@@ -80,7 +80,7 @@ class MyNamedLockSession final : public AdvisorySession {
  private:
   SessionPool<MyConnection>::Lease lease_;
   const MyNamedLockSql& sql_;
-  std::int64_t grants_ = 0;  // server-side grants not yet released
+  std::int64_t grants_ = 0;      // server-side grants not yet released
   bool grant_in_doubt_ = false;  // a lock statement failed: it may have left a grant the count misses
 };
 
@@ -93,13 +93,15 @@ milliseconds longest_named_lock_wait(milliseconds statement_timeout) {
 /// The InvalidArgument for what GET_LOCK cannot express.
 void check_named_lock_target(const AdvisoryTarget& target) {
   if (target.shared)
-    throw InvalidArgument(fmt::format("lock '{}': MySQL's GET_LOCK has no shared locks (LockOptions.shared needs "
-                                      "PostgreSQL)",
-                                      target.name.empty() ? target.key.to_string() : target.name));
+    throw InvalidArgument(
+        fmt::format("lock '{}': MySQL's GET_LOCK has no shared locks (LockOptions.shared needs "
+                    "PostgreSQL)",
+                    target.name.empty() ? target.key.to_string() : target.name));
   if (target.name.empty())
-    throw InvalidArgument(fmt::format("{}: MySQL's GET_LOCK locks names, not integer keys: acquire by name "
-                                      "(AdvisoryKey needs PostgreSQL)",
-                                      target.key.to_string()));
+    throw InvalidArgument(
+        fmt::format("{}: MySQL's GET_LOCK locks names, not integer keys: acquire by name "
+                    "(AdvisoryKey needs PostgreSQL)",
+                    target.key.to_string()));
 }
 
 class MyAdvisory final : public AdvisoryBackend {

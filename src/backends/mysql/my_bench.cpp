@@ -21,9 +21,9 @@ class MyRawClient final : public RawLockClient {
         blocking_lock_{ids, "GET_LOCK", "SELECT GET_LOCK(?, ?)"},
         blocking_unlock_{ids, "RELEASE_LOCK", "SELECT RELEASE_LOCK(?)"} {}
 
-  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
-                                      std::int64_t ttl_ms) override {
-    std::array<MyParam, 5> params{name, owner, ttl_ms * 1000, std::int64_t{0}, std::int64_t{0}};  // no grant held, no lock-delay
+  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner, std::int64_t ttl_ms) override {
+    std::array<MyParam, 5> params{name, owner, ttl_ms * 1000, std::int64_t{0},
+                                  std::int64_t{0}};  // no grant held, no lock-delay
     auto grant = parse_grant(connection_->query(sql_.acquire, params));
     if (!grant) return std::nullopt;
     return grant->token;
@@ -63,9 +63,10 @@ class MyRawWriteClient final : public RawWriteClient {
         insert_{ids_, "bench insert",
                 fill("INSERT INTO `{prefix}bench_writes` (run, n) VALUES (?, ?)", {{"{prefix}", prefix}})},
         clear_{ids_, "bench clear", fill("DELETE FROM `{prefix}bench_writes` WHERE run = ?", {{"{prefix}", prefix}})} {
-    connection_->execute(fill("CREATE TABLE IF NOT EXISTS `{prefix}bench_writes` (run VARCHAR(255) NOT NULL, n BIGINT NOT "
-                              "NULL) ENGINE=InnoDB",
-                              {{"{prefix}", prefix}}));
+    connection_->execute(
+        fill("CREATE TABLE IF NOT EXISTS `{prefix}bench_writes` (run VARCHAR(255) NOT NULL, n BIGINT NOT "
+             "NULL) ENGINE=InnoDB",
+             {{"{prefix}", prefix}}));
   }
 
   void write(const std::string& run, std::int64_t n,

@@ -1,12 +1,12 @@
 #include "backends/mysql/my_connection.hpp"
 
-#include <mysql_driver.h>
-#include <mysql_connection.h>
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
 #include <cppconn/resultset_metadata.h>
 #include <cppconn/statement.h>
+#include <mysql_connection.h>
+#include <mysql_driver.h>
 
 #include <algorithm>
 #include <charconv>
@@ -31,16 +31,16 @@ constexpr int kNoSuchFunction = 1305;
 constexpr int kNoSuchDatabase = 1049;
 constexpr int kAccessDenied = 1045;
 constexpr int kDatabaseAccessDenied = 1044;
-constexpr int kTableAccessDenied = 1142;     // "INSERT command denied to user ... for table ..."
+constexpr int kTableAccessDenied = 1142;  // "INSERT command denied to user ... for table ..."
 constexpr int kColumnAccessDenied = 1143;
 constexpr int kRoutineAccessDenied = 1370;   // "execute command denied to user ... for routine ..."
 constexpr int kSpecificAccessDenied = 1227;  // "you need (at least one of) the SUPER privilege(s)"
-constexpr int kConnectionKilled = 1927;     // MariaDB: KILL CONNECTION of this session
+constexpr int kConnectionKilled = 1927;      // MariaDB: KILL CONNECTION of this session
 constexpr int kServerShutdown = 1053;
-constexpr int kServerGone = 2006;           // the session had already broken: the statement did not run
-constexpr int kLostDuringQuery = 2013;      // broke (or timed out) while the statement ran: outcome unknown
-constexpr int kFirstClientError = 2000;     // 2000-2999: the client library's own errors
-constexpr int kWsrepNotReady = 1047;        // Galera: "WSREP has not yet prepared node for application use"
+constexpr int kServerGone = 2006;        // the session had already broken: the statement did not run
+constexpr int kLostDuringQuery = 2013;   // broke (or timed out) while the statement ran: outcome unknown
+constexpr int kFirstClientError = 2000;  // 2000-2999: the client library's own errors
+constexpr int kWsrepNotReady = 1047;     // Galera: "WSREP has not yet prepared node for application use"
 
 sql::mysql::MySQL_Driver& driver() {
   // Thread-safe static initialisation: the driver instance is created once, before any connect.
@@ -66,9 +66,10 @@ std::optional<std::int64_t> MyRow::int64(std::size_t column) const {
 
 MyEndpoint parse_mysql_uri(std::string_view driver_uri, std::string_view redacted) {
   auto fail = [&](std::string_view why) {
-    throw InvalidArgument(fmt::format("DSN '{}' is invalid: {} (expected mysql://user:password@host:port/database"
-                                      "[?socket=/path/to/mysqld.sock])",
-                                      redacted, why));
+    throw InvalidArgument(
+        fmt::format("DSN '{}' is invalid: {} (expected mysql://user:password@host:port/database"
+                    "[?socket=/path/to/mysqld.sock])",
+                    redacted, why));
   };
   auto rest = driver_uri.substr(driver_uri.find("://") + 3);
   std::string_view query;
@@ -148,10 +149,12 @@ MyConnection::MyConnection(const MyEndpoint& endpoint, std::string redacted_uri,
   } catch (const sql::SQLException& e) {
     int code = e.getErrorCode();
     bool login = code == kAccessDenied || code == kDatabaseAccessDenied;
-    std::string hint = login ? " (check the user name and password)"
-                             : code == kNoSuchDatabase ? " (create the database first)" : "";
+    std::string hint = login                     ? " (check the user name and password)"
+                       : code == kNoSuchDatabase ? " (create the database first)"
+                                                 : "";
     std::string message = e.what();
-    for (std::size_t pos = 0; !endpoint.password.empty() && (pos = message.find(endpoint.password, pos)) != std::string::npos;)
+    for (std::size_t pos = 0;
+         !endpoint.password.empty() && (pos = message.find(endpoint.password, pos)) != std::string::npos;)
       message.replace(pos, endpoint.password.size(), "***");  // never echo the password
     // Galera may abort a new session's set-up statements as a deadlock (seen under load while other
     // sessions ran DDL): nothing was asked of the locks, so the caller's transient-error policy may
@@ -221,13 +224,14 @@ void MyConnection::fail(const sql::SQLException& error, std::string_view what) {
                         "25006");
   if (code == kTableAccessDenied || code == kColumnAccessDenied || code == kRoutineAccessDenied ||
       code == kSpecificAccessDenied || code == kDatabaseAccessDenied)
-    throw PermissionDenied(fmt::format("the user dblock connects to {} as lacks a right: {} (`dblock migrate grants "
-                                       "--role NAME` prints the grants a runtime user needs)",
-                                       redacted_uri_, message));
+    throw PermissionDenied(
+        fmt::format("the user dblock connects to {} as lacks a right: {} (`dblock migrate grants "
+                    "--role NAME` prints the grants a runtime user needs)",
+                    redacted_uri_, message));
   if (code == kNoSuchTable || code == kNoSuchFunction)
-    throw SchemaError(SchemaError::Reason::missing,
-                      fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_,
-                                  error.what()));
+    throw SchemaError(
+        SchemaError::Reason::missing,
+        fmt::format("dblock's tables are missing in {} ({}): run `dblock migrate up`", redacted_uri_, error.what()));
   throw DatabaseError(message, state.size() == 5 ? state : std::string_view{});
 }
 
@@ -250,9 +254,12 @@ sql::PreparedStatement& MyConnection::prepared(const MyStatement& statement, std
     std::visit(
         [&](auto value) {
           using T = decltype(value);
-          if constexpr (std::is_same_v<T, std::string_view>) slot->setString(i + 1, std::string(value));
-          else if constexpr (std::is_same_v<T, std::int64_t>) slot->setInt64(i + 1, value);
-          else slot->setDouble(i + 1, value);
+          if constexpr (std::is_same_v<T, std::string_view>)
+            slot->setString(i + 1, std::string(value));
+          else if constexpr (std::is_same_v<T, std::int64_t>)
+            slot->setInt64(i + 1, value);
+          else
+            slot->setDouble(i + 1, value);
         },
         params[i]);
   }

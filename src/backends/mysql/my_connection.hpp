@@ -126,7 +126,7 @@ class MyConnection {
 
   std::unique_ptr<sql::Connection> conn_;
   std::vector<std::unique_ptr<sql::PreparedStatement>> prepared_;  // by MyStatement::id
-  std::vector<std::string> prepared_sql_;                            // what each was prepared from
+  std::vector<std::string> prepared_sql_;                          // what each was prepared from
   std::string redacted_uri_;
   std::chrono::milliseconds statement_timeout_;
   bool broken_ = false;

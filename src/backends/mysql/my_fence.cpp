@@ -5,8 +5,8 @@
 #include <map>
 #include <mutex>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "base/sql_template.hpp"
 
@@ -139,9 +139,7 @@ class MyFences final : public FenceBackend {
   std::map<std::string, MyStatement, std::less<>> callers_;  // the texts run in fenced transactions
 };
 
-std::vector<MyParam> params_of(std::span<const std::string> params) {
-  return {params.begin(), params.end()};
-}
+std::vector<MyParam> params_of(std::span<const std::string> params) { return {params.begin(), params.end()}; }
 
 FenceRows MyFencedSession::query(std::string_view sql, std::span<const std::string> params) {
   auto statement = fences_.statement(sql);

@@ -55,9 +55,10 @@ std::vector<std::string> MyMigrationDialect::statements(std::string_view migrati
 }
 
 std::string MyMigrationDialect::script_record(const MigrationFile& migration) const {
-  return fmt::format("INSERT INTO `{}schema_history` (version, name, checksum, applied_at, applied_by, execution_ms, "
-                     "success)\nVALUES ({}, '{}', '{}', UTC_TIMESTAMP(6), 'dblock migrate sql', 0, TRUE)",
-                     prefix_, migration.version, migration.name, migration.checksum);
+  return fmt::format(
+      "INSERT INTO `{}schema_history` (version, name, checksum, applied_at, applied_by, execution_ms, "
+      "success)\nVALUES ({}, '{}', '{}', UTC_TIMESTAMP(6), 'dblock migrate sql', 0, TRUE)",
+      prefix_, migration.version, migration.name, migration.checksum);
 }
 
 ScriptFrame MyMigrationDialect::script_frame() const {

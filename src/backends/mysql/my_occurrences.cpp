@@ -72,8 +72,8 @@ ORDER BY keep_until LIMIT ?)")};
   std::int64_t clock_ms() override { return first_int64(pool_.lease()->query(clock_, {})).value_or(0); }
 
   bool claim(const OccurrenceClaimRef& claim) override {
-    std::array<MyParam, 7> params{claim.name, claim.occurrence, claim.owner, claim.token,
-                                  claim.keep.count() * 1000, claim.name, claim.token};
+    std::array<MyParam, 7> params{claim.name, claim.occurrence, claim.owner, claim.token, claim.keep.count() * 1000,
+                                  claim.name, claim.token};
     return pool_.lease()->update(claim.retry_failed ? claim_retry_ : claim_, params) > 0;
   }
 
@@ -86,8 +86,14 @@ ORDER BY keep_until LIMIT ?)")};
     std::array<MyParam, 2> params{only_name, only_name};
     std::vector<OccurrenceInfo> rows;
     for (auto& row : pool_.lease()->query(list_, params)) {
-      OccurrenceInfo info{row.str(0), row.str(1), row.str(2), row.num(3), occurrence_status_of(row.str(4)),
-                          row.num(5), std::nullopt, std::chrono::milliseconds(row.num(7))};
+      OccurrenceInfo info{row.str(0),
+                          row.str(1),
+                          row.str(2),
+                          row.num(3),
+                          occurrence_status_of(row.str(4)),
+                          row.num(5),
+                          std::nullopt,
+                          std::chrono::milliseconds(row.num(7))};
       if (auto code = row.int64(6)) info.exit_code = static_cast<int>(*code);
       rows.push_back(std::move(info));
     }

@@ -68,8 +68,10 @@ std::vector<std::string> privileges_of(std::string_view list) {
   for (char c : list) {
     if (c == '(') ++depth;
     if (c == ')') --depth;
-    if (c == ',' && depth == 0) flush();
-    else current += c;
+    if (c == ',' && depth == 0)
+      flush();
+    else
+      current += c;
   }
   flush();
   return out;
@@ -108,9 +110,12 @@ std::optional<GrantRow> parse_row(std::string_view line, RoleRows& roles) {
   object.remove_prefix(1);
   auto second = identifier(object);
   if (!second) return std::nullopt;
-  if (*first == "*" && *second == "*") row.level = GrantRow::Level::global;
-  else if (*second == "*") row.level = GrantRow::Level::database;
-  else row.level = GrantRow::Level::object;
+  if (*first == "*" && *second == "*")
+    row.level = GrantRow::Level::global;
+  else if (*second == "*")
+    row.level = GrantRow::Level::database;
+  else
+    row.level = GrantRow::Level::object;
   row.database = *first;
   row.object = *second;
   return row;
@@ -127,7 +132,8 @@ bool pattern_matches(std::string_view pattern, std::string_view name) {
   if (name.empty()) return false;
   if (pattern.front() == '\\' && pattern.size() > 1)
     return pattern[1] == name.front() && pattern_matches(pattern.substr(2), name.substr(1));
-  return (pattern.front() == '_' || pattern.front() == name.front()) && pattern_matches(pattern.substr(1), name.substr(1));
+  return (pattern.front() == '_' || pattern.front() == name.front()) &&
+         pattern_matches(pattern.substr(1), name.substr(1));
 }
 
 class Rights {
@@ -136,8 +142,9 @@ class Rights {
 
   [[nodiscard]] bool on_database(std::string_view privilege) const {
     return std::any_of(rows_.begin(), rows_.end(), [&](const GrantRow& row) {
-      return gives(row, privilege) && (row.level == GrantRow::Level::global ||
-                                       (row.level == GrantRow::Level::database && pattern_matches(row.database, database_)));
+      return gives(row, privilege) &&
+             (row.level == GrantRow::Level::global ||
+              (row.level == GrantRow::Level::database && pattern_matches(row.database, database_)));
     });
   }
   /// On the database, or on the one table (routine: names compared without case, as MySQL does).
@@ -187,7 +194,8 @@ std::vector<std::string> missing_mysql_migration_rights(std::span<const std::str
   if (auto list = lacking(needs.create_tables, "CREATE", false); !list.empty())
     missing.push_back(fmt::format("CREATE on {}.* (to create {})", db, list));
   if (!needs.create_routines.empty() && !rights.on_database("CREATE ROUTINE"))
-    missing.push_back(fmt::format("CREATE ROUTINE on {}.* (to create {})", db, lacking(needs.create_routines, "CREATE ROUTINE", true)));
+    missing.push_back(fmt::format("CREATE ROUTINE on {}.* (to create {})", db,
+                                  lacking(needs.create_routines, "CREATE ROUTINE", true)));
   if (auto list = lacking(needs.alter_tables, "ALTER", false); !list.empty())
     missing.push_back(fmt::format("ALTER on {}.* (for ALTER TABLE {})", db, list));
   if (auto list = lacking(needs.replace_routines, "ALTER ROUTINE", true); !list.empty())

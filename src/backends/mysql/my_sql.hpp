@@ -87,8 +87,9 @@ ORDER BY name, owner LIMIT ?)");
     // over or renewed meanwhile stays. Oldest first: the plain ORDER BY form deadlocked least
     // with acquirers (doc/database-facts.md §3); what deadlocks is retried.
     reap = make("reap", "DELETE FROM `{prefix}locks` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?");
-    reap_members = make("reap_members",
-                        "DELETE FROM `{prefix}holders` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?");
+    reap_members =
+        make("reap_members",
+             "DELETE FROM `{prefix}holders` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?");
     acquire_member = make("acquire_member", "SELECT `{prefix}acquire_member`(?, ?, ?, ?, ?, ?)");
     release_member = make("release_member", "SELECT `{prefix}release_member`(?, ?, ?, ?)");
     renew_members = make("renew_members", "SELECT `{prefix}renew_members`(?)");
@@ -106,7 +107,8 @@ SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), COALESCE(
             AND m.expires_at > UTC_TIMESTAMP(6)),
          l.expires_at)) / 1000)
 FROM `{prefix}locks` l WHERE l.name = ?)");
-    unmark_writer = make("unmark_writer", "DELETE FROM `{prefix}holders` WHERE name = ? AND owner = ? AND kind = 'writer'");
+    unmark_writer =
+        make("unmark_writer", "DELETE FROM `{prefix}holders` WHERE name = ? AND owner = ? AND kind = 'writer'");
     census = make("census", R"(
 SELECT COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0),
        COALESCE(FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(IF(expires_at > UTC_TIMESTAMP(6), acquired_at, NULL)),
@@ -117,15 +119,15 @@ INSERT INTO `{prefix}locks` (name, owner, count, token, acquired_at, expires_at)
 WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?)
 SELECT CONCAT(?, ? + i), 'dblock-bench', 1, {seed_token}, UTC_TIMESTAMP(6) - INTERVAL 2 SECOND,
        UTC_TIMESTAMP(6) - INTERVAL 1 SECOND FROM g)");
-    schema_version = make("schema_version",
-                          "SELECT COALESCE(MAX(version), 0) FROM `{prefix}schema_history` WHERE success");
+    schema_version =
+        make("schema_version", "SELECT COALESCE(MAX(version), 0) FROM `{prefix}schema_history` WHERE success");
     history = make("history", "SELECT version, name, checksum, success FROM `{prefix}schema_history` ORDER BY version");
     record_started = make("record_started", R"(
 INSERT INTO `{prefix}schema_history` (version, name, checksum, applied_at, applied_by, execution_ms, success)
 VALUES (?, ?, ?, UTC_TIMESTAMP(6), ?, 0, FALSE)
 ON DUPLICATE KEY UPDATE applied_at = VALUES(applied_at), applied_by = VALUES(applied_by), success = FALSE)");
-    record_done = make("record_done",
-                       "UPDATE `{prefix}schema_history` SET success = TRUE, execution_ms = ? WHERE version = ?");
+    record_done =
+        make("record_done", "UPDATE `{prefix}schema_history` SET success = TRUE, execution_ms = ? WHERE version = ?");
     forget = make("forget", "DELETE FROM `{prefix}schema_history` WHERE version = ?");
     // Names as one comma-separated parameter (dblock's never hold a comma); routine names compare
     // without case, as MySQL resolves them.

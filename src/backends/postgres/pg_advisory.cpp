@@ -30,7 +30,9 @@ class PgAdvisorySession final : public AdvisorySession {
  public:
   PgAdvisorySession(SessionPool<PgConnection>::Lease lease, const PgAdvisorySql& sql, PgStatementMode& mode,
                     bool session_pooler)
-      : lease_(std::move(lease)), sql_(sql), mode_(mode),
+      : lease_(std::move(lease)),
+        sql_(sql),
+        mode_(mode),
         // A pooler's login reports a pid of its own (PgBouncer: a random cancel key), PostgreSQL
         // the server process's: so this is known before the first statement, whichever server
         // connection a transaction pooler would run it on.
@@ -93,7 +95,7 @@ class PgAdvisorySession final : public AdvisorySession {
       return lease_->exec_prepared(statement, params, longer);
     } catch (const PoolerDetected& e) {
       refuse_pooler(std::string_view(e.sqlstate()) == "26000" ? "a statement prepared on it vanished"
-                                                               : "a statement not yet prepared on it was there already");
+                                                              : "a statement not yet prepared on it was there already");
     }
   }
 
@@ -130,9 +132,9 @@ class PgAdvisorySession final : public AdvisorySession {
   SessionPool<PgConnection>::Lease lease_;
   const PgAdvisorySql& sql_;
   PgStatementMode& mode_;
-  std::int64_t server_pid_;  // the server process every lock statement must run on; 0: the next reply's
-  bool confirmed_ = false;   // a reply came from server_pid_
-  std::int64_t grants_ = 0;  // server-side grants not yet unlocked
+  std::int64_t server_pid_;      // the server process every lock statement must run on; 0: the next reply's
+  bool confirmed_ = false;       // a reply came from server_pid_
+  std::int64_t grants_ = 0;      // server-side grants not yet unlocked
   bool grant_in_doubt_ = false;  // a lock statement failed: it may have left a grant the count misses
 };
 
@@ -192,9 +194,13 @@ void PgKeyParams::put(std::int64_t value) noexcept {
 std::vector<std::string> PgAdvisorySql::wait_params(const AdvisoryTarget& target, bool xact,
                                                     std::chrono::milliseconds wait, std::int64_t pid) {
   auto flag = [](bool value) { return std::string(value ? "t" : "f"); };
-  std::vector<std::string> params{std::to_string(target.key.key()), std::to_string(target.key.first()),
-                                  std::to_string(target.key.second()), flag(target.key.two_part()),
-                                  flag(target.shared), flag(xact), std::to_string(wait.count())};
+  std::vector<std::string> params{std::to_string(target.key.key()),
+                                  std::to_string(target.key.first()),
+                                  std::to_string(target.key.second()),
+                                  flag(target.key.two_part()),
+                                  flag(target.shared),
+                                  flag(xact),
+                                  std::to_string(wait.count())};
   if (!xact) params.push_back(std::to_string(pid));
   return params;
 }
@@ -210,13 +216,16 @@ std::optional<std::int64_t> pg_xact_lock(PGconn* conn, const PgAdvisorySql& sql,
   if (conn == nullptr) throw InvalidArgument("xact lock: the connection is a null pointer");
   if (PQstatus(conn) != CONNECTION_OK) throw ConnectionError("xact lock: the connection is not open");
   switch (PQtransactionStatus(conn)) {
-    case PQTRANS_INTRANS: break;
+    case PQTRANS_INTRANS:
+      break;
     case PQTRANS_IDLE:
-      throw InvalidArgument("xact lock: the connection has no open transaction (a transaction-scoped lock would be "
-                            "released at once): run BEGIN first");
+      throw InvalidArgument(
+          "xact lock: the connection has no open transaction (a transaction-scoped lock would be "
+          "released at once): run BEGIN first");
     case PQTRANS_INERROR:
       throw InvalidArgument("xact lock: the connection's transaction has already failed: roll it back first");
-    default: throw InvalidArgument("xact lock: the connection is busy with another statement");
+    default:
+      throw InvalidArgument("xact lock: the connection is busy with another statement");
   }
   // Unnamed statements: nothing is left prepared on the application's connection. The same
   // statement bounds a cut connection's hold on the lock as dblock's own sessions are bounded

@@ -54,7 +54,9 @@ class PgAdvisorySql {
                                                             std::chrono::milliseconds wait, std::int64_t pid = 0);
 
  private:
-  static std::size_t variant(const AdvisoryTarget& target) { return (target.key.two_part() ? 2 : 0) + (target.shared ? 1 : 0); }
+  static std::size_t variant(const AdvisoryTarget& target) {
+    return (target.key.two_part() ? 2 : 0) + (target.shared ? 1 : 0);
+  }
   std::vector<PgStatement> try_session_, try_xact_, unlock_;
   PgStatement wait_, wait_session_, pid_, draw_;
 };

@@ -36,8 +36,7 @@ class PgRawClient final : public RawLockClient {
     unlock_ = prepare("SELECT pg_advisory_unlock($1::bigint)");
   }
 
-  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
-                                      std::int64_t ttl_ms) override {
+  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner, std::int64_t ttl_ms) override {
     char ttl[24];
     *std::to_chars(ttl, ttl + sizeof ttl - 1, ttl_ms).ptr = '\0';
     const char* values[] = {name.c_str(), owner.c_str(), ttl, "0", "0"};  // no grant held, no lock-delay
@@ -103,9 +102,11 @@ class PgRawWriteClient final : public RawWriteClient {
       : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed) {
     if (PQstatus(conn_.get()) != CONNECTION_OK)
       throw ConnectionError(fmt::format("raw write client: {}", PQerrorMessage(conn_.get())));
-    PQsetNoticeProcessor(conn_.get(), [](void*, const char*) {}, nullptr);  // "already exists, skipping"
+    PQsetNoticeProcessor(
+        conn_.get(), [](void*, const char*) {}, nullptr);  // "already exists, skipping"
     auto fill_in = [&](std::string_view sql) { return fill(sql, {{"{schema}", schema}, {"{prefix}", prefix}}); };
-    command(fill_in(R"(CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}bench_writes" (run text NOT NULL, n bigint NOT NULL))"));
+    command(fill_in(
+        R"(CREATE TABLE IF NOT EXISTS "{schema}"."{prefix}bench_writes" (run text NOT NULL, n bigint NOT NULL))"));
     insert_sql_ = fill_in(R"(INSERT INTO "{schema}"."{prefix}bench_writes" (run, n) VALUES ($1, $2::bigint))");
     fence_ = prepare(fill_in(R"(SELECT "{schema}"."{prefix}fence"($1, $2::bigint))"));
     insert_ = prepare(insert_sql_);
@@ -149,8 +150,9 @@ class PgRawWriteClient final : public RawWriteClient {
     return statement;
   }
   PgResult run_statement(const PgStatement& statement, int count, const char* const* values) {
-    return PgResult(unnamed_ ? PQexecParams(conn_.get(), statement.sql.c_str(), count, nullptr, values, nullptr, nullptr, 0)
-                             : PQexecPrepared(conn_.get(), statement.name.c_str(), count, values, nullptr, nullptr, 0));
+    return PgResult(unnamed_
+                        ? PQexecParams(conn_.get(), statement.sql.c_str(), count, nullptr, values, nullptr, nullptr, 0)
+                        : PQexecPrepared(conn_.get(), statement.name.c_str(), count, values, nullptr, nullptr, 0));
   }
   /// BEGIN and the fence in one round trip, pipelined as Store::fenced sends them.
   void begin_fenced(const std::string& name, std::int64_t token) {

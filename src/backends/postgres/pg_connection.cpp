@@ -51,7 +51,10 @@ PgStatement::PgStatement(StatementIds& ids, std::string sql_)
 PgConnection::PgConnection(const std::string& uri, const std::string& redacted_uri,
                            std::chrono::milliseconds connect_timeout, std::chrono::milliseconds statement_timeout,
                            std::shared_ptr<spdlog::logger> logger, std::shared_ptr<PgStatementMode> mode)
-    : logger_(std::move(logger)), mode_(std::move(mode)), redacted_uri_(redacted_uri), statement_timeout_(statement_timeout) {
+    : logger_(std::move(logger)),
+      mode_(std::move(mode)),
+      redacted_uri_(redacted_uri),
+      statement_timeout_(statement_timeout) {
   auto timeout_s = std::to_string(std::max<long long>(2, (connect_timeout.count() + 999) / 1000));
   auto user_timeout_ms = std::to_string(client_tcp_user_timeout(connect_timeout, statement_timeout).count());
   auto idle_s = std::to_string(kCutKeepalivesIdle.count()), interval_s = std::to_string(kCutKeepalivesInterval.count()),
@@ -72,16 +75,19 @@ PgConnection::PgConnection(const std::string& uri, const std::string& redacted_u
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
     // libpq echoes parts of the connection string (e.g. a malformed %-escape in the password).
     auto message = redact_secrets(trimmed(PQerrorMessage(conn_.get())), uri);
-    bool login = message.find("authentication failed") != std::string::npos ||
-                 message.find("password") != std::string::npos;
+    bool login =
+        message.find("authentication failed") != std::string::npos || message.find("password") != std::string::npos;
     bool read_only = message.find("read-only") != std::string::npos;
     throw ConnectionError(
         fmt::format("cannot connect to {}: {}{}", redacted_uri_, message,
-                    login       ? " (check the user name and password)"
-                    : read_only ? " (no host of the URI accepts writes: a hot standby, or default_transaction_read_only "
-                                  "is on; dblock needs the primary)"
-                                : ""),
-        login ? "28P01" : read_only ? "25006" : "08001");
+                    login ? " (check the user name and password)"
+                    : read_only
+                        ? " (no host of the URI accepts writes: a hot standby, or default_transaction_read_only "
+                          "is on; dblock needs the primary)"
+                        : ""),
+        login       ? "28P01"
+        : read_only ? "25006"
+                    : "08001");
   }
   PQsetNoticeProcessor(conn_.get(), route_notice, logger_.get());
   // Lock statements run autocommit at READ COMMITTED whatever the server's default is. Behind a
@@ -148,8 +154,10 @@ PgResult PgConnection::await(bool sent, std::string_view what, std::chrono::mill
     PGresult* result = next_result(deadline, allowed, what);
     if (result == nullptr) break;
     auto status = PQresultStatus(result);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && !first_error) first_error.reset(result);
-    else last.reset(result);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && !first_error)
+      first_error.reset(result);
+    else
+      last.reset(result);
   }
   if (first_error) fail(first_error.get(), what);
   if (!last) fail(nullptr, what);
@@ -174,8 +182,7 @@ PGresult* PgConnection::next_result(std::chrono::steady_clock::time_point deadli
 
 void throw_pg_error(PGconn* conn, const PGresult* result, std::string_view what, std::string_view where) {
   if (result == nullptr || PQstatus(conn) == CONNECTION_BAD) {
-    throw OutcomeUnknown(fmt::format("{}: connection to {} broke: {}", what, where,
-                                     trimmed(PQerrorMessage(conn))),
+    throw OutcomeUnknown(fmt::format("{}: connection to {} broke: {}", what, where, trimmed(PQerrorMessage(conn))),
                          "08006");
   }
   const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE);
@@ -189,9 +196,10 @@ void throw_pg_error(PGconn* conn, const PGresult* result, std::string_view what,
                                   message.substr(0, message.find('\n'))));
   if (starts_with(sqlstate, "08") || starts_with(sqlstate, "57P")) throw ConnectionError(message, sqlstate);
   if (sqlstate == "42501")
-    throw PermissionDenied(fmt::format("the role dblock connects to {} as lacks a right: {} (`dblock migrate grants "
-                                       "--role NAME` prints the grants a runtime role needs)",
-                                       where, message));
+    throw PermissionDenied(
+        fmt::format("the role dblock connects to {} as lacks a right: {} (`dblock migrate grants "
+                    "--role NAME` prints the grants a runtime role needs)",
+                    where, message));
   if (sqlstate == "25006")
     throw DatabaseError(fmt::format("{} is read-only (a hot standby, or default_transaction_read_only is on): dblock "
                                     "needs the primary; a multi-host URI finds it unless it sets target_session_attrs "
@@ -256,9 +264,9 @@ PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<con
                                      std::chrono::milliseconds longer) {
   auto count = static_cast<int>(values.size());
   if (mode_->behind_transaction_pooler())
-    return await(PQsendQueryParams(conn_.get(), statement.sql.c_str(), count, nullptr, values.data(), nullptr, nullptr,
-                                   0) != 0,
-                 "statement failed", longer);
+    return await(
+        PQsendQueryParams(conn_.get(), statement.sql.c_str(), count, nullptr, values.data(), nullptr, nullptr, 0) != 0,
+        "statement failed", longer);
   if (statement.id >= prepared_.size()) prepared_.resize(statement.id + 1, false);
   try {
     if (!prepared_[statement.id]) {
@@ -266,8 +274,9 @@ PgResult PgConnection::exec_prepared(const PgStatement& statement, std::span<con
             "prepare failed");
       prepared_[statement.id] = true;
     }
-    return await(PQsendQueryPrepared(conn_.get(), statement.name.c_str(), count, values.data(), nullptr, nullptr, 0) != 0,
-                 "statement failed", longer);
+    return await(
+        PQsendQueryPrepared(conn_.get(), statement.name.c_str(), count, values.data(), nullptr, nullptr, 0) != 0,
+        "statement failed", longer);
   } catch (const DatabaseError& e) {
     on_statement_error(e);
   }

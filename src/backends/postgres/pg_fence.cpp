@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "backends/postgres/pg_sql.hpp"
 #include "base/sql_template.hpp"
@@ -37,8 +37,9 @@ class PgFencedSession final : public FencedSession {
     for (int row = 0; row < PQntuples(result.get()); ++row) {
       auto& cells = rows.emplace_back();
       for (int column = 0; column < PQnfields(result.get()); ++column)
-        cells.push_back(PQgetisnull(result.get(), row, column) != 0 ? std::nullopt
-                                                                    : std::optional<std::string>(text_of(result.get(), row, column)));
+        cells.push_back(PQgetisnull(result.get(), row, column) != 0
+                            ? std::nullopt
+                            : std::optional<std::string>(text_of(result.get(), row, column)));
     }
     return rows;
   }

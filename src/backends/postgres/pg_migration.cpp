@@ -59,9 +59,10 @@ std::vector<std::string> PgMigrationDialect::statements(std::string_view migrati
 }
 
 std::string PgMigrationDialect::script_record(const MigrationFile& migration) const {
-  return fmt::format("INSERT INTO \"{}\".\"{}schema_history\" (version, name, checksum, applied_by, execution_ms, "
-                     "success)\nVALUES ({}, '{}', '{}', 'dblock migrate sql', 0, true)",
-                     schema_, prefix_, migration.version, migration.name, migration.checksum);
+  return fmt::format(
+      "INSERT INTO \"{}\".\"{}schema_history\" (version, name, checksum, applied_by, execution_ms, "
+      "success)\nVALUES ({}, '{}', '{}', 'dblock migrate sql', 0, true)",
+      schema_, prefix_, migration.version, migration.name, migration.checksum);
 }
 
 ScriptFrame PgMigrationDialect::script_frame() const {

@@ -19,7 +19,8 @@ class PgOccurrences final : public OccurrenceBackend {
   PgOccurrences(SessionPool<PgConnection>& pool, StatementIds& ids, std::string_view schema, std::string_view prefix)
       : pool_(pool) {
     auto fill = [&](std::string_view sql) {
-      return detail::fill(detail::fill(sql, {{"{listed_status}", kListedStatus}}), {{"{schema}", schema}, {"{prefix}", prefix}});
+      return detail::fill(detail::fill(sql, {{"{listed_status}", kListedStatus}}),
+                          {{"{schema}", schema}, {"{prefix}", prefix}});
     };
     clock_ = {ids, "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"};
     // One statement: the row is inserted only while the caller's grant is live (as the fence sees
@@ -67,14 +68,12 @@ WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
 SELECT count(*) FROM gone, async)")};
   }
 
-  std::int64_t clock_ms() override {
-    return to_int64(run(clock_, std::span<const std::string>()).get(), 0, 0);
-  }
+  std::int64_t clock_ms() override { return to_int64(run(clock_, std::span<const std::string>()).get(), 0, 0); }
 
   bool claim(const OccurrenceClaimRef& claim) override {
-    std::array<std::string, 6> params{std::string(claim.name), std::string(claim.occurrence), std::string(claim.owner),
-                                      std::to_string(claim.token), std::to_string(claim.keep.count()),
-                                      claim.retry_failed ? "true" : "false"};
+    std::array<std::string, 6> params{
+        std::string(claim.name),     std::string(claim.occurrence),      std::string(claim.owner),
+        std::to_string(claim.token), std::to_string(claim.keep.count()), claim.retry_failed ? "true" : "false"};
     return PQntuples(run(claim_, params).get()) > 0;
   }
 
@@ -89,9 +88,13 @@ SELECT count(*) FROM gone, async)")};
     auto result = run(list_, params);
     std::vector<OccurrenceInfo> rows;
     for (int row = 0; row < PQntuples(result.get()); ++row) {
-      OccurrenceInfo info{text_of(result.get(), row, 0), text_of(result.get(), row, 1), text_of(result.get(), row, 2),
-                          to_int64(result.get(), row, 3), occurrence_status_of(text_of(result.get(), row, 4)),
-                          to_int64(result.get(), row, 5), std::nullopt,
+      OccurrenceInfo info{text_of(result.get(), row, 0),
+                          text_of(result.get(), row, 1),
+                          text_of(result.get(), row, 2),
+                          to_int64(result.get(), row, 3),
+                          occurrence_status_of(text_of(result.get(), row, 4)),
+                          to_int64(result.get(), row, 5),
+                          std::nullopt,
                           std::chrono::milliseconds(to_int64(result.get(), row, 8))};
       if (text_of(result.get(), row, 7) == "t") info.exit_code = static_cast<int>(to_int64(result.get(), row, 6));
       rows.push_back(std::move(info));

@@ -44,8 +44,7 @@ class SqliteRawClient final : public RawLockClient {
     release_last_ = prepare(sql.release_last);  // an uncontended release is a last level
   }
 
-  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner,
-                                      std::int64_t ttl_ms) override {
+  std::optional<std::int64_t> acquire(const std::string& name, const std::string& owner, std::int64_t ttl_ms) override {
     auto* st = acquire_.get();
     bind(st, name, owner, ttl_ms);
     // By name: the statement's parameters are numbered in order of first appearance.
@@ -154,7 +153,8 @@ class SqliteRawWriteClient final : public RawWriteClient {
     while ((rc = sqlite_api::sqlite3_step(st)) == SQLITE_ROW) {
     }
     sqlite_api::sqlite3_reset(st);
-    if (rc != SQLITE_DONE) throw DatabaseError(fmt::format("raw write client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
+    if (rc != SQLITE_DONE)
+      throw DatabaseError(fmt::format("raw write client: {}", sqlite_api::sqlite3_errmsg(db_.get())));
   }
 
   std::unique_ptr<sqlite_api::sqlite3, DbCloser> db_;
@@ -164,7 +164,8 @@ class SqliteRawWriteClient final : public RawWriteClient {
 
 }  // namespace
 
-std::unique_ptr<RawWriteClient> make_sqlite_raw_write_client(const std::string& path, std::chrono::milliseconds busy_timeout,
+std::unique_ptr<RawWriteClient> make_sqlite_raw_write_client(const std::string& path,
+                                                             std::chrono::milliseconds busy_timeout,
                                                              std::string_view prefix) {
   return std::make_unique<SqliteRawWriteClient>(path, busy_timeout, prefix);
 }

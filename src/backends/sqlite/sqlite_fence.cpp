@@ -2,8 +2,8 @@
 
 #include <array>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "base/sql_template.hpp"
 

@@ -11,7 +11,7 @@ namespace dblock::detail {
 
 /// SQLite's fenced transactions (migration 0009: BEGIN IMMEDIATE, then the fence view's insert) on
 /// the backend's sessions.
-[[nodiscard]] std::unique_ptr<FenceBackend> make_sqlite_fences(SessionPool<SqliteSession>& pool, std::string_view prefix,
-                                                               std::string path);
+[[nodiscard]] std::unique_ptr<FenceBackend> make_sqlite_fences(SessionPool<SqliteSession>& pool,
+                                                               std::string_view prefix, std::string path);
 
 }  // namespace dblock::detail

@@ -128,8 +128,10 @@ std::optional<std::int64_t> SqliteGroupStatements::release_member(std::string_vi
   std::int64_t live = 0, latest = 0;
   session_ << sql.live_members, soci::use(name, "name"), soci::use(kind_name, "kind"), soci::use(epoch, "epoch"),
       soci::use(now, "now"), soci::into(live), soci::into(latest);
-  if (live == 0) session_ << sql.end_group, soci::use(name, "name");
-  else session_ << sql.shrink_group, soci::use(live, "count"), soci::use(latest, "expires"), soci::use(name, "name");
+  if (live == 0)
+    session_ << sql.end_group, soci::use(name, "name");
+  else
+    session_ << sql.shrink_group, soci::use(live, "count"), soci::use(latest, "expires"), soci::use(name, "name");
   transaction.commit();
   return 0;
 }

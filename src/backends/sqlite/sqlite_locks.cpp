@@ -31,8 +31,10 @@ std::optional<std::int64_t> SqliteLockStatements::release(std::string_view name,
   // Delete-at-one and decrement are two statements: one IMMEDIATE transaction makes them atomic.
   auto transaction = begin_immediate();
   std::optional<std::int64_t> remaining;
-  if (execute_single(release_at_one_statement())) remaining = 0;
-  else if (execute_single(release_inner_statement())) remaining = result_a_;
+  if (execute_single(release_at_one_statement()))
+    remaining = 0;
+  else if (execute_single(release_inner_statement()))
+    remaining = result_a_;
   commit(transaction);
   return remaining;
 }
@@ -115,9 +117,9 @@ bool SqliteLockStatements::release_keeping(std::string_view name, std::string_vi
   owner_ = owner;
   number_ = token;
   held_token_ = min_hold.count();  // a bound slot free in this statement
-  soci::statement statement = (session_.prepare << sql_.release_keeping, soci::use(held_token_, "hold"),
-                               soci::use(name_, "name"), soci::use(owner_, "owner"), soci::use(number_, "token"),
-                               soci::use(held_token_, "hold2"), soci::into(out_name_));
+  soci::statement statement =
+      (session_.prepare << sql_.release_keeping, soci::use(held_token_, "hold"), soci::use(name_, "name"),
+       soci::use(owner_, "owner"), soci::use(number_, "token"), soci::use(held_token_, "hold2"), soci::into(out_name_));
   return execute_single(statement);
 }
 

@@ -37,9 +37,10 @@ std::vector<std::string> SqliteMigrationDialect::statements(std::string_view mig
 }
 
 std::string SqliteMigrationDialect::script_record(const MigrationFile& migration) const {
-  return fmt::format("INSERT INTO \"{}schema_history\" (version, name, checksum, applied_by, execution_ms, success)\n"
-                     "VALUES ({}, '{}', '{}', 'dblock migrate sql', 0, 1)",
-                     prefix_, migration.version, migration.name, migration.checksum);
+  return fmt::format(
+      "INSERT INTO \"{}schema_history\" (version, name, checksum, applied_by, execution_ms, success)\n"
+      "VALUES ({}, '{}', '{}', 'dblock migrate sql', 0, 1)",
+      prefix_, migration.version, migration.name, migration.checksum);
 }
 
 ScriptFrame SqliteMigrationDialect::script_frame() const {

@@ -98,9 +98,14 @@ DELETE FROM "{prefix}occurrences" WHERE (name, occurrence) IN (
       soci::rowset<soci::row> result =
           (session->session().prepare << list_, soci::use(name, "name"), soci::use(name, "name2"));
       for (auto& row : result) {
-        OccurrenceInfo info{row.get<std::string>(0), row.get<std::string>(1), row.get<std::string>(2),
-                            number(row, 3), occurrence_status_of(row.get<std::string>(4)), number(row, 5),
-                            std::nullopt, std::chrono::milliseconds(number(row, 8))};
+        OccurrenceInfo info{row.get<std::string>(0),
+                            row.get<std::string>(1),
+                            row.get<std::string>(2),
+                            number(row, 3),
+                            occurrence_status_of(row.get<std::string>(4)),
+                            number(row, 5),
+                            std::nullopt,
+                            std::chrono::milliseconds(number(row, 8))};
         if (number(row, 7) != 0) info.exit_code = static_cast<int>(number(row, 6));
         rows.push_back(std::move(info));
       }
@@ -122,11 +127,16 @@ DELETE FROM "{prefix}occurrences" WHERE (name, occurrence) IN (
   /// SOCI types an SQLite column by its declaration, or by its first value for an expression.
   static std::int64_t number(const soci::row& row, std::size_t column) {
     switch (row.get_properties(column).get_data_type()) {
-      case soci::dt_integer: return row.get<int>(column);
-      case soci::dt_long_long: return row.get<long long>(column);
-      case soci::dt_unsigned_long_long: return static_cast<std::int64_t>(row.get<unsigned long long>(column));
-      case soci::dt_double: return static_cast<std::int64_t>(row.get<double>(column));
-      default: return std::stoll(row.get<std::string>(column));
+      case soci::dt_integer:
+        return row.get<int>(column);
+      case soci::dt_long_long:
+        return row.get<long long>(column);
+      case soci::dt_unsigned_long_long:
+        return static_cast<std::int64_t>(row.get<unsigned long long>(column));
+      case soci::dt_double:
+        return static_cast<std::int64_t>(row.get<double>(column));
+      default:
+        return std::stoll(row.get<std::string>(column));
     }
   }
 

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include <dblock/errors.hpp>
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "backends/backend_errors.hpp"
 #include "backends/backend_seams.hpp"
@@ -105,7 +105,8 @@ class SqliteSession {
     } catch (const soci::sqlite3_soci_error& e) {
       bool busy = (e.result() & 0xff) == kSqliteBusy || (e.result() & 0xff) == kSqliteLocked;
       if (!busy) throw;
-      throw TransientError(fmt::format("sqlite://{}: another opener is switching the new file to WAL: {}", path_, e.what()));
+      throw TransientError(
+          fmt::format("sqlite://{}: another opener is switching the new file to WAL: {}", path_, e.what()));
     }
   }
 

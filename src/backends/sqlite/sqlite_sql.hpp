@@ -198,7 +198,8 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
     forget = fill(R"(DELETE FROM "{prefix}schema_history" WHERE version = :version)");
   }
 
-  std::string acquire, release_last, release_at_one, release_inner, renew, lease_left, list, force_release, reap, reap_members, census;
+  std::string acquire, release_last, release_at_one, release_inner, renew, lease_left, list, force_release, reap,
+      reap_members, census;
   std::string revoke, acknowledge_revoked, release_keeping;
   std::string seed_expired, schema_version, history_table, history, record, forget;
   SqliteGroupSql groups;
