@@ -35,5 +35,6 @@ DBLOCK_TEST_PACKAGES=(libgtest-dev libgmock-dev postgresql postgresql-client pgb
                       galera-4 rsync lsof iproute2 patroni python3-pysyncobj sqlite3 docker-compose clang procps
                       libclang-rt-14-dev man-db systemd python3-psycopg python3-pymysql docker.io mmdebstrap
                       iptables curl python3-yaml chromium)
-# tools/style_check.sh holds changed lines to .clang-format and .clang-tidy.
-DBLOCK_TEST_PACKAGES+=(clang-format clang-tidy)
+# tools/style_check.sh holds every file to .clang-format, changed lines to .clang-tidy and src/'s own
+# includes to include-what-you-use (tools/include_check.sh).
+DBLOCK_TEST_PACKAGES+=(clang-format clang-tidy iwyu)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Holds every line of C++ changed since the style baseline (the commit in tools/style-baseline),
-# committed or not, to .clang-format and .clang-tidy. Lines older than the baseline are left as
-# they are until someone changes them, so the check never asks for a tree-wide reformat.
+# Holds every C++ file to .clang-format (the whole tree was formatted once, in one mechanical
+# commit), every line changed since the style baseline (the commit in tools/style-baseline),
+# committed or not, to .clang-tidy (over the whole tree it would cost about an hour of CPU per run),
+# and src/ to tools/include_check.sh (no #include of one of dblock's own headers that is not used).
 #   tools/style_check.sh [BUILD_DIR]   compile_commands.json is read from BUILD_DIR (default build/dev)
-#   tools/style_check.sh --fix         reformats the changed lines in place (clang-tidy is not run)
-# Needs Debian's clang-format and clang-tidy (tools/deps.sh installs them). Exits non-zero on any finding.
+#   tools/style_check.sh --fix         formats every file in place (nothing else is run)
+# Needs Debian's clang-format, clang-tidy and iwyu (tools/deps.sh installs them). Exits non-zero on
+# any finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=$(cat tools/style-baseline)
@@ -13,14 +15,21 @@ changed_lines() {
   git diff -U0 --no-color "$base" -- 'src/*.cpp' 'src/*.hpp' 'include/*.hpp' 'tools/*.cpp' 'tools/*.hpp' \
     'tests/*.cpp' 'tests/*.hpp' 'examples/*.cpp'
 }
-if [ "${1-}" = --fix ]; then changed_lines | clang-format-diff-14 -p1 -i; exit 0; fi
+cpp_files() {
+  git ls-files 'src/*.cpp' 'src/*.hpp' 'include/*.hpp' 'tools/*.cpp' 'tools/*.hpp' 'tests/*.cpp' 'tests/*.hpp' \
+    'examples/*.cpp'
+  git ls-files --others --exclude-standard 'src/*.cpp' 'src/*.hpp' 'include/*.hpp' 'tools/*.cpp' 'tools/*.hpp' \
+    'tests/*.cpp' 'tests/*.hpp' 'examples/*.cpp'
+}
+if [ "${1-}" = --fix ]; then cpp_files | xargs clang-format-14 -i; exit 0; fi
 build=${1:-build/dev}
 [ -f "$build/compile_commands.json" ] || { echo "$build/compile_commands.json is missing: configure that build first" >&2; exit 1; }
 
-formatting=$(changed_lines | clang-format-diff-14 -p1)
-if [ -n "$formatting" ]; then
-  echo "$formatting"
-  echo "lines changed since $base are not formatted as .clang-format says; tools/style_check.sh --fix formats them" >&2
+unformatted=$(cpp_files | xargs clang-format-14 --dry-run 2>&1 | grep -E '^[^ ]+:[0-9]+:[0-9]+: (warning|error): ' \
+                | cut -d: -f1 | sort -u || true)
+if [ -n "$unformatted" ]; then
+  echo "$unformatted"
+  echo "the files above are not formatted as .clang-format says; tools/style_check.sh --fix formats them" >&2
   exit 1
 fi
 # clang-tidy-diff reports on the changed lines only, but does not fail by itself: its output decides.
@@ -35,4 +44,5 @@ if [ -n "$findings" ]; then
   echo "clang-tidy (.clang-tidy) found the above in lines changed since $base" >&2
   exit 1
 fi
-echo "style: the lines changed since ${base:0:12} are formatted and clang-tidy clean"
+tools/include_check.sh "$build"
+echo "style: every file formatted, the lines changed since ${base:0:12} clang-tidy clean, src/'s includes used"

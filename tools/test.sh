@@ -166,7 +166,7 @@ cmake --preset dev > /dev/null
 cmake --build --preset dev -j "$jobs"
 
 if [ "$mode" = quick ]; then
-  step "style: lines changed since tools/style-baseline against .clang-format and .clang-tidy"
+  step "style: every file against .clang-format, lines changed since tools/style-baseline against .clang-tidy, src/'s includes"
   tools/style_check.sh build/dev
 fi
 
@@ -217,8 +217,8 @@ else
 fi
 build_in_background "${build_order[@]}"
 in_background image tools/image_test.sh
-# The style check is clang-tidy's CPU alone (over a minute): at nice 19 beside the waiting dev
-# tests it costs no wall time; its verdict is awaited before the run can pass.
+# The style check is clang-tidy's and include-what-you-use's CPU alone (a few minutes): at nice 19
+# beside the waiting dev tests it costs no wall time; its verdict is awaited before the run can pass.
 in_background style nice -n 19 tools/style_check.sh build/dev
 
 step "ctest (dev: every test)"
@@ -278,7 +278,7 @@ for preset in "${sanitizer_list[@]}"; do
 done
 ((${#sanitizer_list[@]})) || packages_and_image
 
-step "style: lines changed since tools/style-baseline against .clang-format and .clang-tidy (in the background)"
+step "style: every file against .clang-format, lines changed since tools/style-baseline against .clang-tidy, src/'s includes (in the background)"
 await style
 
 step "all tests passed"

@@ -28,7 +28,7 @@
 #include <dblock/export.hpp>
 #include <dblock/lock.hpp>
 #include <dblock/options.hpp>
-#include <dblock/store.hpp>
+#include <dblock/store.hpp>  // IWYU pragma: export (Store::fenced is how a FenceTarget is used)
 
 namespace dblock {
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,6 +47,20 @@ class RawWriteClient {
   virtual void clear(const std::string& run) = 0;
 };
 
+/// The server's ceiling for dblock's own combined statements: one connection driven as leanly as
+/// the driver allows (PostgreSQL: pipeline mode), no pool, no locking, no wake-ups. Each cycle is
+/// one round trip: the names the previous cycle was granted are released in one statement
+/// (release_last_many) and `names` acquired in another (acquire_many), each its own transaction,
+/// both sent before either reply is read. Single-threaded.
+class RawBatchClient {
+ public:
+  virtual ~RawBatchClient() = default;
+  /// `names`: distinct and sorted by bytes, as the core's batches are. Returns how many were granted.
+  virtual std::size_t cycle(std::span<const std::string> names, const std::string& owner, std::int64_t ttl_ms) = 0;
+  /// Releases what the last cycle was granted.
+  virtual void release_held() = 0;
+};
+
 /// Which hand-written SQL: as a user would write it, or with the delete committed without waiting
 /// for the disk (what dblock's release does on PostgreSQL), the most such SQL gains from that.
 enum class HandWritten { synchronous, asynchronous_delete };
@@ -65,6 +80,9 @@ class BenchBackend {
   /// For `dblock bench --scenario fence`: a bare-driver write transaction (see RawWriteClient);
   /// null where the bench has none for this backend.
   virtual std::unique_ptr<RawWriteClient> raw_write_client() { return nullptr; }
+  /// For `dblock bench`: the ceiling of the combined statements (see RawBatchClient); null where
+  /// the backend has no such client.
+  virtual std::unique_ptr<RawBatchClient> ceiling_client() { return nullptr; }
   /// For `dblock bench`: inserts `count` rows named `<stem><i>` whose lease has already ended.
   virtual void seed_expired(std::string_view stem, std::size_t count) = 0;
 };

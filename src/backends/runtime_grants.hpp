@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "backends/schema_objects.hpp"
+#include "backends/catalog_object.hpp"
 
 namespace dblock::detail {
 

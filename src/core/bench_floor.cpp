@@ -15,6 +15,8 @@ std::unique_ptr<RawLockClient> BenchFloor::hand_written_client(HandWritten how) 
 
 std::unique_ptr<RawWriteClient> BenchFloor::raw_write_client() { return bench_.raw_write_client(); }
 
+std::unique_ptr<RawBatchClient> BenchFloor::ceiling_client() { return bench_.ceiling_client(); }
+
 void BenchFloor::seed_expired(std::string_view stem, std::size_t count) { bench_.seed_expired(stem, count); }
 
 std::size_t BenchFloor::renew(std::span<const HeldRef> held) {

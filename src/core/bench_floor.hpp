@@ -27,6 +27,8 @@ class DBLOCK_EXPORT BenchFloor {  // exported for the CLI, which links libdblock
   [[nodiscard]] std::unique_ptr<RawLockClient> hand_written_client(HandWritten how);
   /// A bare-driver write transaction, fenced or not (BenchBackend::raw_write_client), or null.
   [[nodiscard]] std::unique_ptr<RawWriteClient> raw_write_client();
+  /// The server's ceiling for the combined statements (BenchBackend::ceiling_client), or null.
+  [[nodiscard]] std::unique_ptr<RawBatchClient> ceiling_client();
   /// Inserts `count` rows named `<stem><i>` whose lease has already ended.
   void seed_expired(std::string_view stem, std::size_t count);
   /// One renewal statement over `held`; returns how many were renewed.

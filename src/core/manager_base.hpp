@@ -22,7 +22,6 @@
 #include <dblock/options.hpp>
 #include <dblock/store.hpp>
 
-#include "backends/lock_backend.hpp"
 #include "core/manual_clock.hpp"
 #include "core/retry.hpp"
 

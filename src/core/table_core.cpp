@@ -12,7 +12,6 @@
 #include "core/backoff.hpp"
 #include "core/owner_id.hpp"
 #include "core/release_hub.hpp"
-#include "core/retry.hpp"
 #include "core/store_parts.hpp"
 
 namespace dblock::detail {

@@ -34,9 +34,16 @@ for backend in "$@"; do
         grep -q "\"scenario\":\"$scenario\"" <<< "$json" || fail "PostgreSQL printed no $scenario figure: $json"
       done
       sane_rates "$json" PostgreSQL
-      "$cli" --dsn "$dsn" bench --json --scenario fence --duration 200ms | grep -Eq \
+      grep -Eq '"scenario":"uncontended".*"ceiling_ops_per_sec":"[1-9][0-9]*".*"ratio_to_ceiling":"[0-9]' <<< "$json" \
+        || fail "PostgreSQL printed no ceiling beside the uncontended figure: $json"
+      for scenario in work names; do
+        "$cli" --dsn "$dsn" bench --json --scenario $scenario --threads 2 --duration 200ms | grep -E \
+          "\"scenario\":\"$scenario\".*\"ops_per_sec\":[1-9][0-9.]*,.*\"floor_ops_per_sec\":[1-9].*\"ratio\":[0-9]" \
+          > /dev/null || fail "PostgreSQL printed no $scenario figure beside the hand-written SQL"
+      done
+      "$cli" --dsn "$dsn" bench --json --scenario fence --duration 200ms | grep -E \
         '"scenario":"fence".*"ops_per_sec":[1-9][0-9.]*,.*"floor_ops_per_sec":[1-9].*"ratio":[0-9]' \
-        || fail "PostgreSQL printed no fence figure"
+        > /dev/null || fail "PostgreSQL printed no fence figure"
       json=$("$cli" --dsn "$dsn" bench --json --mode advisory --duration 200ms --threads 2)
       grep -q '"mode":"advisory"' <<< "$json" || fail "PostgreSQL printed no advisory figure: $json"
       sane_rates "$json" "PostgreSQL advisory" ;;

@@ -26,55 +26,14 @@
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
 #include "support/servers.hpp"
+#include "support/sidecar.hpp"
 #include "support/tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
-/// The sidecar retries with backoff: give it longer than the default.
-template <class Predicate>
-bool sidecar_eventually(Predicate predicate) {
-  return dblock::test::eventually(predicate, 15s);
-}
+using dblock::test::Sidecar;
+using dblock::test::sidecar_eventually;
 
 namespace {
-
-class Sidecar {
- public:
-  /// Listening on `host` (a loopback address; an IPv6 one goes to --listen in brackets).
-  Sidecar(const std::string& dsn, std::uint16_t port, const std::vector<std::string>& extra = {},
-          const std::string& host = "127.0.0.1")
-      : client_(host, port) {
-    std::vector<std::string> args{DBLOCK_CLI_PATH, "--dsn",  dsn,        "--log-level",
-                                  "warn",          "reaper", "--listen", dblock::cli::format_endpoint(host, port),
-                                  "--interval",    "100ms"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    process_.emplace(std::move(args));
-    client_.set_connection_timeout(1, 0);
-    client_.set_read_timeout(5, 0);
-  }
-
-  int status(const std::string& path) {
-    auto response = client_.Get(path);
-    return response ? response->status : -1;
-  }
-  std::string body(const std::string& path) {
-    auto response = client_.Get(path);
-    return response ? response->body : "";
-  }
-  /// Serving, with the database reached (the HTTP server starts before the store opens).
-  bool ready() {
-    return sidecar_eventually([&] { return body("/metrics").find("dblock_database_up 1\n") != std::string::npos; });
-  }
-  /// SIGTERM, then the exit code, or -1 when it did not exit within the bound.
-  int terminate(std::chrono::milliseconds limit = 10s) {
-    process_->signal(SIGTERM);
-    auto ended = process_->wait_for(limit);
-    return ended ? ended->exit_code : -1;
-  }
-
- private:
-  std::optional<dblock::test::ChildProcess> process_;  // killed with the sidecar
-  httplib::Client client_;
-};
 
 /// A socket closed however the scope ends.
 class Socket {
@@ -150,9 +109,9 @@ TEST(ReaperSidecar, ServesMetricsAndHealthReapsAndStopsOnSigterm) {
   Sidecar sidecar(dsn, port);
   ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 200; })) << "sidecar never became healthy";
   ASSERT_TRUE(sidecar_eventually([&] {
-    return sidecar.body("/metrics").find("dblock_reaper_rows_reaped_total 7\n") != std::string::npos;
-  })) << sidecar.body("/metrics");
-  auto metrics = sidecar.body("/metrics");
+    return sidecar.get("/metrics").find("dblock_reaper_rows_reaped_total 7\n") != std::string::npos;
+  })) << sidecar.get("/metrics");
+  auto metrics = sidecar.get("/metrics");
   for (const char* expected :
        {"# TYPE dblock_reaper_rows_reaped_total counter", "# TYPE dblock_reaper_cycles_total counter",
         "dblock_reaper_failures_total 0", "# TYPE dblock_reaper_cycle_duration_seconds histogram",
@@ -195,12 +154,12 @@ TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
 
   // Down from the start: the sidecar keeps retrying and says so.
   ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 503; })) << "never reported unhealthy";
-  EXPECT_NE(sidecar.body("/metrics").find("dblock_database_up 0"), std::string::npos);
+  EXPECT_NE(sidecar.get("/metrics").find("dblock_database_up 0"), std::string::npos);
   proxy.set_down(false);
   ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 200; })) << "never recovered";
   admin->insert_expired("after-outage/", 4);
   ASSERT_TRUE(sidecar_eventually(
-      [&] { return sidecar.body("/metrics").find("dblock_reaper_rows_reaped_total 4\n") != std::string::npos; }));
+      [&] { return sidecar.get("/metrics").find("dblock_reaper_rows_reaped_total 4\n") != std::string::npos; }));
 
   // Down while running: pooled sessions break, cycles fail, then it reconnects by itself.
   proxy.set_down(true);
@@ -209,7 +168,7 @@ TEST(ReaperSidecar, ReportsTheDatabaseDownAndRecoversWhenItComesBack) {
   ASSERT_TRUE(sidecar_eventually([&] { return sidecar.status("/healthz") == 200; })) << "did not reconnect";
   admin->insert_expired("after-second-outage/", 2);
   ASSERT_TRUE(sidecar_eventually(
-      [&] { return sidecar.body("/metrics").find("dblock_reaper_rows_reaped_total 6\n") != std::string::npos; }));
+      [&] { return sidecar.get("/metrics").find("dblock_reaper_rows_reaped_total 6\n") != std::string::npos; }));
   EXPECT_EQ(sidecar.terminate(), 0);
 }
 

@@ -28,31 +28,17 @@ namespace {
 
 using dblock::test::with_params;
 
-class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
+class Conformance : public dblock::test::InstalledCaseTest {
  protected:
-  static void TearDownTestSuite() { dblock::test::remove_embedded_sqlite(); }
-
   void SetUp() override {
-    DBLOCK_REQUIRE_BACKEND_DSN(server_dsn_, GetParam());
-    installation_ = std::make_unique<dblock::test::Installation>(GetParam(), server_dsn_);
+    InstalledCaseTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;  // no server: the base skipped or failed already
     prefix_ = installation_->prefix();
     dsn_ = installation_->dsn();
-    store_ = installation_->store();
     admin_ = &installation_->admin();
   }
 
-  std::unique_ptr<dblock::LockManager> manager(dblock::ManagerOptions options = {}) {
-    options.mode = GetParam().mode;
-    return std::make_unique<dblock::LockManager>(store_, std::move(options));
-  }
-
   [[nodiscard]] bool advisory() const { return GetParam().mode == dblock::LockMode::advisory; }
-
-  std::optional<dblock::LockInfo> row(const std::string& name) {
-    for (auto& info : store_->locks())
-      if (info.name == name) return info;
-    return std::nullopt;
-  }
 
   /// Whether the database holds the lock: its row (table mode) or its server-side advisory lock.
   bool held_in_database(const std::string& name) {
@@ -63,11 +49,8 @@ class Conformance : public ::testing::TestWithParam<dblock::test::BackendCase> {
   /// Advisory mode: ends the server session holding `name`, as a crash or a cut network would.
   void kill_advisory_holder(const std::string& name) { ASSERT_EQ(admin_->kill_advisory_holder(name), 1); }
 
-  std::string server_dsn_;
   std::string prefix_;
   std::string dsn_;
-  std::shared_ptr<dblock::Store> store_;
-  std::unique_ptr<dblock::test::Installation> installation_;
   dblock::test::Admin* admin_ = nullptr;
 };
 

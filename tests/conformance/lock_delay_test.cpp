@@ -20,6 +20,7 @@
 #include "backends/backend.hpp"
 #include "core/store_parts.hpp"
 #include "support/build_paths.hpp"
+#include "support/cli_case.hpp"
 #include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/installation.hpp"
@@ -33,36 +34,9 @@ namespace {
 
 using dblock::test::read_text;
 
-class LockDelay : public dblock::test::InstalledCaseTest {
+class LockDelay : public dblock::test::CliCaseTest {
  protected:
-  void SetUp() override {
-    InstalledCaseTest::SetUp();
-    if (IsSkipped() || HasFatalFailure()) return;  // no server: the base skipped or failed already
-    dir_ = std::filesystem::temp_directory_path() / ("dblock-lock-delay-" + installation_->prefix());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   dblock::detail::LockBackend& backend() { return dblock::detail::StoreParts::backend(*store_).locks(); }
-
-  std::optional<dblock::LockInfo> row(const std::string& name) {
-    for (auto& info : store_->locks())
-      if (info.name == name) return info;
-    return std::nullopt;
-  }
-
-  /// Runs the CLI with `args` (after --dsn) in the background, its output into a file of its own.
-  dblock::test::ChildProcess start_cli(std::vector<std::string> args) {
-    args.insert(args.begin(), {DBLOCK_CLI_PATH, "--dsn", installation_->dsn()});
-    return dblock::test::ChildProcess(std::move(args));
-  }
-  int cli(const std::vector<std::string>& args, std::string* output = nullptr) {
-    auto outcome = start_cli(args).finish();
-    if (output != nullptr) *output = outcome.output;
-    return outcome.exit_code;
-  }
-
-  std::filesystem::path dir_;
 };
 
 // The lapsed holder is the library's own acquisition statement with a lock-delay, never renewed
@@ -172,7 +146,7 @@ TEST_P(LockDelay, APausedRunsNameStaysUnavailableForTheDelayAfterItsLease) {
   std::string json;
   ASSERT_TRUE(dblock::test::eventually(
       [&] {
-        cli({"locks", "--json"}, &json);
+        json = cli({"locks", "--json"}).output;
         return json.find("\"state\":\"delayed\"") != std::string::npos;
       },
       8s))
@@ -181,14 +155,14 @@ TEST_P(LockDelay, APausedRunsNameStaysUnavailableForTheDelayAfterItsLease) {
   // The delay ends no earlier than sent + 2 s + 8 s: a run started by sent + 6 s finds the name busy.
   auto delayed_seen = Steady::now() - sent;
   if (delayed_seen < 6s) {
-    EXPECT_EQ(cli({"run", "--name", "paused", "--", "true"}), 75) << "busy within the delay";
+    EXPECT_EQ(cli({"run", "--name", "paused", "--", "true"}).exit_code, 75) << "busy within the delay";
   }
-  EXPECT_EQ(cli({"run", "--name", "paused", "--wait", "20s", "--", "true"}), 0);
+  EXPECT_EQ(cli({"run", "--name", "paused", "--wait", "20s", "--", "true"}).exit_code, 0);
   EXPECT_GE(Steady::now() - sent, 9900ms) << "not before the lease (2 s) plus the delay (8 s)";
   kill(command, SIGKILL);
   kill(holder.pid(), SIGKILL);
   holder.finish();
-  EXPECT_EQ(cli({"run", "--name", "paused", "--mode", "advisory", "--lock-delay", "1s", "--", "true"}), 64);
+  EXPECT_EQ(cli({"run", "--name", "paused", "--mode", "advisory", "--lock-delay", "1s", "--", "true"}).exit_code, 64);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockDelay,

@@ -22,6 +22,7 @@
 #include <dblock/dblock.hpp>
 
 #include "support/build_paths.hpp"
+#include "support/cli_case.hpp"
 #include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
 #include "support/grant_ends.hpp"
@@ -35,13 +36,6 @@ using Steady = std::chrono::steady_clock;
 namespace {
 
 using dblock::test::read_text;
-using Outcome = dblock::test::CommandOutcome;
-
-/// Starts the CLI with `args`, its stdout and stderr into a file of its own.
-dblock::test::ChildProcess start_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), DBLOCK_CLI_PATH);
-  return dblock::test::ChildProcess(std::move(args));
-}
 
 /// Wall-clock nanoseconds written by `date +%s%N` into `path` (0 while it is not there yet).
 long long stamp(const std::filesystem::path& path) {
@@ -49,29 +43,7 @@ long long stamp(const std::filesystem::path& path) {
   return text.empty() ? 0 : std::stoll(text);
 }
 
-class Revocation : public dblock::test::InstalledCaseTest {
- protected:
-  void SetUp() override {
-    InstalledCaseTest::SetUp();
-    if (IsSkipped() || HasFatalFailure()) return;  // no server: the base skipped or failed already
-    dir_ = std::filesystem::temp_directory_path() / ("dblock-revocation-" + installation_->prefix());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  Outcome cli(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--dsn", installation_->dsn()});
-    return start_cli(std::move(args)).finish();
-  }
-
-  std::optional<dblock::LockInfo> row(const std::string& name) {
-    for (auto& info : store_->locks())
-      if (info.name == name) return info;
-    return std::nullopt;
-  }
-
-  std::filesystem::path dir_;
-};
+class Revocation : public dblock::test::CliCaseTest {};
 
 TEST_P(Revocation, TheRevokedHolderIsToldAtItsNextRenewalAndItsReleaseFreesTheNameBeforeTheLeaseEnds) {
   std::promise<std::int64_t> lost;
@@ -242,12 +214,12 @@ TEST_P(Revocation, AfterReleaseForceNoWaitingRunStartsWhileTheRevokedRunsCommand
   auto a_end = dir_ / "a_end", a_start = dir_ / "a_start", b_start = dir_ / "b_start";
   // 6 s leases: with 2 s, on a loaded machine, the waiter once lost its own lease (70), and the
   // bound below is the revoked lease's end.
-  auto holder = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "6s", "--", "sh", "-c",
+  auto holder = start_cli({"run", "--name", "job", "--ttl", "6s", "--", "sh", "-c",
                            "trap 'date +%s%N > " + a_end.string() + "; exit 0' TERM; date +%s%N > " + a_start.string() +
                                "; sleep 30 & wait"});
   ASSERT_TRUE(dblock::test::eventually([&] { return stamp(a_start) > 0; })) << holder.output();
-  auto waiter = start_cli({"--dsn", installation_->dsn(), "run", "--name", "job", "--ttl", "6s", "--wait", "30s", "--",
-                           "sh", "-c", "date +%s%N > " + b_start.string()});
+  auto waiter = start_cli(
+      {"run", "--name", "job", "--ttl", "6s", "--wait", "30s", "--", "sh", "-c", "date +%s%N > " + b_start.string()});
   auto released = cli({"release", "--force", "job"});
   EXPECT_EQ(released.exit_code, 0) << released.output;
   EXPECT_NE(released.output.find("revoked 'job'"), std::string::npos) << released.output;

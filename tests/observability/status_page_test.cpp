@@ -18,6 +18,7 @@
 #include "support/build_paths.hpp"
 #include "support/cli_runner.hpp"
 #include "support/eventually.hpp"
+#include "support/sidecar.hpp"
 
 using namespace std::chrono_literals;
 
@@ -25,43 +26,18 @@ namespace {
 
 constexpr const char* kHostile = "<script>alert(1)</script>";
 
-class Sidecar {
+/// The sidecar as the status page's tests run it: reaping every second, the page's rows refreshed
+/// every 100 ms.
+class Sidecar : public dblock::test::Sidecar {
  public:
-  Sidecar(const std::string& dsn, std::uint16_t port, const std::vector<std::string>& extra = {})
-      : port_(port), client_("127.0.0.1", port) {
-    std::vector<std::string> args{DBLOCK_CLI_PATH,
-                                  "--dsn",
-                                  dsn,
-                                  "--log-level",
-                                  "warn",
-                                  "reaper",
-                                  "--listen",
-                                  "127.0.0.1:" + std::to_string(port),
-                                  "--interval",
-                                  "1s",
-                                  "--status-refresh",
-                                  "100ms"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    process_.emplace(std::move(args));
-    client_.set_connection_timeout(1, 0);
-    client_.set_read_timeout(5, 0);
-  }
-  httplib::Client& client() { return client_; }
-  /// Serving, with the database reached (the HTTP server starts before the store opens).
-  bool ready() {
-    return dblock::test::eventually([&] { return get("/metrics").find("dblock_database_up 1\n") != std::string::npos; },
-                                    15s);
-  }
-  std::string get(const std::string& path) {
-    auto response = client_.Get(path);
-    return response ? response->body : "";
-  }
-  [[nodiscard]] std::uint16_t port() const { return port_; }
+  Sidecar(const std::string& dsn, std::uint16_t port, std::vector<std::string> extra = {})
+      : dblock::test::Sidecar(dsn, port, with_refresh(std::move(extra)), "127.0.0.1", "1s") {}
 
  private:
-  std::optional<dblock::test::ChildProcess> process_;  // killed with the sidecar
-  std::uint16_t port_;
-  httplib::Client client_;
+  static std::vector<std::string> with_refresh(std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--status-refresh", "100ms"});
+    return extra;
+  }
 };
 
 /// The DOM headless Chromium builds from `url` (scripts would have run by then).

@@ -3,6 +3,7 @@
 // prefix on the server), migrated, a store on it, and the test's admin on the same tables.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -110,6 +111,12 @@ class InstalledCaseTest : public ::testing::TestWithParam<BackendCase> {
   }
   [[nodiscard]] std::unique_ptr<LockManager> manager(ManagerOptions options = {}) const {
     return std::make_unique<LockManager>(store_, in_mode(std::move(options)));
+  }
+  /// The lock table's row for `name` as Store::locks() lists it, or nothing.
+  [[nodiscard]] std::optional<LockInfo> row(const std::string& name) const {
+    for (auto& info : store_->locks())
+      if (info.name == name) return info;
+    return std::nullopt;
   }
 
   std::string server_dsn_;

@@ -18,6 +18,7 @@
 #include "dblock/bench_async.hpp"
 #endif
 #include "dblock/bench_report.hpp"
+#include "dblock/bench_workloads.hpp"
 #include "dblock/exit_codes.hpp"
 #include "dblock/server_cpu.hpp"
 
@@ -84,6 +85,7 @@ class Bench {
     result.extra["ratio_of"] = "median of 8 alternating pairs";
     result.extra["unit"] = "acquire+release cycles";
     if (mode_ == LockMode::table) compare_with_hand_written(threads, library, result);
+    if (mode_ == LockMode::table && request_.kind == "lock") compare_with_ceiling(threads, library, result);
     result.extra["p99_ms"] = fmt::format("{:.3f}", comparison.library.p99_ms);
     note_combining(locks, result);
     return result;
@@ -137,6 +139,43 @@ class Bench {
     }
     result.extra["hand_written"] = "upsert with nextval() in VALUES + DELETE, raw driver";
     result.extra["hand_written_async_delete"] = "the same, the DELETE with synchronous_commit off";
+  }
+
+  /// The server's ceiling for dblock's own statements, in the same run: the combined acquisition
+  /// and release (acquire_many, release_last_many) driven by the leanest client (RawBatchClient),
+  /// as many names outstanding as the library has threads, over up to 4 connections, one round
+  /// trip per batch. dblock ÷ ceiling says how much of the server the library leaves unused.
+  template <class Library>
+  void compare_with_ceiling(std::size_t threads, Library& library, Result& result) {
+    auto connections = std::min<std::size_t>(threads, 4);
+    auto batch = (threads + connections - 1) / connections;
+    std::vector<std::unique_ptr<dblock::detail::RawBatchClient>> clients;
+    for (std::size_t c = 0; c < connections; ++c)
+      if (auto client = floor_.ceiling_client()) clients.push_back(std::move(client));
+    if (clients.size() != connections) return;
+    std::vector<std::size_t> rounds(connections, 0);
+    std::vector<std::vector<std::string>> names(connections);
+    auto ceiling = [&](std::size_t c, Latencies& latencies) {
+      // Names in ascending order, as the core's batches are; a batch's names are free again by the
+      // time they come round (the release of one batch commits before the next acquisition).
+      auto first = rounds[c]++ % 8 * batch;
+      names[c].clear();
+      for (std::size_t i = 0; i < batch; ++i) names[c].push_back(fmt::format("{}/c/{}/{:04}", run_id_, c, first + i));
+      auto started = Clock::now();
+      clients[c]->cycle(names[c], fmt::format("{}/ceiling/{}", run_id_, c), 30'000);
+      latencies.add(Clock::now() - started);
+    };
+    Workers ceiling_workers(connections), library_workers(threads);
+    auto comparison =
+        compare_on(ceiling_workers, ceiling, static_cast<double>(batch), library_workers, library, request_.duration);
+    for (auto& client : clients) client->release_held();
+    result.extra["ceiling_ops_per_sec"] = fmt::format("{:.0f}", comparison.floor.ops_per_sec);
+    result.extra["ceiling_p50_ms_per_round_trip"] = fmt::format("{:.3f}", comparison.floor.p50_ms);
+    result.extra["ratio_to_ceiling"] = fmt::format("{:.3f}", comparison.ratio);
+    result.extra["ceiling"] = fmt::format(
+        "acquire_many + release_last_many pipelined, one round trip per batch, {} connection(s) x {} name(s), raw "
+        "driver",
+        connections, batch);
   }
 
   /// --scenario fence: one short write transaction (one insert into the bench's own table) fenced
@@ -325,6 +364,8 @@ class Bench {
     return results;
   }
 
+  std::vector<Result> workload() { return bench_workload(request_, store_, floor_, manager_options(), run_id_); }
+
   Result reap() {
     LockManager locks(store_, {.default_ttl = std::chrono::seconds(30)});
     std::size_t counter = 0;
@@ -399,11 +440,12 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     throw InvalidArgument(fmt::format("--kind {} is unknown (lock, permit or shared)", request.kind));
   if (request.kind != "lock" && (advisory || request.scenario != "uncontended"))
     throw InvalidArgument("--kind permit|shared measures groups: --scenario uncontended in table mode");
-  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap",
-                                                   "fence",       "scale",   "async", "all"};
+  static const std::vector<std::string> kScenarios{"uncontended", "handoff", "renew", "reap",  "fence",
+                                                   "scale",       "async",   "work",  "names", "all"};
   if (std::find(kScenarios.begin(), kScenarios.end(), request.scenario) == kScenarios.end())
     throw InvalidArgument(fmt::format(
-        "--scenario {} is unknown (uncontended, handoff, renew, reap, fence, scale, async, all)", request.scenario));
+        "--scenario {} is unknown (uncontended, handoff, renew, reap, fence, scale, async, work, names, all)",
+        request.scenario));
   store->check_schema();
   Bench bench(request, store);
   std::vector<Result> results;
@@ -431,6 +473,8 @@ int run_bench(const BenchRequest& request, const std::shared_ptr<Store>& store) 
     results.push_back(bench.fence(request.scenario == "fence" && request.threads != 0 ? request.threads : 1));
   if (request.scenario == "scale")  // minutes long: only when asked for by name
     for (auto& result : bench.scale()) results.push_back(std::move(result));
+  if (request.scenario == "work" || request.scenario == "names")  // only when asked for by name
+    for (auto& result : bench.workload()) results.push_back(std::move(result));
   if (request.scenario == "async") {  // only when asked for by name
 #if DBLOCK_CLI_WITH_ASIO
     // --threads: the waiting tasks (default 10,000, on a name per 100). The synchronous API meets

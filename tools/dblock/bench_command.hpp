@@ -9,7 +9,7 @@
 namespace dblock::cli {
 
 struct BenchRequest {
-  std::string scenario = "all";  // uncontended, handoff, renew, reap, fence, all
+  std::string scenario = "all";  // uncontended, handoff, renew, reap, fence, scale, async, work, names, all
   std::string mode = "table";
   std::string kind = "lock";  // uncontended: lock, permit (of a semaphore of 2) or shared (a read lock)
   std::size_t threads = 0;    // 0: the scenario's defaults (uncontended: 1 and 16; handoff: 4)

@@ -145,20 +145,26 @@ struct Comparison {
 /// Floor and dblock, compared fairly on a shared, noisy machine: each first runs once unmeasured
 /// (connections opened, statements prepared), then they alternate in short pairs (ABBA order, so a
 /// drift hits both alike), and the ratio is the median of the pairs' ratios (a burst of load from
-/// elsewhere spoils one pair, not the figure).
+/// elsewhere spoils one pair, not the figure). Each side runs on its own workers; one call of the
+/// floor's body counts as `floor_ops_per_call` operations (a batch of names in one round trip).
 template <class Floor, class Library>
-Comparison compare(std::size_t threads, milliseconds duration, Floor floor, Library library) {
+Comparison compare_on(Workers& floor_workers, Floor& floor, double floor_ops_per_call, Workers& library_workers,
+                      Library& library, milliseconds duration) {
   constexpr std::size_t kPairs = 8;
   auto slice = std::max(milliseconds(50), duration / static_cast<int>(2 * kPairs));
-  Workers workers(threads);
-  workers.run(slice, floor);
-  workers.run(slice, library);
+  auto run_floor = [&] {
+    auto figure = floor_workers.run(slice, floor);
+    figure.ops_per_sec *= floor_ops_per_call;
+    return figure;
+  };
+  run_floor();
+  library_workers.run(slice, library);
   std::vector<Figure> floors, libraries;
   std::vector<double> ratios;
   for (std::size_t pair = 0; pair < kPairs; ++pair) {
     bool floor_first = pair % 2 == 0;
-    Figure first = floor_first ? workers.run(slice, floor) : workers.run(slice, library);
-    Figure second = floor_first ? workers.run(slice, library) : workers.run(slice, floor);
+    Figure first = floor_first ? run_floor() : library_workers.run(slice, library);
+    Figure second = floor_first ? library_workers.run(slice, library) : run_floor();
     floors.push_back(floor_first ? first : second);
     libraries.push_back(floor_first ? second : first);
     ratios.push_back(libraries.back().ops_per_sec / std::max(1e-9, floors.back().ops_per_sec));
@@ -174,6 +180,13 @@ Comparison compare(std::size_t threads, milliseconds duration, Floor floor, Libr
   };
   std::sort(ratios.begin(), ratios.end());
   return {mean(floors), mean(libraries), (ratios[kPairs / 2 - 1] + ratios[kPairs / 2]) / 2};
+}
+
+/// compare_on with both sides on the same `threads` workers, one operation per call.
+template <class Floor, class Library>
+Comparison compare(std::size_t threads, milliseconds duration, Floor floor, Library library) {
+  Workers workers(threads);
+  return compare_on(workers, floor, 1.0, workers, library, duration);
 }
 
 }  // namespace dblock::cli

@@ -14,8 +14,9 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
-#include "backends/backend.hpp"
+#include "backends/backend_errors.hpp"
 #include "base/uri.hpp"
 
 namespace dblock::detail {

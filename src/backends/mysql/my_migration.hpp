@@ -7,7 +7,6 @@
 #include <string_view>
 
 #include "backends/migration_backend.hpp"
-#include "backends/mysql/my_connection.hpp"
 #include "backends/mysql/my_sql.hpp"
 #include "base/uri.hpp"
 

@@ -230,6 +230,9 @@ class PgBench final : public BenchBackend {
     return make_pg_raw_write_client(database_.driver_uri, database_.schema, database_.prefix,
                                     database_.behind_transaction_pooler());
   }
+  std::unique_ptr<RawBatchClient> ceiling_client() override {
+    return make_pg_ceiling_client(database_.driver_uri, database_.sql, database_.behind_transaction_pooler());
+  }
   void seed_expired(std::string_view stem, std::size_t count) override {
     std::array<std::string, 2> params{std::string(stem), std::to_string(count)};
     database_.pool.lease()->exec_params(database_.sql.seed_expired, params);

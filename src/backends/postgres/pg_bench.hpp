@@ -24,6 +24,11 @@ enum class RawStatements { dblock, hand_written, hand_written_async_delete };
 [[nodiscard]] std::unique_ptr<RawWriteClient> make_pg_raw_write_client(const std::string& uri, std::string_view schema,
                                                                        std::string_view prefix, bool unnamed);
 
+/// The ceiling of the combined statements: acquire_many and release_last_many pipelined on one
+/// connection (sent unnamed behind a transaction pooler).
+[[nodiscard]] std::unique_ptr<RawBatchClient> make_pg_ceiling_client(const std::string& uri, const PgSql& sql,
+                                                                     bool unnamed);
+
 /// The bench role on `database`, which must outlive it: each raw client on a connection of its own.
 [[nodiscard]] std::unique_ptr<BenchBackend> make_pg_bench(PgDatabase& database);
 

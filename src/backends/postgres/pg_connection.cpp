@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "backends/backend.hpp"
 #include "base/scope_exit.hpp"
 #include "base/uri.hpp"
 

@@ -5,7 +5,6 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend_errors.hpp"
 #include "backends/postgres/pg_connection.hpp"
 
 namespace dblock::detail {

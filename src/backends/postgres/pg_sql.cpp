@@ -1,4 +1,5 @@
 #include "backends/postgres/pg_sql.hpp"
+#include "base/sql_template.hpp"
 
 #include <charconv>
 

@@ -11,7 +11,6 @@
 
 #include "backends/migration_backend.hpp"
 #include "backends/postgres/pg_connection.hpp"
-#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 

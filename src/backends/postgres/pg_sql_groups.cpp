@@ -1,6 +1,7 @@
 // Semaphores' and reader-writer locks' statements: memberships taken, released and renewed, and a
 // waiting writer's mark.
 #include "backends/postgres/pg_sql.hpp"
+#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 

@@ -1,6 +1,7 @@
 // A lock's own statements: grants (one name or a combined batch), releases, renewals, its lease,
 // and the two ends a revoked or minimum-held row has.
 #include "backends/postgres/pg_sql.hpp"
+#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 

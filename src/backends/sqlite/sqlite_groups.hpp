@@ -13,7 +13,6 @@
 #include "backends/group_backend.hpp"
 #include "backends/session_pool.hpp"
 #include "backends/sqlite/sqlite_session.hpp"
-#include "base/holder_kind.hpp"
 
 namespace dblock::detail {
 

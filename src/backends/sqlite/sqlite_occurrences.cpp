@@ -1,7 +1,6 @@
 // SOCI's sqlite3 header wraps <sqlite3.h>: included first, through the session's header.
 #include "backends/sqlite/sqlite_occurrences.hpp"
 
-#include "backends/sqlite/sqlite_sql.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {

@@ -17,8 +17,10 @@ class BenchCommand final : public Command {
       : Command(*app.add_subcommand("bench", "Measure dblock against the raw-driver floor in the same run")) {
     auto& bench = *parser_;
     bench.add_option("--scenario", request_.scenario,
-                     "uncontended, handoff, renew, reap, fence, all (these five) or scale (minutes: cost against "
-                     "table size, held locks, waiters, threads)");
+                     "uncontended, handoff, renew, reap, fence, all (these five), scale (minutes: cost against "
+                     "table size, held locks, waiters, threads), async (waiting tasks), work (1 ms of work inside "
+                     "each lock, 16 and 200 threads) or names (10,000 names at random); work and names beside "
+                     "hand-written SQL");
     bench.add_option("--mode", request_.mode,
                      "table or advisory (PostgreSQL advisory locks, MySQL GET_LOCK; uncontended and handoff)");
     bench.add_option("--kind", request_.kind,
