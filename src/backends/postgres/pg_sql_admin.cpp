@@ -1,7 +1,6 @@
 // What operators and the reaper send: the listing, a forced release, revocation, reaping and the
 // census.
 #include "backends/postgres/pg_sql.hpp"
-#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 

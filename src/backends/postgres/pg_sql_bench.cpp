@@ -1,6 +1,5 @@
 // `dblock bench`'s: the hand-written floor and the rows its reaper scenario seeds.
 #include "backends/postgres/pg_sql.hpp"
-#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 

@@ -1,7 +1,6 @@
 // Semaphores' and reader-writer locks' statements: memberships taken, released and renewed, and a
 // waiting writer's mark.
 #include "backends/postgres/pg_sql.hpp"
-#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 

@@ -1,7 +1,6 @@
 // The migrator's: the history table, its advisory lock, the schema, and the rights and catalog
 // checks.
 #include "backends/postgres/pg_sql.hpp"
-#include "base/sql_template.hpp"
 
 namespace dblock::detail {
 
