@@ -126,7 +126,7 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
         return take_queued_grant(name, owner, request, sent, queued_grant(*look.grant, sent, look.grant_left), started);
       }
       // A release of this process wakes its oldest waiter, which may not be the one it granted.
-      if (woken) subscription->pass_on();
+      if (woken) subscription->pass_on_later();
       if (!look.queued) seq = 0;
       holder_left = look.holder_left;
       // Gone (reaped), or the name is free (a holder left it without a release): a turn, now.

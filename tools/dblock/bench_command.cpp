@@ -93,7 +93,8 @@ class Bench {
     return {.mode = mode_,
             .default_ttl = std::chrono::seconds(30),
             .combine_requests = request_.combine,
-            .write_behind_releases = request_.write_behind};
+            .write_behind_releases = request_.write_behind,
+            .fair_queue = request_.fair_queue};
   }
 
   /// How many of the library's acquisitions and releases went out in a statement with others.
@@ -101,6 +102,7 @@ class Bench {
     auto stats = locks.stats();
     result.extra["combine"] = request_.combine ? "on" : "off";
     result.extra["write_behind"] = request_.write_behind ? "on" : "off";
+    if (request_.fair_queue) result.extra["fair_queue"] = "on";
     if (request_.write_behind && stats.acquired > 0)
       result.extra["written_behind_pct"] = fmt::format(
           "{:.0f}", 100.0 * static_cast<double>(stats.written_behind) / static_cast<double>(stats.acquired));
@@ -222,6 +224,7 @@ class Bench {
                 [&](std::size_t t) { held[t].reset(); });
     Result result{"handoff", request_.mode, threads, dblock_figure, std::nullopt, "", std::nullopt, {}};
     result.extra["grants_per_thread"] = dblock_fairness;
+    if (request_.fair_queue) result.extra["fair_queue"] = "on";
     if (dblock_cpu) result.extra["server_cpu_ms_per_handoff"] = fmt::format("{:.3f}", *dblock_cpu);
     std::vector<std::unique_ptr<dblock::detail::RawLockClient>> raw;
     for (std::size_t t = 0; t < threads; ++t) raw.push_back(floor_.raw_client());
