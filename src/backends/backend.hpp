@@ -23,6 +23,7 @@
 #include "backends/migration_backend.hpp"
 #include "backends/notification_backend.hpp"
 #include "backends/occurrence_backend.hpp"
+#include "backends/queue_backend.hpp"
 #include "backends/test_control_backend.hpp"
 
 namespace dblock::detail {
@@ -44,6 +45,11 @@ class Backend : public virtual DialectBound {
   virtual Role<BenchBackend> bench() = 0;
   virtual Role<FenceBackend> fences() = 0;
   virtual Role<OccurrenceBackend> occurrences() = 0;
+  /// Waiters as rows, served in arrival order (doc/fair-queue.md); absent where not built yet.
+  virtual Role<QueueBackend> queue() {
+    return Role<QueueBackend>::absent("fair queue: not built yet for " + std::string(to_string(dialect())) +
+                                      " (doc/fair-queue.md)");
+  }
   /// dblock::testing only: an SQLite store opened with a test clock.
   virtual Role<TestControlBackend> test_control() {
     return Role<TestControlBackend>::absent("test control: only a dblock::testing store (SQLite, a test clock) has it");

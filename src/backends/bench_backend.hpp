@@ -47,11 +47,11 @@ class RawWriteClient {
   virtual void clear(const std::string& run) = 0;
 };
 
-/// The server's ceiling for dblock's own combined statements: one connection driven as leanly as
-/// the driver allows (PostgreSQL: pipeline mode), no pool, no locking, no wake-ups. Each cycle is
-/// one round trip: the names the previous cycle was granted are released in one statement
-/// (release_last_many) and `names` acquired in another (acquire_many), each its own transaction,
-/// both sent before either reply is read. Single-threaded.
+/// The server's ceiling for dblock's own statements: one connection driven as leanly as the driver
+/// allows (PostgreSQL: pipeline mode), no pool, no locking, no wake-ups. Each cycle is one round
+/// trip: the names the previous cycle was granted are released in one statement (release_last_many;
+/// one name: release_last) and `names` acquired in another (acquire_many; one name: acquire), each
+/// its own transaction, both sent before either reply is read. Single-threaded.
 class RawBatchClient {
  public:
   virtual ~RawBatchClient() = default;

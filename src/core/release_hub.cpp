@@ -1,6 +1,7 @@
 #include "core/release_hub.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include <spdlog/spdlog.h>
 
@@ -147,6 +148,21 @@ void ReleaseHub::Subscription::pass_on() {
     auto& waiters = it->second.waiters;
     auto next = std::find_if(waiters.begin(), waiters.end(),
                              [&](auto& waiter) { return waiter != waiter_ && !waiter->signaled; });
+    if (next == waiters.end()) return;
+    (*next)->signaled = true;
+  }
+  hub_.changed_.notify_all();
+}
+
+void ReleaseHub::Subscription::pass_on_later() {
+  {
+    std::lock_guard lock(hub_.mutex_);
+    auto it = hub_.watched_.find(name_);
+    if (it == hub_.watched_.end()) return;
+    auto& waiters = it->second.waiters;
+    auto self = std::find(waiters.begin(), waiters.end(), waiter_);
+    if (self == waiters.end()) return;
+    auto next = std::find_if(std::next(self), waiters.end(), [](auto& waiter) { return !waiter->signaled; });
     if (next == waiters.end()) return;
     (*next)->signaled = true;
   }

@@ -78,6 +78,11 @@ class ReleaseHub::Subscription {
   /// Wakes the oldest other waiter of the name: a release that may admit several (a group's) or
   /// that this waiter could not use (a reader queued behind a writer) must not stop here.
   void pass_on();
+  /// Wakes the first waiter subscribed after this one that is not woken yet (none: nobody). For a
+  /// wake-up meant for one particular waiter (the fair queue's grantee): every waiter subscribed
+  /// before this one was woken first or still has a wake-up to use, so handing it on forwards only
+  /// reaches the one it is meant for, where pass_on() could bounce between two others.
+  void pass_on_later();
 
  private:
   ReleaseHub& hub_;

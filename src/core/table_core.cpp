@@ -33,9 +33,11 @@ TableCore::TableCore(std::shared_ptr<Store> store, ManagerOptions options)
       locks_(StoreParts::backend(*store_).locks()),
       groups_(StoreParts::backend(*store_).groups()) {
   store_->check_schema();
+  if (options_.fair_queue) queue_ = &StoreParts::backend(*store_).queue().get();  // absent: InvalidArgument, why
   if (options_.combine_requests && locks_.max_batch() > 1)
     start_combining(CombinerLimits{locks_.max_batch(), kCombinedInFlight, StoreParts::connect_timeout(*store_)});
-  if (options_.write_behind_releases)
+  // A release written behind would not hand the name on: the fair queue sends its own.
+  if (options_.write_behind_releases && queue_ == nullptr)
     written_behind_ = std::make_unique<WriteBehind<std::shared_ptr<HeldLock>>>(
         locks_.max_batch(), StoreParts::connect_timeout(*store_),
         [this](const std::vector<std::shared_ptr<HeldLock>>& batch) { write_released(batch); });
@@ -192,6 +194,13 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   auto request = request_of(options);
   auto owner = owner_for_this_thread();
   WaitReport wait_report(*this, name, started);
+  if (timeout.count() > 0 && queues(request)) {
+    wait_report.begin();
+    auto lock = wait_in_queue(name, owner, request, started, deadline, last_connection_error);
+    wait_report.settle();
+    if (lock) return std::move(*lock);
+    throw_timeout(name, timeout, started, last_connection_error);
+  }
   // A writer marked as waiting takes its mark back however the wait ends.
   bool marked = false;
   ScopeExit unmark_on_exit([&]() noexcept {

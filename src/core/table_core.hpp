@@ -16,6 +16,7 @@
 
 #include "backends/group_backend.hpp"
 #include "backends/lock_backend.hpp"
+#include "backends/queue_backend.hpp"
 #include "backends/role.hpp"
 #include "core/combiner.hpp"
 #include "core/key_gates.hpp"
@@ -39,6 +40,8 @@ class TableCore final : public ManagerBase {
 
   LockBackend& locks_;
   Role<GroupBackend> groups_;  // absent: permits and shared locks are refused with its reason
+  /// ManagerOptions::fair_queue: waiters queue as rows and releases hand the name on (table_queue.cpp).
+  QueueBackend* queue_ = nullptr;
 
   /// What one acquisition asks for: a plain lock, or membership of a group (permit, shared).
   struct Request {
@@ -81,6 +84,19 @@ class TableCore final : public ManagerBase {
                                                                                const Request& request,
                                                                                SteadyClock::time_point sent,
                                                                                const Granted& granted);
+  /// The fair queue (table_queue.cpp): whether `request` waits in it (plain exclusive locks without a
+  /// lock-delay or minimum hold, owners by thread, when the manager opted in).
+  bool queues(const Request& request) const noexcept;
+  /// Waits in the queue until `deadline`: the lock, or empty at the deadline (the waiter left the
+  /// queue; a grant that met its leave is taken). `last_error`: the last error ridden out.
+  std::optional<Lock> wait_in_queue(std::string_view name, const std::string& owner, const Request& request,
+                                    SteadyClock::time_point started, SteadyClock::time_point deadline,
+                                    std::string& last_error);
+  Lock take_queued_grant(std::string_view name, const std::string& owner, const Request& request,
+                         SteadyClock::time_point sent, const Granted& granted, SteadyClock::time_point started);
+  static Granted queued_grant(Grant grant, SteadyClock::time_point sent, std::chrono::milliseconds left);
+  /// Leaves the queue; a grant that met the leave goes on to the next waiter. Failures are logged.
+  void leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept;
   /// Gives back a level this manager was granted but does not hand out (a late reply, a re-entry
   /// of a lost grant); on failure the level lapses with its lease.
   void give_back(std::string_view name, const std::string& owner, HolderKind kind, std::int64_t token);

@@ -82,6 +82,7 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
       if (depth_before <= 1 && min_hold.count() > 0 &&
           locks_.release_keeping(held.name, held.owner, held.token, min_hold))
         return std::optional<std::int64_t>(0);
+      if (depth_before <= 1 && queue_ != nullptr) return queue_->release_handing_off(held.name, held.owner, held.token);
       if (depth_before <= 1 && releases_) {
         std::size_t carried = 1;
         bool deleted = releases_->submit(ReleaseRequest{held.name, held.owner, held.token},

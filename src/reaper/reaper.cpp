@@ -11,6 +11,7 @@
 
 #include "backends/lock_backend.hpp"
 #include "backends/occurrence_backend.hpp"
+#include "backends/queue_backend.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
 
@@ -46,6 +47,15 @@ struct Reaper::State {
           cleared += deleted;
         }
         if (cleared > 0) logger.info("cleared {} old occurrence record(s)", cleared);
+      }
+      // Waiters whose waiter lease ended (the fair queue's dead waiters): logged, not counted as locks.
+      if (auto* queue = roles.queue().get_if()) {
+        std::size_t cleared = 0;
+        for (std::size_t deleted = options.batch_size; deleted == options.batch_size && !stopping;) {
+          deleted = detail::retry_transient([&] { return queue->reap_waiters(options.batch_size); });
+          cleared += deleted;
+        }
+        if (cleared > 0) logger.info("cleared {} dead waiter(s) from the queue", cleared);
       }
     } catch (const std::exception& e) {
       result.ok = false;

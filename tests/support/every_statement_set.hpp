@@ -17,6 +17,7 @@
 
 #include "backends/group_backend.hpp"
 #include "backends/lock_backend.hpp"
+#include "backends/queue_backend.hpp"
 #include "core/bench_floor.hpp"
 #include "core/store_parts.hpp"
 
@@ -114,6 +115,25 @@ inline void run_every_statement_set(const std::shared_ptr<Store>& store, int rou
   bool unmarked = true;
   EXPECT_FALSE(groups.lease_left_marking_writer(readers, other, 5s, unmarked)) << "nobody holds it now";
   EXPECT_FALSE(unmarked);
+
+  // The fair queue, where the backend has it: queue, look, renew, hand off, leave, reap.
+  if (auto* queue = backend.queue().get_if()) {
+    const auto queued = name + "-queued";
+    auto holder = queue->take_turn(queued, owner, 60s, 60s, 0);
+    ASSERT_TRUE(holder.grant) << "a free name is taken at once";
+    auto waiting = queue->take_turn(queued, other, 60s, 60s, 0);
+    ASSERT_GT(waiting.seq, 0) << "a held name queues";
+    EXPECT_TRUE(queue->look(queued, other, waiting.seq).queued);
+    EXPECT_FALSE(queue->take_turn(queued, other, 60s, 60s, waiting.seq).grant) << "renewed, still queued";
+    EXPECT_EQ(queue->release_handing_off(queued, owner, holder.grant->token), 0);
+    auto look = queue->look(queued, other, waiting.seq);
+    EXPECT_FALSE(look.queued);
+    ASSERT_TRUE(look.grant) << "handed on";
+    EXPECT_FALSE(queue->leave(queued, other, waiting.seq)) << "granted: nothing to leave";
+    EXPECT_EQ(queue->waiter_rows(queued), 0u);
+    EXPECT_EQ(queue->reap_waiters(10), 0u);
+    EXPECT_EQ(queue->release_handing_off(queued, other, look.grant->token), 0);
+  }
 
   // Migrations: status and verify read the history and the catalog.
   Migrator migrator(store);

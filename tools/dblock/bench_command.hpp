@@ -20,6 +20,7 @@ struct BenchRequest {
   bool json = false;
   bool combine = true;        // ManagerOptions::combine_requests of the library's managers
   bool write_behind = false;  // ManagerOptions::write_behind_releases
+  bool fair_queue = false;    // ManagerOptions::fair_queue
 };
 
 /// `dblock bench`: every figure next to its raw-driver floor measured in the same run.

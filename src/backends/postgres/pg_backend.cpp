@@ -13,6 +13,7 @@
 #include "backends/postgres/pg_locks.hpp"
 #include "backends/postgres/pg_migration.hpp"
 #include "backends/postgres/pg_occurrences.hpp"
+#include "backends/postgres/pg_queue.hpp"
 
 namespace dblock::detail {
 
@@ -26,6 +27,7 @@ class PgBackend final : public Backend {
       : database_(uri, settings),
         locks_(make_pg_locks(database_)),
         groups_(make_pg_groups(database_)),
+        queue_(make_pg_queue(database_)),
         advisory_(make_pg_advisory(database_)),
         notifications_(make_pg_notifications(database_)),
         migrations_(make_pg_migrations(database_, uri)),
@@ -38,6 +40,7 @@ class PgBackend final : public Backend {
 
   LockBackend& locks() override { return *locks_; }
   Role<GroupBackend> groups() override { return Role<GroupBackend>::of(*groups_); }
+  Role<QueueBackend> queue() override { return Role<QueueBackend>::of(*queue_); }
   // Asked on every call: a transaction pooler is found out at the first statements.
   Role<AdvisoryBackend> advisory() override {
     if (auto why = pg_advisory_refusal(database_)) return Role<AdvisoryBackend>::absent(std::move(*why));
@@ -54,6 +57,7 @@ class PgBackend final : public Backend {
   PgDatabase database_;  // first: every role below runs on its sessions and is destroyed before it
   std::unique_ptr<LockBackend> locks_;
   std::unique_ptr<GroupBackend> groups_;
+  std::unique_ptr<QueueBackend> queue_;
   std::unique_ptr<AdvisoryBackend> advisory_;
   std::unique_ptr<NotificationBackend> notifications_;
   std::unique_ptr<MigrationBackend> migrations_;

@@ -1,6 +1,7 @@
-// The ceiling of PostgreSQL's combined statements for `dblock bench`: acquire_many and
-// release_last_many driven by bare libpq in pipeline mode on one connection, as pgbench would
-// drive them: what the server gives dblock's own SQL with nothing of the client in the way.
+// The ceiling of PostgreSQL's lock statements for `dblock bench`: acquire_many and release_last_many
+// (a lone name: acquire and release_last, as the core sends it) driven by bare libpq in pipeline mode
+// on one connection, as pgbench would drive them: what the server gives dblock's own SQL with nothing
+// of the client in the way.
 #include <charconv>
 #include <string_view>
 #include <vector>
@@ -29,26 +30,35 @@ class PgCeilingClient final : public RawBatchClient {
       : conn_(PQconnectdb(uri.c_str())), unnamed_(unnamed) {
     if (PQstatus(conn_.get()) != CONNECTION_OK)
       throw ConnectionError(fmt::format("ceiling client: {}", PQerrorMessage(conn_.get())));
-    acquire_ = prepare(sql.acquire_many.sql);
-    release_ = prepare(sql.release_last_many.sql);
+    acquire_many_ = prepare(sql.acquire_many.sql);
+    release_many_ = prepare(sql.release_last_many.sql);
+    acquire_one_ = prepare(sql.acquire.sql);
+    release_one_ = prepare(sql.release_last.sql);
     if (PQenterPipelineMode(conn_.get()) == 0) fail("pipeline mode");
   }
 
   std::size_t cycle(std::span<const std::string> names, const std::string& owner, std::int64_t ttl_ms) override {
     bool releasing = !held_names_.empty();
     if (releasing) send_release(owner);
-    std::vector<std::string_view> views(names.begin(), names.end());
-    std::vector<std::int64_t> ttls(names.size(), ttl_ms), zeros(names.size(), 0);
-    std::vector<std::string_view> owners(names.size(), owner);
-    send(acquire_,
-         {pg_text_array(views), pg_text_array(owners), bigint_array(ttls), bigint_array(zeros), bigint_array(zeros)});
+    // One name: the single statements, which are what the core sends for a lone request.
+    bool alone = names.size() == 1;
+    auto ttl = std::to_string(ttl_ms);
+    if (alone) {
+      send(acquire_one_, {names.front(), owner, ttl, "0", "0"});  // no grant held, no lock-delay
+    } else {
+      std::vector<std::string_view> views(names.begin(), names.end()), owners(names.size(), owner);
+      std::vector<std::int64_t> ttls(names.size(), ttl_ms), zeros(names.size(), 0);
+      send(acquire_many_,
+           {pg_text_array(views), pg_text_array(owners), bigint_array(ttls), bigint_array(zeros), bigint_array(zeros)});
+    }
     if (releasing) receive();
     auto granted = receive();
     held_names_.clear();
     held_tokens_.clear();
     for (int row = 0; row < PQntuples(granted.get()); ++row) {
-      held_names_.emplace_back(PQgetvalue(granted.get(), row, 0));
-      held_tokens_.push_back(to_int64(granted.get(), row, 2));
+      // acquire: (count, token); acquire_many: (name, count, token)
+      held_names_.emplace_back(alone ? names.front() : std::string(PQgetvalue(granted.get(), row, 0)));
+      held_tokens_.push_back(to_int64(granted.get(), row, alone ? 1 : 2));
     }
     return held_names_.size();
   }
@@ -80,9 +90,12 @@ class PgCeilingClient final : public RawBatchClient {
 
   void send_release(const std::string& owner) {
     owner_of_held_ = owner;
-    std::vector<std::string_view> names(held_names_.begin(), held_names_.end());
-    std::vector<std::string_view> owners(held_names_.size(), owner);
-    send(release_, {pg_text_array(names), pg_text_array(owners), bigint_array(held_tokens_)});
+    if (held_names_.size() == 1) {
+      send(release_one_, {held_names_.front(), owner, std::to_string(held_tokens_.front())});
+      return;
+    }
+    std::vector<std::string_view> names(held_names_.begin(), held_names_.end()), owners(held_names_.size(), owner);
+    send(release_many_, {pg_text_array(names), pg_text_array(owners), bigint_array(held_tokens_)});
   }
 
   /// Queues `statement` and a sync after it (each statement its own transaction) and flushes.
@@ -112,7 +125,7 @@ class PgCeilingClient final : public RawBatchClient {
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   bool unnamed_;
   StatementIds ids_;  // its own connection: as the raw clients'
-  PgStatement acquire_, release_;
+  PgStatement acquire_many_, release_many_, acquire_one_, release_one_;
   std::vector<std::string> held_names_;
   std::vector<std::int64_t> held_tokens_;
   std::string owner_of_held_;

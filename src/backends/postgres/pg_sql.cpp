@@ -56,6 +56,11 @@ PgSql::PgSql(StatementIds& ids, std::string_view schema, std::string_view prefix
     : PgSql(ids, PgSqlText(schema, prefix, key, channel)) {}
 
 PgSql::PgSql(StatementIds& ids, const PgSqlText& text)
-    : PgLockSql(ids, text), PgAdminSql(ids, text), PgGroupSql(ids, text), PgBenchSql(text), PgMigrationSql(text) {}
+    : PgLockSql(ids, text),
+      PgAdminSql(ids, text),
+      PgGroupSql(ids, text),
+      PgQueueSql(ids, text),
+      PgBenchSql(text),
+      PgMigrationSql(text) {}
 
 }  // namespace dblock::detail

@@ -59,6 +59,13 @@ struct PgGroupSql {
   PgStatement acquire_member, release_member, renew_members, lease_left_marking_writer, first_lease_end, unmark_writer;
 };
 
+/// The fair queue's: a waiter's turn, look and leave, the release that hands the name on, and the reaper's
+/// delete of dead waiters. (pg_sql_queue.cpp)
+struct PgQueueSql {
+  PgQueueSql(StatementIds& ids, const PgSqlText& fill);
+  PgStatement take_turn, look, leave, release_handing_off, reap_waiters, waiter_rows;
+};
+
 /// `dblock bench`'s: the hand-written floor and the rows its reaper scenario seeds. (pg_sql_bench.cpp)
 struct PgBenchSql {
   explicit PgBenchSql(const PgSqlText& fill);
@@ -76,7 +83,7 @@ struct PgMigrationSql {
 /// Every SQL statement PostgreSQL's table mode, groups, the bench and migrations send, built once
 /// per store for its schema and prefix, grouped by the role that sends them; the prepared ones take
 /// their ids from the store's `ids`.
-struct PgSql : PgLockSql, PgAdminSql, PgGroupSql, PgBenchSql, PgMigrationSql {
+struct PgSql : PgLockSql, PgAdminSql, PgGroupSql, PgQueueSql, PgBenchSql, PgMigrationSql {
   PgSql(StatementIds& ids, std::string_view schema, std::string_view prefix, std::int32_t key,
         std::string_view channel);
 

@@ -17,6 +17,7 @@
 #include "backends/sqlite/sqlite_locks.hpp"
 #include "backends/sqlite/sqlite_migration.hpp"
 #include "backends/sqlite/sqlite_occurrences.hpp"
+#include "backends/sqlite/sqlite_queue.hpp"
 #include "backends/sqlite/sqlite_session.hpp"
 #include "backends/sqlite/sqlite_test_control.hpp"
 
@@ -45,6 +46,7 @@ class SqliteBackend final : public Backend {
     migrations_ = make_sqlite_migrations(pool_, sql_, uri.prefix);
     bench_ = make_sqlite_bench(pool_, path_, busy_timeout, sql_, uri.prefix);
     occurrences_ = make_sqlite_occurrences(pool_, uri.prefix, sql_.now);
+    queue_ = make_sqlite_queue(pool_, uri.prefix, sql_.now);
     fences_ = make_sqlite_fences(pool_, uri.prefix, path_);
     if (clock_) test_control_ = make_sqlite_test_control(pool_, uri.prefix, sql_.now);
   }
@@ -63,6 +65,7 @@ class SqliteBackend final : public Backend {
   Role<BenchBackend> bench() override { return Role<BenchBackend>::of(*bench_); }
   Role<FenceBackend> fences() override { return Role<FenceBackend>::of(*fences_); }
   Role<OccurrenceBackend> occurrences() override { return Role<OccurrenceBackend>::of(*occurrences_); }
+  Role<QueueBackend> queue() override { return Role<QueueBackend>::of(*queue_); }
   Role<TestControlBackend> test_control() override {
     if (!test_control_) return Backend::test_control();
     return Role<TestControlBackend>::of(*test_control_);
@@ -82,6 +85,7 @@ class SqliteBackend final : public Backend {
   std::unique_ptr<MigrationBackend> migrations_;
   std::unique_ptr<BenchBackend> bench_;
   std::unique_ptr<OccurrenceBackend> occurrences_;
+  std::unique_ptr<QueueBackend> queue_;
   std::unique_ptr<FenceBackend> fences_;
   std::unique_ptr<TestControlBackend> test_control_;  // dblock::testing stores only
 };

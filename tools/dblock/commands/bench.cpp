@@ -45,12 +45,18 @@ class BenchCommand final : public Command {
                     "on: the library's releases are written behind (ManagerOptions::write_behind_releases); off: "
                     "the default")
         ->check(CLI::IsMember({"on", "off"}));
+    bench
+        .add_option("--fair-queue", fair_queue_text_,
+                    "on: the library's waiters queue in the database and releases hand off "
+                    "(ManagerOptions::fair_queue); off: the default")
+        ->check(CLI::IsMember({"on", "off"}));
   }
 
   int run(const Invocation& invocation) override {
     request_.duration = parse_duration(duration_text_);
     request_.combine = combine_text_ == "on";
     request_.write_behind = write_behind_text_ == "on";
+    request_.fair_queue = fair_queue_text_ == "on";
     if (request_.duration.count() <= 0) throw InvalidArgument("--duration must be positive");
     // One session per thread, and a few for the floor's own clients.
     StoreOptions options{.pool_size = std::max<std::size_t>(request_.threads, 16) + 4};
@@ -59,7 +65,7 @@ class BenchCommand final : public Command {
 
  private:
   BenchRequest request_;
-  std::string duration_text_ = "5s", combine_text_ = "on", write_behind_text_ = "off";
+  std::string duration_text_ = "5s", combine_text_ = "on", write_behind_text_ = "off", fair_queue_text_ = "off";
 };
 
 }  // namespace

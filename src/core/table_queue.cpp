@@ -1,0 +1,162 @@
+// Table mode's fair queue (ManagerOptions::fair_queue, doc/fair-queue.md): a waiter records itself as
+// a row after its first try fails and is granted the name, in arrival order, by the release of the
+// holder before it, in that release's own commit. The waiter learns of its grant by one read when a
+// release wakes it (or its poll comes), and writes only to queue, to renew its waiter lease (every
+// third of it), to take a name a holder left without releasing it, and to leave.
+#include <algorithm>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "base/scope_exit.hpp"
+#include "core/backoff.hpp"
+#include "core/owner_id.hpp"
+#include "core/release_hub.hpp"
+#include "core/store_parts.hpp"
+#include "core/table_core.hpp"
+
+namespace dblock::detail {
+
+namespace {
+
+constexpr std::chrono::milliseconds kQueuedSafetyPoll{1000};
+
+bool rides_out(const Error& e) {
+  return dynamic_cast<const ConnectionError*>(&e) != nullptr || dynamic_cast<const TransientError*>(&e) != nullptr;
+}
+
+}  // namespace
+
+bool TableCore::queues(const Request& request) const noexcept {
+  // One owner per waiting thread: threads sharing an owner (OwnerScope::manager) would share one
+  // waiter row, and two of them could each take the one grant it receives.
+  return queue_ != nullptr && options_.owner_scope == OwnerScope::thread && request.kind == HolderKind::exclusive &&
+         request.lock_delay.count() == 0 && request.min_hold.count() == 0;
+}
+
+Lock TableCore::take_queued_grant(std::string_view name, const std::string& owner, const Request& request,
+                                  SteadyClock::time_point sent, const Granted& granted,
+                                  SteadyClock::time_point started) {
+  std::shared_ptr<HeldLock> held, replaced;
+  {
+    auto pass = gates_.enter(Key{owner, std::string(name), request.kind});
+    std::tie(held, replaced) = record_grant(name, owner, request, sent, granted);
+  }
+  if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
+  count_acquired(name, granted.grant.token, granted.grant.count, count_wait(started));
+  return make_guard(std::move(held), granted.grant.count);
+}
+
+TableCore::Granted TableCore::queued_grant(Grant grant, SteadyClock::time_point sent, std::chrono::milliseconds left) {
+  // The lease began when the statement that granted it ran, which may be long before the read that
+  // found it: it ends no later than what that read said was left, from when the read was sent.
+  return Granted{grant, sent + left - clock_allowance(left)};
+}
+
+void TableCore::leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept {
+  try {
+    if (with_read_retries([&] { return queue_->leave(name, owner, seq); })) return;
+    // Granted as it left: nobody will hold that grant, so it goes to the next waiter at once.
+    auto look = with_read_retries([&] { return queue_->look(name, owner, seq); });
+    if (look.grant) with_release_retries([&] { return queue_->release_handing_off(name, owner, look.grant->token); });
+  } catch (const std::exception& e) {
+    logger_->warn(
+        "leaving the queue of '{}' failed (its waiter row lapses with its waiter lease, a grant handed to it "
+        "with its lease): {}",
+        name, e.what());
+  }
+}
+
+std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::string& owner, const Request& request,
+                                             SteadyClock::time_point started, SteadyClock::time_point deadline,
+                                             std::string& last_error) {
+  auto& hub = StoreParts::release_hub(*store_);
+  auto ready_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+  auto subscription = hub.subscribe(std::string(name), std::min(ready_timeout, StoreParts::connect_timeout(*store_)));
+  bool notified = hub.notifying();
+  Backoff backoff(options_.backoff_initial, options_.backoff_factor, options_.backoff_max,
+                  this_thread_owner_nonce() ^ static_cast<std::uint64_t>(started.time_since_epoch().count()));
+  auto waiter_ttl = request.ttl;
+  std::int64_t seq = 0;
+  // However the wait ends but by a grant or a leave already done, the row goes (and a grant it met).
+  ScopeExit leave_on_exit([&]() noexcept {
+    if (seq > 0) leave_queue(name, owner, seq);
+  });
+  auto holder_left = std::chrono::milliseconds(0);
+  auto renew_at = SteadyClock::now();
+  bool take = true;  // a turn is due: to queue, to renew the waiter lease, or to take a free name
+  while (SteadyClock::now() < deadline) {
+    try {
+      if (take) {
+        auto sent = local_now();
+        Turn turn;
+        try {
+          turn = with_retries([&] { return queue_->take_turn(name, owner, request.ttl, waiter_ttl, seq); });
+        } catch (const OutcomeUnknown&) {
+          // It may have queued (the next turn of this owner moves that row), renewed, or taken the name.
+          if (auto got = resolve_unknown_acquire(name, owner)) {
+            seq = 0;
+            return take_queued_grant(name, owner, request, sent, *got, started);
+          }
+          throw;
+        }
+        if (turn.grant) {
+          seq = 0;  // its row went with the grant
+          return take_queued_grant(name, owner, request, sent, queued_grant(*turn.grant, sent, turn.left), started);
+        }
+        seq = turn.seq;  // 0: its row was gone (reaped) and nothing was granted: queued again next
+        take = seq == 0;
+        holder_left = turn.left;
+        renew_at = SteadyClock::now() + waiter_ttl / 3;
+        if (take) continue;
+      }
+      auto now = SteadyClock::now();
+      auto wake_at = std::min({deadline, renew_at, now + (notified ? kQueuedSafetyPoll : backoff.next())});
+      if (holder_left.count() > 0) wake_at = std::min(wake_at, now + holder_left + std::chrono::milliseconds(1));
+      bool woken = subscription->wait_until(wake_at);
+      if (SteadyClock::now() >= deadline) break;
+      if (SteadyClock::now() >= renew_at) {
+        take = true;
+        continue;
+      }
+      auto sent = local_now();
+      auto look = with_read_retries([&] { return queue_->look(name, owner, seq); });
+      if (look.grant) {
+        seq = 0;
+        return take_queued_grant(name, owner, request, sent, queued_grant(*look.grant, sent, look.grant_left), started);
+      }
+      // A release of this process wakes its oldest waiter, which may not be the one it granted.
+      if (woken) subscription->pass_on_later();
+      if (!look.queued) seq = 0;
+      holder_left = look.holder_left;
+      // Gone (reaped), or the name is free (a holder left it without a release): a turn, now.
+      take = !look.queued || holder_left.count() <= 0;
+    } catch (const Error& e) {
+      if (!rides_out(e)) throw;
+      last_error = e.what();
+      logger_->warn("waiting in the queue of lock '{}': {}", name, e.what());
+      subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()));
+      take = true;
+    }
+  }
+  if (seq > 0) {
+    // The deadline: a leave that finds the row gone was granted at that moment, and holds the name.
+    std::int64_t was = std::exchange(seq, 0);
+    try {
+      if (!with_read_retries([&] { return queue_->leave(name, owner, was); })) {
+        auto sent = local_now();
+        auto look = with_read_retries([&] { return queue_->look(name, owner, was); });
+        if (look.grant)
+          return take_queued_grant(name, owner, request, sent, queued_grant(*look.grant, sent, look.grant_left),
+                                   started);
+      }
+    } catch (const Error& e) {
+      last_error = e.what();
+      logger_->warn("leaving the queue of lock '{}' at its deadline failed (the row lapses with its lease): {}", name,
+                    e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace dblock::detail

@@ -1,0 +1,206 @@
+// The fair queue (ManagerOptions::fair_queue, doc/fair-queue.md) on every backend that has it:
+// waiters granted in arrival order with rising tokens, a hand-off that leaves the name no free
+// moment, a dead waiter skipped and reaped, and a waiter whose deadline meets its grant either holds
+// that grant or leaves nothing behind.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <dblock/dblock.hpp>
+
+#include "backends/backend.hpp"
+#include "core/store_parts.hpp"
+#include "support/eventually.hpp"
+#include "support/installation.hpp"
+#include "support/servers.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+class FairQueue : public dblock::test::InstalledCaseTest {
+ protected:
+  [[nodiscard]] std::unique_ptr<dblock::LockManager> fair_manager() const {
+    dblock::ManagerOptions options;
+    options.fair_queue = true;
+    return manager(std::move(options));
+  }
+  dblock::detail::QueueBackend& queue() { return dblock::detail::StoreParts::backend(*store_).queue().get(); }
+
+  std::optional<dblock::LockInfo> row(const std::string& name) {
+    for (auto& info : store_->locks())
+      if (info.name == name) return info;
+    return std::nullopt;
+  }
+
+  /// Waiter rows of `owner` on `name` whose waiter lease has ended, by the database's clock.
+  int expired_waiters(const std::string& name, const std::string& owner) {
+    std::string dialect = GetParam().dialect;
+    auto table = dialect == "sqlite" ? fmt::format("\"{}waiters\"", installation_->prefix())
+                                     : fmt::format("\"{}\".\"{}waiters\"", dblock::test::default_schema(GetParam()),
+                                                   installation_->prefix());
+    auto now = dialect == "sqlite" ? std::string(
+                                         "(CAST(strftime('%s','now') AS INTEGER) * 1000 + "
+                                         "CAST(substr(strftime('%f','now'), 4) AS INTEGER))")
+                                   : std::string("clock_timestamp()");
+    return std::stoi(installation_->admin()
+                         .query(fmt::format("SELECT count(*) FROM {} WHERE name = '{}' AND owner = '{}' AND "
+                                            "expires_at <= {}",
+                                            table, name, owner, now))
+                         .at(0));
+  }
+};
+
+// Waiters arrive one at a time (each starts once the one before it has its row), then the holder
+// releases: each grant goes to the next in arrival order, with a larger token than the one before.
+TEST_P(FairQueue, FiftyWaitersAreGrantedInArrivalOrderWithRisingTokens) {
+  constexpr int kWaiters = 50;
+  const std::string name = "fq-order";
+  auto manager = fair_manager();
+  auto holder = manager->acquire(name, 5s);
+  std::mutex mutex;
+  std::vector<std::pair<int, std::int64_t>> grants;  // (arrival, token) in grant order
+  std::atomic<int> failures{0};
+  std::vector<std::jthread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&, i] {
+      try {
+        auto lock = manager->acquire(name, 120s);
+        {
+          std::lock_guard guard(mutex);
+          grants.emplace_back(i, lock.token());
+        }
+        lock.release();
+      } catch (const std::exception& e) {
+        ++failures;
+        ADD_FAILURE() << "waiter " << i << ": " << e.what();
+      }
+    });
+    ASSERT_TRUE(
+        dblock::test::eventually([&] { return queue().waiter_rows(name) == static_cast<std::size_t>(i + 1); }, 30s))
+        << "waiter " << i << " never queued";
+  }
+  auto first_token = holder.token();
+  holder.release();
+  waiters.clear();  // joins
+  ASSERT_EQ(failures.load(), 0);
+  ASSERT_EQ(grants.size(), static_cast<std::size_t>(kWaiters));
+  std::int64_t previous = first_token;
+  for (int i = 0; i < kWaiters; ++i) {
+    EXPECT_EQ(grants[i].first, i) << "grant " << i << " went to the waiter that arrived " << grants[i].first << "th";
+    EXPECT_GT(grants[i].second, previous) << "grant " << i << "'s token does not rise";
+    previous = grants[i].second;
+  }
+  EXPECT_EQ(queue().waiter_rows(name), 0U);
+  EXPECT_FALSE(row(name).has_value()) << "the last waiter's release left the name free";
+}
+
+// The release grants the waiter in its own commit: the moment it returns, the row is the waiter's,
+// under a larger token, and nobody else can take the name.
+TEST_P(FairQueue, AHandOffLeavesTheNameNoFreeMoment) {
+  const std::string name = "fq-gap";
+  auto fair = fair_manager();
+  auto other = manager();  // not opted in: it tries as everyone else does
+  auto holder = fair->acquire(name, 5s);
+  auto holder_token = holder.token();
+  std::optional<dblock::Lock> granted;
+  std::jthread waiter([&] { granted = fair->acquire(name, 60s); });
+  ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 1; }, 30s));
+  holder.release();
+  auto after = row(name);
+  ASSERT_TRUE(after.has_value()) << "the name was free after the release: the waiter was not handed it";
+  EXPECT_GT(after->token, holder_token);
+  EXPECT_FALSE(other->try_acquire(name).has_value()) << "another owner took the name between release and grant";
+  waiter.join();
+  ASSERT_TRUE(granted.has_value());
+  EXPECT_EQ(granted->token(), after->token) << "the waiter holds the grant the release made";
+  EXPECT_EQ(queue().waiter_rows(name), 0U);
+}
+
+// A waiter whose waiter lease ended (its process died) is skipped by the hand-off, which grants the
+// live waiter behind it, and the reaper deletes its row.
+TEST_P(FairQueue, ADeadWaiterIsSkippedAndReaped) {
+  const std::string name = "fq-dead";
+  auto fair = fair_manager();
+  auto holder = fair->acquire(name, 5s);
+  auto dead = queue().take_turn(name, "dead-waiter", 30s, 1ms, 0);
+  ASSERT_GT(dead.seq, 0) << "the dead waiter was not queued";
+  ASSERT_FALSE(dead.grant.has_value());
+  std::optional<dblock::Lock> granted;
+  std::jthread waiter([&] { granted = fair->acquire(name, 60s); });
+  ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 2; }, 30s));
+  ASSERT_TRUE(dblock::test::eventually([&] { return expired_waiters(name, "dead-waiter") == 1; }, 10s));
+  holder.release();
+  waiter.join();
+  ASSERT_TRUE(granted.has_value()) << "the live waiter behind the dead one was not granted";
+  auto after = row(name);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_NE(after->owner, "dead-waiter") << "the dead waiter was granted";
+  EXPECT_EQ(after->token, granted->token());
+  EXPECT_EQ(queue().waiter_rows(name), 1U) << "only the dead waiter's row is left";
+  dblock::Reaper reaper(store_);
+  auto cycle = reaper.run_once();
+  EXPECT_TRUE(cycle.ok) << cycle.error;
+  EXPECT_EQ(queue().waiter_rows(name), 0U) << "the reaper left the dead waiter's row";
+  granted->release();
+}
+
+// Thirty waiters each time out around the moment the holder releases (the release is aimed at
+// points spread across the deadline). Either the waiter holds the grant (the row is its, under its
+// token) or it timed out and nothing of it is left: no waiter row, and no grant nobody holds.
+TEST_P(FairQueue, ATimeoutAtTheMomentOfGrantLeavesNothingBehind) {
+  constexpr int kRounds = 30;
+  constexpr auto kTimeout = 300ms;
+  auto fair = fair_manager();
+  int held = 0, timed_out = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    auto name = fmt::format("fq-timeout-{}", round);
+    auto holder = fair->acquire(name, 5s);
+    std::optional<dblock::Lock> granted;
+    bool timeout = false;
+    auto started = std::chrono::steady_clock::now();
+    std::jthread waiter([&] {
+      try {
+        granted = fair->acquire(name, kTimeout);
+      } catch (const dblock::Timeout&) {
+        timeout = true;
+      }
+    });
+    ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 1; }, 10s));
+    // Aimed, not synchronised: from 60 ms before the deadline to 60 ms after it, in 4 ms steps.
+    std::this_thread::sleep_until(started + kTimeout - 60ms + round * 4ms);
+    holder.release();
+    waiter.join();
+    ASSERT_NE(granted.has_value(), timeout) << "round " << round << ": neither or both";
+    EXPECT_EQ(queue().waiter_rows(name), 0U) << "round " << round << ": a waiter row was left";
+    auto after = row(name);
+    if (granted) {
+      ++held;
+      ASSERT_TRUE(after.has_value()) << "round " << round << ": the waiter believes a grant that is not there";
+      EXPECT_EQ(after->token, granted->token()) << "round " << round;
+      granted->release();
+    } else {
+      ++timed_out;
+      EXPECT_FALSE(after.has_value()) << "round " << round << ": a timed-out waiter left a grant nobody holds ("
+                                      << after->owner << ")";
+    }
+    EXPECT_FALSE(row(name).has_value());
+  }
+  std::cout << "[ fair queue ] " << held << " rounds granted, " << timed_out << " timed out\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FairQueue,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
+                                                                  dblock::test::kPgBouncerTable, dblock::test::kSqlite,
+                                                                  dblock::test::kSqliteQueued})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace
