@@ -15,6 +15,13 @@
 
 namespace dblock::detail {
 
+/// What a waiter waits out and tries again after: the database unreachable (the pool reconnects),
+/// an outcome that stayed unknown (not held by the waiter: its lease lapses), a conflict that
+/// outlasted its retries (nothing was granted). Anything else ends the wait.
+inline bool waiter_rides_out(const Error& e) {
+  return dynamic_cast<const ConnectionError*>(&e) != nullptr || dynamic_cast<const TransientError*>(&e) != nullptr;
+}
+
 inline constexpr int kTransientAttempts = 5;
 /// A release that fails leaves its lock (or a group's place) taken until the lease ends, so it
 /// tries harder: for up to 5 s, not a number of attempts. On a loaded Galera cluster beside a busy

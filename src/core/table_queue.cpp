@@ -12,6 +12,7 @@
 #include "core/backoff.hpp"
 #include "core/owner_id.hpp"
 #include "core/release_hub.hpp"
+#include "core/retry.hpp"
 #include "core/store_parts.hpp"
 #include "core/table_core.hpp"
 
@@ -20,10 +21,6 @@ namespace dblock::detail {
 namespace {
 
 constexpr std::chrono::milliseconds kQueuedSafetyPoll{1000};
-
-bool rides_out(const Error& e) {
-  return dynamic_cast<const ConnectionError*>(&e) != nullptr || dynamic_cast<const TransientError*>(&e) != nullptr;
-}
 
 }  // namespace
 
@@ -132,7 +129,7 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
       // Gone (reaped), or the name is free (a holder left it without a release): a turn, now.
       take = !look.queued || holder_left.count() <= 0;
     } catch (const Error& e) {
-      if (!rides_out(e)) throw;
+      if (!waiter_rides_out(e)) throw;
       last_error = e.what();
       logger_->warn("waiting in the queue of lock '{}': {}", name, e.what());
       subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()));

@@ -5,6 +5,7 @@
 
 namespace dblock::detail {
 
+// Long by design: one statement's text per member, each with the reasoning it rests on; no logic.
 PgLockSql::PgLockSql(StatementIds& ids, const PgSqlText& fill) {
   // The conflict branch of a grant, shared by `acquire` and `acquire_many` so that both decide
   // by the same rules; {held} is the caller's held token. The caller's own live row keeps the

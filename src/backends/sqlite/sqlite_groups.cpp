@@ -8,22 +8,6 @@ namespace {
 
 std::string group_owner(HolderKind kind) { return kind == HolderKind::permit ? "(permits)" : "(readers)"; }
 
-/// BEGIN IMMEDIATE now, COMMIT by commit(), ROLLBACK when the scope ends before it.
-class ImmediateTransaction {
- public:
-  explicit ImmediateTransaction(soci::session& session) : session_(session), rollback_(session) {
-    session_ << "BEGIN IMMEDIATE";
-  }
-  void commit() {
-    session_ << "COMMIT";
-    rollback_.committed();
-  }
-
- private:
-  soci::session& session_;
-  RollbackUnlessCommitted rollback_;
-};
-
 std::int64_t read_now(soci::session& session, const SqliteGroupSql& sql) {
   std::int64_t now = 0;
   session << sql.now, soci::into(now);

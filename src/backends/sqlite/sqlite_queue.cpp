@@ -9,22 +9,6 @@ namespace dblock::detail {
 
 namespace {
 
-/// BEGIN IMMEDIATE now, COMMIT by commit(), ROLLBACK when the scope ends before it.
-class ImmediateTransaction {
- public:
-  explicit ImmediateTransaction(soci::session& session) : session_(session), rollback_(session) {
-    session_ << "BEGIN IMMEDIATE";
-  }
-  void commit() {
-    session_ << "COMMIT";
-    rollback_.committed();
-  }
-
- private:
-  soci::session& session_;
-  RollbackUnlessCommitted rollback_;
-};
-
 /// SQLite has one writer: every operation below runs in one IMMEDIATE transaction with the clock
 /// read once, so each sees and changes the queue and the lock row as one step, and seq (one more
 /// than the name's largest) follows arrival per name.

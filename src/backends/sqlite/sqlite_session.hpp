@@ -63,6 +63,22 @@ class RollbackUnlessCommitted {
   bool open_ = true;
 };
 
+/// BEGIN IMMEDIATE now, COMMIT by commit(), ROLLBACK when the scope ends before it.
+class ImmediateTransaction {
+ public:
+  explicit ImmediateTransaction(soci::session& session) : session_(session), rollback_(session) {
+    session_ << "BEGIN IMMEDIATE";
+  }
+  void commit() {
+    session_ << "COMMIT";
+    rollback_.committed();
+  }
+
+ private:
+  soci::session& session_;
+  RollbackUnlessCommitted rollback_;
+};
+
 /// A role's per-session state (SqliteSession::part).
 class SqliteSessionPart {
  public:
