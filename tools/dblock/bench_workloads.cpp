@@ -128,8 +128,8 @@ Result measure(const Workload& workload, const BenchRequest& request, const std:
       comparison.floor,  "hand-written SQL (upsert + DELETE), raw driver, a pool of " + std::to_string(pool_size),
       comparison.ratio,  {}};
   result.extra["ratio_of"] = "median of 8 alternating pairs";
-  result.extra["unit"] = workload.work.count() > 0 ? "locks held for 1 ms of work each (granted tries only)"
-                                                   : "acquire+release cycles (granted tries only)";
+  result.extra["unit"] = workload.work.count() > 0 ? "tries, each granted one held for 1 ms of work"
+                                                   : "tries, each granted one released at once";
   result.extra["names"] = std::to_string(workload.names);
   result.extra["refused_pct"] = share(library_refused, library_tries);
   result.extra["hand_written_refused_pct"] = share(hand_refused, hand_tries);

@@ -17,9 +17,10 @@ namespace dblock::cli {
 
 /// `--scenario work`: a fixed 1 ms of work inside each lock, on names drawn at random from ten per
 /// thread, at 16 and 200 threads (or --threads). `--scenario names`: an acquisition and a release
-/// on a name drawn at random from 10,000, at 16 threads (or --threads). Table mode: a try that is
-/// refused counts as no operation (its share is printed). The hand-written side shares a pool of
-/// at most 32 bare connections among its threads, as an application would.
+/// on a name drawn at random from 10,000, at 16 threads (or --threads). Table mode. Every try counts
+/// as an operation on both sides, refused ones too (their share is printed: the hand-written side's
+/// is the larger, so the ratio errs in its favour). The hand-written side shares a pool of at most
+/// 32 bare connections among its threads, as an application would.
 std::vector<Result> bench_workload(const BenchRequest& request, const std::shared_ptr<Store>& store,
                                    dblock::detail::BenchFloor& floor, const ManagerOptions& options,
                                    const std::string& run_id);
