@@ -198,7 +198,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   auto request = request_of(options);
   auto owner = owner_for_this_thread();
   WaitReport wait_report(*this, name, started);
-  if (timeout.count() > 0 && queues(request)) {
+  if (timeout.count() > 0 && queues(name, owner, request)) {
     wait_report.begin();
     auto lock = wait_in_queue(name, owner, request, started, deadline, last_connection_error);
     wait_report.settle();

@@ -84,9 +84,10 @@ class TableCore final : public ManagerBase {
                                                                                const Request& request,
                                                                                SteadyClock::time_point sent,
                                                                                const Granted& granted);
-  /// The fair queue (table_queue.cpp): whether `request` waits in it (plain exclusive locks without a
-  /// lock-delay or minimum hold, owners by thread, when the manager opted in).
-  bool queues(const Request& request) const noexcept;
+  /// The fair queue (table_queue.cpp): whether `owner`'s `request` for `name` waits in it (plain
+  /// exclusive locks without a lock-delay or minimum hold, owners by thread, when the manager opted
+  /// in; never a re-entry).
+  bool queues(std::string_view name, const std::string& owner, const Request& request);
   /// Waits in the queue until `deadline`: the lock, or empty at the deadline (the waiter left the
   /// queue; a grant that met its leave is taken). `last_error`: the last error ridden out.
   std::optional<Lock> wait_in_queue(std::string_view name, const std::string& owner, const Request& request,

@@ -24,11 +24,16 @@ constexpr std::chrono::milliseconds kQueuedSafetyPoll{1000};
 
 }  // namespace
 
-bool TableCore::queues(const Request& request) const noexcept {
+bool TableCore::queues(std::string_view name, const std::string& owner, const Request& request) {
   // One owner per waiting thread: threads sharing an owner (OwnerScope::manager) would share one
   // waiter row, and two of them could each take the one grant it receives.
-  return queue_ != nullptr && options_.owner_scope == OwnerScope::thread && request.kind == HolderKind::exclusive &&
-         request.lock_delay.count() == 0 && request.min_hold.count() == 0;
+  if (queue_ == nullptr || options_.owner_scope != OwnerScope::thread || request.kind != HolderKind::exclusive ||
+      request.lock_delay.count() != 0 || request.min_hold.count() != 0)
+    return false;
+  // A re-entry that waits (its row is busy under a fenced transaction) waits for its own row: a
+  // waiter's look reads a live row of its owner as its grant, and would count that one grant twice.
+  std::lock_guard lock(mutex_);
+  return !held_.contains(Key{owner, std::string(name), request.kind});
 }
 
 Lock TableCore::take_queued_grant(std::string_view name, const std::string& owner, const Request& request,

@@ -44,13 +44,15 @@ class FairQueue : public dblock::test::InstalledCaseTest {
   /// Waiter rows of `owner` on `name` whose waiter lease has ended, by the database's clock.
   int expired_waiters(const std::string& name, const std::string& owner) {
     std::string dialect = GetParam().dialect;
-    auto table = dialect == "sqlite" ? fmt::format("\"{}waiters\"", installation_->prefix())
-                                     : fmt::format("\"{}\".\"{}waiters\"", dblock::test::default_schema(GetParam()),
-                                                   installation_->prefix());
+    auto table = dialect == "sqlite"  ? fmt::format("\"{}waiters\"", installation_->prefix())
+                 : dialect == "mysql" ? fmt::format("`{}waiters`", installation_->prefix())
+                                      : fmt::format("\"{}\".\"{}waiters\"", dblock::test::default_schema(GetParam()),
+                                                    installation_->prefix());
     auto now = dialect == "sqlite" ? std::string(
                                          "(CAST(strftime('%s','now') AS INTEGER) * 1000 + "
                                          "CAST(substr(strftime('%f','now'), 4) AS INTEGER))")
-                                   : std::string("clock_timestamp()");
+               : dialect == "mysql" ? std::string("UTC_TIMESTAMP(6)")
+                                    : std::string("clock_timestamp()");
     return std::stoi(installation_->admin()
                          .query(fmt::format("SELECT count(*) FROM {} WHERE name = '{}' AND owner = '{}' AND "
                                             "expires_at <= {}",
@@ -101,6 +103,38 @@ TEST_P(FairQueue, FiftyWaitersAreGrantedInArrivalOrderWithRisingTokens) {
   }
   EXPECT_EQ(queue().waiter_rows(name), 0U);
   EXPECT_FALSE(row(name).has_value()) << "the last waiter's release left the name free";
+}
+
+// A holder's re-entry that has to wait (its own row is busy under its fenced transaction) is a
+// re-entry, not a waiter: were it queued, its look would read its own live row as a grant and hand
+// it a second guard of the one level the row counts, and the first release would free the name
+// under the other. It waits for its row and, when it gets it, the row counts both levels (it waits
+// past a queued waiter's first look, 1 s after queueing where releases notify). Only where
+// a fence holds one row: SQLite's fence holds the whole database's write lock, so a re-entry inside
+// its own fenced transaction waits for itself (doc/semantics.md: keep SQLite's fences short).
+class FairQueueBesideRowFences : public FairQueue {};
+
+TEST_P(FairQueueBesideRowFences, AReEntryThatWaitsIsNeverQueued) {
+  auto fair = fair_manager();
+  auto held = fair->acquire("fq-reentry", 1s);
+  store_->fenced(held, [&](dblock::FencedTransaction&) {
+    try {
+      auto again = fair->acquire("fq-reentry", 1500ms);
+      auto listed = row("fq-reentry");
+      ASSERT_TRUE(listed.has_value());
+      EXPECT_EQ(listed->count, 2) << "two guards believe in the row: it counts two levels";
+      EXPECT_EQ(again.token(), held.token()) << "a re-entry keeps the grant's token";
+      again.release();
+    } catch (const dblock::Timeout&) {
+      // the row stayed busy until the deadline: the re-entry waited for it, as a plain re-entry does
+    }
+    EXPECT_EQ(queue().waiter_rows("fq-reentry"), 0U) << "the re-entry queued as a waiter";
+  });
+  auto listed = row("fq-reentry");
+  ASSERT_TRUE(listed.has_value()) << "the holder's own guard still holds the name";
+  EXPECT_EQ(listed->count, 1);
+  held.release();
+  EXPECT_FALSE(row("fq-reentry").has_value());
 }
 
 // The release grants the waiter in its own commit: the moment it returns, the row is the waiter's,
@@ -155,52 +189,79 @@ TEST_P(FairQueue, ADeadWaiterIsSkippedAndReaped) {
 
 // Thirty waiters each time out around the moment the holder releases (the release is aimed at
 // points spread across the deadline). Either the waiter holds the grant (the row is its, under its
-// token) or it timed out and nothing of it is left: no waiter row, and no grant nobody holds.
+// token) or it timed out and nothing of it is left: no waiter row, and no grant nobody holds. A
+// waiter that a loaded machine kept from queueing before its deadline aimed at nothing: its round
+// is checked the same way and then run again (at most twice more).
 TEST_P(FairQueue, ATimeoutAtTheMomentOfGrantLeavesNothingBehind) {
-  constexpr int kRounds = 30;
+  constexpr int kRounds = 30, kTriesPerRound = 3;
   constexpr auto kTimeout = 300ms;
   auto fair = fair_manager();
-  int held = 0, timed_out = 0;
+  int held = 0, timed_out = 0, aimed = 0, missed = 0;
   for (int round = 0; round < kRounds; ++round) {
-    auto name = fmt::format("fq-timeout-{}", round);
-    auto holder = fair->acquire(name, 5s);
-    std::optional<dblock::Lock> granted;
-    bool timeout = false;
-    auto started = std::chrono::steady_clock::now();
-    std::jthread waiter([&] {
-      try {
-        granted = fair->acquire(name, kTimeout);
-      } catch (const dblock::Timeout&) {
-        timeout = true;
+    for (int attempt = 0; attempt < kTriesPerRound; ++attempt) {
+      auto name = fmt::format("fq-timeout-{}-{}", round, attempt);
+      auto holder = fair->acquire(name, 5s);
+      std::optional<dblock::Lock> granted;
+      bool timeout = false;
+      std::atomic<bool> ended{false};
+      auto started = std::chrono::steady_clock::now();
+      std::jthread waiter([&] {
+        try {
+          granted = fair->acquire(name, kTimeout);
+        } catch (const dblock::Timeout&) {
+          timeout = true;
+        }
+        ended = true;
+      });
+      bool queued = false;
+      ASSERT_TRUE(dblock::test::eventually(
+          [&] {
+            queued = queue().waiter_rows(name) == 1;
+            return queued || ended;
+          },
+          10s));
+      if (queued) {
+        // Aimed, not synchronised: from 60 ms before the deadline to 60 ms after it, in 4 ms steps.
+        std::this_thread::sleep_until(started + kTimeout - 60ms + round * 4ms);
       }
-    });
-    ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 1; }, 10s));
-    // Aimed, not synchronised: from 60 ms before the deadline to 60 ms after it, in 4 ms steps.
-    std::this_thread::sleep_until(started + kTimeout - 60ms + round * 4ms);
-    holder.release();
-    waiter.join();
-    ASSERT_NE(granted.has_value(), timeout) << "round " << round << ": neither or both";
-    EXPECT_EQ(queue().waiter_rows(name), 0U) << "round " << round << ": a waiter row was left";
-    auto after = row(name);
-    if (granted) {
-      ++held;
-      ASSERT_TRUE(after.has_value()) << "round " << round << ": the waiter believes a grant that is not there";
-      EXPECT_EQ(after->token, granted->token()) << "round " << round;
-      granted->release();
-    } else {
-      ++timed_out;
-      EXPECT_FALSE(after.has_value()) << "round " << round << ": a timed-out waiter left a grant nobody holds ("
-                                      << after->owner << ")";
+      holder.release();
+      waiter.join();
+      ASSERT_NE(granted.has_value(), timeout) << "round " << round << ": neither or both";
+      EXPECT_EQ(queue().waiter_rows(name), 0U) << "round " << round << ": a waiter row was left";
+      auto after = row(name);
+      if (granted) {
+        ASSERT_TRUE(after.has_value()) << "round " << round << ": the waiter believes a grant that is not there";
+        EXPECT_EQ(after->token, granted->token()) << "round " << round;
+        granted->release();
+      } else {
+        EXPECT_FALSE(after.has_value()) << "round " << round << ": a timed-out waiter left a grant nobody holds ("
+                                        << after->owner << ")";
+      }
+      EXPECT_FALSE(row(name).has_value());
+      if (!queued) {
+        ++missed;
+        continue;
+      }
+      ++aimed;
+      ++(granted ? held : timed_out);
+      break;
     }
-    EXPECT_FALSE(row(name).has_value());
   }
-  std::cout << "[ fair queue ] " << held << " rounds granted, " << timed_out << " timed out\n";
+  std::cout << "[ fair queue ] " << held << " rounds granted, " << timed_out << " timed out, " << missed
+            << " waiters ended before their row was seen\n";
+  EXPECT_GE(aimed, kRounds / 2) << "too few waiters were seen queued before their deadline to say anything";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FairQueue,
-                         ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable,
-                                                                  dblock::test::kPgBouncerTable, dblock::test::kSqlite,
-                                                                  dblock::test::kSqliteQueued})),
+                         ::testing::ValuesIn(dblock::test::built(
+                             {dblock::test::kPostgresTable, dblock::test::kPgBouncerTable, dblock::test::kMysqlTable,
+                              dblock::test::kGaleraTable, dblock::test::kSqlite, dblock::test::kSqliteQueued})),
                          [](const auto& info) { return std::string(info.param.label); });
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, FairQueueBesideRowFences,
+    ::testing::ValuesIn(dblock::test::built({dblock::test::kPostgresTable, dblock::test::kPgBouncerTable,
+                                             dblock::test::kMysqlTable, dblock::test::kGaleraTable})),
+    [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The nemesis suite, the way Jepsen checks lock services. Holders in this process (threads, two of
 // them sharing one manager, two more sharing one owner so that they re-enter each other's locks
-// while releases race; guards are released on other threads too) and in child processes (`dblock
+// while releases race; guards are released on other threads too; two more wait in the fair queue,
+// as rows that the last release hands the name to, in table mode) and in child processes (`dblock
 // run` wrappers whose command records its work) contend for two hot names, while a nemesis stalls
 // their connections (packets held, no reset) for longer than the TTL, cuts them, SIGKILLs wrappers
 // or their guard process alone, pauses wrappers (SIGSTOP) past their deadline, and revokes
@@ -32,6 +33,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -43,7 +45,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "backends/backend.hpp"
 #include "base/scope_exit.hpp"
+#include "core/store_parts.hpp"
 #include "support/build_paths.hpp"
 #include "support/cli_runner.hpp"
 #include "support/installation.hpp"
@@ -210,6 +214,12 @@ class DatabaseClockWatch {
   std::jthread thread_;  // last: starts once the rest is there
 };
 
+/// How many of `beliefs` are of holders whose label begins with `prefix`.
+std::size_t beliefs_of_holders(const std::vector<Belief>& beliefs, std::string_view prefix) {
+  return static_cast<std::size_t>(
+      std::count_if(beliefs.begin(), beliefs.end(), [&](const Belief& b) { return b.holder.starts_with(prefix); }));
+}
+
 class History {
  public:
   void add(Belief belief) {
@@ -223,6 +233,11 @@ class History {
   std::size_t size() {
     std::lock_guard lock(mutex_);
     return beliefs_.size();
+  }
+  /// How many beliefs so far are of holders whose label begins with `prefix`.
+  std::size_t of_holders(std::string_view prefix) {
+    std::lock_guard lock(mutex_);
+    return beliefs_of_holders(beliefs_, prefix);
   }
 
  private:
@@ -642,9 +657,10 @@ void Nemesis::run(Workload workload) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
 
-  // Holders 0 and 1 are in-process managers (0 with two threads), 2 and 3 are `dblock run` loops;
-  // each reaches the server through a proxy of its own.
-  constexpr std::size_t kHolders = 4;
+  // Holders 0 and 1 are in-process managers (0 with two threads), 2 and 3 are `dblock run` loops,
+  // 4 a fair-queue manager with two threads (table mode); each reaches the
+  // server through a proxy of its own.
+  constexpr std::size_t kHolders = 5;
   std::vector<std::unique_ptr<dblock::test::TcpProxy>> proxies;
   auto dsn_for = [&](std::size_t holder) {
     return networked ? dblock::test::with_port(base, proxies[holder]->port()) : base;
@@ -687,6 +703,13 @@ void Nemesis::run(Workload workload) {
   auto one_owner_manager = advisory || workload != Workload::locks
                                ? nullptr
                                : std::make_unique<dblock::LockManager>(open_store(dsn_for(1)), one_owner_options);
+  // The fair queue beside everything else: its threads wait as rows and are granted by hand-offs in
+  // the releasing commit, while the other holders race for the same names, and it fences some work.
+  bool queues = !advisory;
+  auto fair_options = manager_options;
+  fair_options.fair_queue = true;
+  auto fair_store = queues ? open_store(dsn_for(4)) : nullptr;
+  auto fair_manager = queues ? std::make_unique<dblock::LockManager>(fair_store, fair_options) : nullptr;
   auto revoker = open_store(base);  // the operator, on a connection of its own
   DatabaseClockWatch clock_watch(installation.admin(), GetParam().dialect);
   std::vector<std::unique_ptr<RunLoop>> loops;
@@ -722,6 +745,12 @@ void Nemesis::run(Workload workload) {
         hold_in_thread(*one_owner_manager, workload, stop, history, fmt::format("manager2/thread{}", thread),
                        4 + thread, "manager2");
       });
+  if (fair_manager)
+    for (std::uint32_t thread : {0u, 1u})
+      holders.emplace_back([&, thread] {
+        hold_in_thread(*fair_manager, workload, stop, history, fmt::format("fair/thread{}", thread), 6 + thread, {},
+                       fair_store, &fences);
+      });
   for (std::size_t i = 0; i < loops.size(); ++i)
     holders.emplace_back([&, i] { loops[i]->run(stop, static_cast<std::uint32_t>(10 + i)); });
 #if DBLOCK_TEST_WITH_ASIO
@@ -755,12 +784,25 @@ void Nemesis::run(Workload workload) {
   // lengths.
   auto end = Clock::now() + run_length();
   auto hard_end = Clock::now() + 4 * run_length();
+  // Waiter rows seen by the operator's connection: the fair holders did queue (and the run goes on
+  // until one of them has been granted too).
+  int queued_seen = 0;
   auto enough = [&] {
-    return Clock::now() >= end && history.size() >= kEnoughBeliefs && (advisory || fences.load() > 0);
+    return Clock::now() >= end && history.size() >= kEnoughBeliefs && (advisory || fences.load() > 0) &&
+           (!queues || (queued_seen > 0 && history.of_holders("fair/") > 0));
   };
   for (int round = 0; !enough() && Clock::now() < hard_end; ++round) {
     std::this_thread::sleep_for(between(50, 250));
     undo_due(Clock::now());
+    if (queues) {
+      try {
+        auto& queue = dblock::detail::StoreParts::backend(*revoker).queue().get();
+        for (const auto& name : workload == Workload::locks ? kNames : std::vector<std::string>{"rw"})
+          if (queue.waiter_rows(name) > 0) ++queued_seen;
+      } catch (const dblock::Error&) {
+        // the operator's connection is not faulted; a busy moment is looked at again next round
+      }
+    }
     // A network fault every other round, on a random holder: about one stalled at a time.
     if (networked && round % 4 == 0) {
       // Stall past the TTL: packets held, no reset.
@@ -819,13 +861,18 @@ void Nemesis::run(Workload workload) {
   std::map<std::string, int> kinds;
   for (auto& belief : beliefs) ++kinds[std::string(dblock::holder_kind_name(belief.kind))];
   for (auto& [kind, count] : kinds) summary += fmt::format(" {}-beliefs={}", kind, count);
-  auto async_beliefs =
-      std::count_if(beliefs.begin(), beliefs.end(), [](auto& b) { return b.holder.starts_with("async/"); });
-  summary += fmt::format(" async-holder-beliefs={} fenced-works={}", async_beliefs, fences.load());
+  auto async_beliefs = beliefs_of_holders(beliefs, "async/");
+  auto fair_beliefs = beliefs_of_holders(beliefs, "fair/");
+  summary += fmt::format(" async-holder-beliefs={} fenced-works={} fair-holder-beliefs={} queued-seen={}",
+                         async_beliefs, fences.load(), fair_beliefs, queued_seen);
   std::cout << "[ nemesis  ] " << beliefs.size() << " belief intervals; faults:" << summary << "\n";
   EXPECT_GE(beliefs.size(), kEnoughBeliefs) << "too few grants to say anything";
   if (!advisory) {
     EXPECT_GT(fences.load(), 0) << "no work was fenced: the renewals and tries beside a fence went untested";
+  }
+  if (queues) {
+    EXPECT_GT(fair_beliefs, 0) << "the fair-queue holders were never granted";
+    EXPECT_GT(queued_seen, 0) << "no fair-queue holder was ever seen waiting: the queue went untested";
   }
   int fault_count = 0;
   for (auto& [fault, count] : faults) fault_count += count;

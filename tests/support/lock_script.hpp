@@ -140,6 +140,24 @@ struct Script {
   std::map<std::string, int> releases_of;    // last-level release statements that named each name
   std::atomic<int> failing_reads{0};         // the next reads of rows fail (a cut connection)
   std::atomic<int> failed_reads{0};          // reads failed so far by failing_reads
+  /// A read of rows: throws as a cut connection's would while failing_reads says so.
+  void read_rows() {
+    if (failing_reads <= 0) return;
+    --failing_reads;
+    ++failed_reads;
+    throw dblock::ConnectionError("read failed (scripted)");
+  }
+  /// A waiter row of the fair queue (migration 0017; its rules in scripted_queue.hpp).
+  struct Waiter {
+    std::string owner;
+    std::chrono::milliseconds ttl{0};  // the lease its grant will have
+    Clock::time_point expires;         // its waiter lease
+  };
+  std::map<std::string, std::map<std::int64_t, Waiter>> waiters;  // by name, then arrival order (seq)
+  std::int64_t next_waiter_seq = 0;
+  // Queue paths taken: waiter rows inserted, grants handed on by a release, free names taken by the
+  // first live waiter's turn, leaves that found their row granted, dead waiter rows skipped.
+  std::atomic<int> waiters_queued{0}, handoffs{0}, turns_granted{0}, leaves_after_grant{0}, dead_waiters_skipped{0};
   /// Counts a last-level release statement naming `names`; true when its reply is to be lost.
   bool sent_release_of(const std::vector<std::string>& names) {
     std::lock_guard lock(mutex);
@@ -394,7 +412,16 @@ struct Script {
     std::lock_guard lock(mutex);
     auto now = Clock::now();
     std::erase_if(rows, [&](const auto& entry) { return entry.second.expires <= now; });
+    reap_waiters(now);
     return static_cast<int>(std::erase_if(members, [&](const auto& entry) { return entry.second.expires <= now; }));
+  }
+
+  /// Deletes the waiter rows whose waiter lease has ended; returns how many. REQUIRES: mutex held.
+  std::size_t reap_waiters(Clock::time_point now) {
+    std::size_t reaped = 0;
+    for (auto& [name, queue] : waiters)
+      reaped += std::erase_if(queue, [&](const auto& entry) { return entry.second.expires <= now; });
+    return reaped;
   }
 
   std::optional<Member> member(const std::string& name, const std::string& owner, HolderKind kind) {

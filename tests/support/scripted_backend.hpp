@@ -1,6 +1,6 @@
 #pragma once
 // A backend over the script's in-memory lock table (lock_script.hpp), for tests of the core's
-// policy without a server: the lock, group and advisory roles, each statement as the script says.
+// policy without a server: the lock, group, advisory and queue roles, each statement as the script says.
 
 #include <chrono>
 #include <memory>
@@ -17,6 +17,7 @@
 
 #include "backends/backend.hpp"
 #include "support/lock_script.hpp"
+#include "support/scripted_queue.hpp"
 
 namespace dblock_test {
 
@@ -230,11 +231,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
 
  protected:
   std::vector<dblock::LockInfo> list_rows(std::string_view only_name, std::size_t) override {
-    if (script_->failing_reads > 0) {
-      --script_->failing_reads;
-      ++script_->failed_reads;
-      throw dblock::ConnectionError("read failed (scripted)");
-    }
+    script_->read_rows();
     // As the backends list: one row per holder, a group's members (of its epoch) instead of its row,
     // by name and owner. So a lost-reply acquisition's read may find the caller's own membership.
     std::lock_guard lock(script_->mutex);
@@ -384,11 +381,13 @@ class ScriptedAdvisory final : public dblock::detail::AdvisoryBackend {
   std::shared_ptr<Script> script_;
 };
 
-/// A backend with only the roles it fakes, locks, groups and advisory sessions; every other role is absent.
+/// A backend with only the roles it fakes, locks, groups, advisory sessions and the fair queue; every other role
+/// is absent.
 class ScriptedBackend final : public dblock::detail::Backend {
  public:
   // The script is shared: the test reads and steers it while the Store owns this backend.
-  explicit ScriptedBackend(std::shared_ptr<Script> script) : locks_(script), groups_(script), advisory_(script) {}
+  explicit ScriptedBackend(std::shared_ptr<Script> script)
+      : locks_(script), groups_(script), advisory_(script), queue_(script) {}
   dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
 
   dblock::detail::LockBackend& locks() override { return locks_; }
@@ -403,6 +402,7 @@ class ScriptedBackend final : public dblock::detail::Backend {
   Role<dblock::detail::BenchBackend> bench() override { return absent<dblock::detail::BenchBackend>(); }
   Role<dblock::detail::FenceBackend> fences() override { return absent<dblock::detail::FenceBackend>(); }
   Role<dblock::detail::OccurrenceBackend> occurrences() override { return absent<dblock::detail::OccurrenceBackend>(); }
+  Role<dblock::detail::QueueBackend> queue() override { return Role<dblock::detail::QueueBackend>::of(queue_); }
 
  private:
   template <class T>
@@ -413,6 +413,7 @@ class ScriptedBackend final : public dblock::detail::Backend {
   ScriptedLocks locks_;
   ScriptedGroups groups_;
   ScriptedAdvisory advisory_;
+  ScriptedQueue queue_;
 };
 
 }  // namespace dblock_test

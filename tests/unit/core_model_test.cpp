@@ -11,6 +11,9 @@
 // holder must be lost once a renewal naming it has answered (the second: see Guard). At the end of a
 // run, once every guard is released and the managers have ended, every grant has ended exactly once
 // in the event hook (GrantEnds: what dblock_held_locks and the hold histogram count).
+// The fair scenarios give one of the two managers the fair queue: its waiting acquisitions queue
+// as waiter rows, its last releases hand the name to the first live waiter, and every statement of
+// the queue that writes is scheduled and loses its reply like the others (scripted_queue.hpp).
 // CoreModelGroups adds groups: a name read by some acquisitions and written by others (a writer
 // waiting now and then, marked as such), a semaphore of two permits, the reaper, and checks that no
 // kinds mix, no more owners than the permits believe at once, and every believing member names its
@@ -310,6 +313,7 @@ struct Scenario {
   std::size_t max_batch = 1;  // above 1: acquisitions and releases are combined
   bool write_behind = false;  // ManagerOptions::write_behind_releases
   bool groups = false;        // names "r" (read shared, or written) and "p" (kPermits permits) beside "a"
+  bool fair = false;          // manager 0 has the fair queue (ManagerOptions::fair_queue); its waits queue
 };
 
 /// What runs produced, summed over seeds: the paths the lost-reply fixes are about must keep
@@ -335,6 +339,11 @@ struct Tally {
   std::uint64_t members_afresh = 0, readers_kept_levels = 0, readers_held_off = 0, permits_refused = 0;
   std::uint64_t member_rows_read = 0;           // reads of a name (a lost reply's) that found a membership first
   std::uint64_t fences = 0, busy_renewals = 0;  // fenced transactions begun; renewals they left alone
+  // The fair queue's paths (scripted_queue.hpp): waiter rows inserted, grants handed on by a release,
+  // free names taken by the first live waiter's turn, leaves that found their row granted, dead
+  // waiters skipped; and waiting acquisitions of the fair manager that were granted.
+  std::uint64_t waiters_queued = 0, handoffs = 0, turns_granted = 0, leaves_after_grant = 0, dead_waiters_skipped = 0;
+  std::uint64_t fair_waits_granted = 0;
 };
 
 /// The capacity every acquisition of "p" asks for.
@@ -365,7 +374,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
                                         .renew_interval = 1ms,
                                         .owner_scope = scenario.scope,
                                         .on_event = ends.hook(static_cast<std::size_t>(i)),
-                                        .write_behind_releases = scenario.write_behind}));
+                                        .write_behind_releases = scenario.write_behind,
+                                        .fair_queue = scenario.fair && i == 0}));
     const std::vector<std::string> names =
         scenario.groups ? std::vector<std::string>{"a", "r", "p"} : std::vector<std::string>{"a", "b"};
 
@@ -385,7 +395,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     // Readers' releases whose reply was lost and which land later: the membership row they were sent
     // over (its serial, 0 for none).
     std::map<const Pending*, std::int64_t> reader_releases_sent;
-    std::atomic<std::uint64_t> adoptions{0}, refused_reentries{0}, unread_releases{0}, members_granted{0};
+    std::atomic<std::uint64_t> adoptions{0}, refused_reentries{0}, unread_releases{0}, members_granted{0},
+        fair_waits_granted{0};
     // Whether the guards of `owner` on `name` with `token` are all lost, and not yet released.
     auto lost_only = [&](const std::string& owner, const std::string& name, std::int64_t token) {
       std::lock_guard lock(guards_mutex);
@@ -413,14 +424,19 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
       options.permits = name == "p" ? kPermits : 0;
       auto kind = options.shared ? HolderKind::shared : name == "p" ? HolderKind::permit : HolderKind::exclusive;
       auto wait = name == "r" && !options.shared && pick(6) == 0 ? 15ms : 0ms;
+      // The fair manager's plain locks wait, one time in two, in its queue: for long enough to renew
+      // a short waiter lease now and then (a turn the scheduler decides) before its deadline's leave.
+      bool queues = scenario.fair && at == 0 && kind == HolderKind::exclusive && pick(2) == 0;
+      if (queues) wait = 25ms;
       note(fmt::format("{}: actor {} acquires '{}'{} for {} ms from manager {}{}", step, actor, name,
                        kind == HolderKind::exclusive ? "" : fmt::format(" ({})", dblock::detail::kind_text(kind)),
-                       ttl.count(), at, wait.count() > 0 ? ", waiting 15 ms" : ""));
-      interleaver->start(actor, [&, manager, name, ttl, actor, at, options, kind, wait] {
+                       ttl.count(), at, wait.count() > 0 ? fmt::format(", waiting {} ms", wait.count()) : ""));
+      interleaver->start(actor, [&, manager, name, ttl, actor, at, options, kind, wait, queues] {
         try {
           auto lock = wait.count() > 0 ? std::optional<dblock::Lock>(manager->acquire(name, wait, options))
                                        : manager->try_acquire(name, options);
           if (lock) {
+            if (queues) ++fair_waits_granted;
             if (kind != HolderKind::exclusive)
               ++members_granted;
             else if (interleaver->acquisition_unlanded(manager->owner_id(), name))
@@ -632,7 +648,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
                              : Fate::fail;
         bool lost = fate != Fate::reply && fate != Fate::fail;
         // The read that resolves a lost reply fails now and then (the connection is cut again).
-        bool unread = lost && (acquisition || release) && !member && pick(release ? 2 : 3) == 0;
+        bool unread =
+            lost && (acquisition || release || statement->what == "take_turn") && !member && pick(release ? 2 : 3) == 0;
         if (lost && member) ++tally.member_replies_lost;
         if (unread) script->failing_reads = 1;
         if (reentry_of_lost && (fate == Fate::reply || fate == Fate::lose_after_applying)) ++tally.lost_reentries;
@@ -839,6 +856,12 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     tally.member_rows_read += static_cast<std::uint64_t>(script->member_rows_read.load());
     tally.readers_held_off += static_cast<std::uint64_t>(script->readers_held_off.load());
     tally.permits_refused += static_cast<std::uint64_t>(script->permits_full.load());
+    tally.waiters_queued += static_cast<std::uint64_t>(script->waiters_queued.load());
+    tally.handoffs += static_cast<std::uint64_t>(script->handoffs.load());
+    tally.turns_granted += static_cast<std::uint64_t>(script->turns_granted.load());
+    tally.leaves_after_grant += static_cast<std::uint64_t>(script->leaves_after_grant.load());
+    tally.dead_waiters_skipped += static_cast<std::uint64_t>(script->dead_waiters_skipped.load());
+    tally.fair_waits_granted += fair_waits_granted.load();
     {
       std::lock_guard lock(guards_mutex);
       guards.clear();
@@ -1031,12 +1054,22 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   // of the fewest seen in any scenario; they depend on thread timing, so a loaded machine (TSan) that
   // produced fewer runs more seeds, up to three times as many, before the minimums count as missed.
   constexpr std::uint64_t kAdoptions = 3, kLostReentries = 1, kUnreadReleases = 10, kOrphaned = 500;
+  // The fair queue's paths (fair scenarios), likewise about a third of the fewest seen.
+  constexpr std::uint64_t kHandoffs = 4, kTurnsGranted = 2, kLeavesAfterGrant = 1, kDeadWaitersSkipped = 50,
+                          kFairWaitsGranted = 15;
+  auto fair_minimums_met = [&] {
+    return !scenario.fair ||
+           (tally.handoffs >= kHandoffs && tally.turns_granted >= kTurnsGranted &&
+            tally.leaves_after_grant >= kLeavesAfterGrant && tally.dead_waiters_skipped >= kDeadWaitersSkipped &&
+            tally.fair_waits_granted >= kFairWaitsGranted);
+  };
   // Combined statements and releases written behind form only when threads meet: a few per 9,000
   // steps at times, none in an unlucky seed, so they count among the minimums too.
   auto minimums_met = [&] {
     return tally.adoptions >= kAdoptions && tally.lost_reentries >= kLostReentries &&
            tally.unread_releases >= kUnreadReleases && tally.orphaned >= kOrphaned &&
-           (scenario.max_batch <= 1 || tally.batches > 0) && (!scenario.write_behind || tally.behind > 0);
+           (scenario.max_batch <= 1 || tally.batches > 0) && (!scenario.write_behind || tally.behind > 0) &&
+           fair_minimums_met();
   };
   auto [ran, took, replay, failure] = run_seeds(scenario, 6, tally, minimums_met);
   ASSERT_TRUE(failure.empty()) << failure;
@@ -1049,6 +1082,12 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
       ran * scenario.steps, took.count(), tally.batches, tally.behind, tally.failed, tally.lapses, tally.orphaned,
       tally.adoptions, tally.over_lost_guards, tally.lost_reentries, tally.refused_reentries, tally.unread_releases,
       tally.fences, tally.busy_renewals);
+  if (scenario.fair)
+    counts += fmt::format(
+        "; fair queue: {} waiter rows, {} hand-offs, {} free names taken by a turn, {} leaves found their grant, {} "
+        "dead waiters skipped, {} waits granted",
+        tally.waiters_queued, tally.handoffs, tally.turns_granted, tally.leaves_after_grant, tally.dead_waiters_skipped,
+        tally.fair_waits_granted);
   std::cout << "[ model    ] " << counts << "\n";
   if (replay) return;
   // A batched scenario that never formed a batch tested nothing of it.
@@ -1063,6 +1102,13 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   EXPECT_GE(tally.unread_releases, kUnreadReleases) << counts;
   EXPECT_GE(tally.orphaned, kOrphaned) << counts;
   EXPECT_GT(tally.busy_renewals, 0U) << counts;
+  if (scenario.fair) {
+    EXPECT_GE(tally.handoffs, kHandoffs) << counts;
+    EXPECT_GE(tally.turns_granted, kTurnsGranted) << counts;
+    EXPECT_GE(tally.leaves_after_grant, kLeavesAfterGrant) << counts;
+    EXPECT_GE(tally.dead_waiters_skipped, kDeadWaitersSkipped) << counts;
+    EXPECT_GE(tally.fair_waits_granted, kFairWaitsGranted) << counts;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Owners, CoreModel,
@@ -1071,12 +1117,16 @@ INSTANTIATE_TEST_SUITE_P(Owners, CoreModel,
                                            Scenario{dblock::OwnerScope::thread, 2, 4, 1500, 4},
                                            Scenario{dblock::OwnerScope::manager, 2, 4, 1500, 4},
                                            Scenario{dblock::OwnerScope::thread, 2, 4, 1500, 4, true},
-                                           Scenario{dblock::OwnerScope::manager, 2, 4, 1500, 4, true}),
+                                           Scenario{dblock::OwnerScope::manager, 2, 4, 1500, 4, true},
+                                           // Beside a plain manager: the fair queue alone, then with
+                                           // combining and releases written behind on both managers.
+                                           Scenario{dblock::OwnerScope::thread, 2, 4, 1500, 1, false, false, true},
+                                           Scenario{dblock::OwnerScope::thread, 2, 4, 1500, 4, true, false, true}),
                          [](const auto& info) {
                            return std::string(info.param.scope == dblock::OwnerScope::thread ? "OwnerPerThread"
                                                                                              : "OwnerPerManager") +
                                   (info.param.max_batch > 1 ? "Combined" : "") +
-                                  (info.param.write_behind ? "WrittenBehind" : "");
+                                  (info.param.write_behind ? "WrittenBehind" : "") + (info.param.fair ? "Fair" : "");
                          });
 
 /// The same interleavings with groups: name "r" read by some acquisitions and written (now and then

@@ -12,6 +12,7 @@
 #include "backends/mysql/my_locks.hpp"
 #include "backends/mysql/my_migration.hpp"
 #include "backends/mysql/my_occurrences.hpp"
+#include "backends/mysql/my_queue.hpp"
 
 namespace dblock::detail {
 
@@ -28,7 +29,8 @@ class MyBackend final : public Backend {
         migrations_(make_my_migrations(db_)),
         bench_(make_my_bench(db_)),
         occurrences_(make_my_occurrences(db_.pool, db_.ids, db_.prefix)),
-        fences_(make_my_fences(db_.pool, db_.ids, db_.prefix, db_.redacted)) {}
+        fences_(make_my_fences(db_.pool, db_.ids, db_.prefix, db_.redacted)),
+        queue_(make_my_queue(db_.pool, db_.ids, db_.prefix)) {}
 
   Dialect dialect() const noexcept override { return Dialect::mysql; }
 
@@ -49,6 +51,7 @@ class MyBackend final : public Backend {
   Role<BenchBackend> bench() override { return Role<BenchBackend>::of(*bench_); }
   Role<FenceBackend> fences() override { return Role<FenceBackend>::of(*fences_); }
   Role<OccurrenceBackend> occurrences() override { return Role<OccurrenceBackend>::of(*occurrences_); }
+  Role<QueueBackend> queue() override { return Role<QueueBackend>::of(*queue_); }
 
  private:
   MyDatabase db_;  // first: every role uses its pool and statements (and is destroyed before it)
@@ -59,6 +62,7 @@ class MyBackend final : public Backend {
   std::unique_ptr<BenchBackend> bench_;
   std::unique_ptr<OccurrenceBackend> occurrences_;
   std::unique_ptr<FenceBackend> fences_;
+  std::unique_ptr<QueueBackend> queue_;
 };
 
 }  // namespace

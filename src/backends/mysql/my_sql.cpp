@@ -11,33 +11,12 @@ namespace dblock::detail {
 
 namespace {
 
-/// The numbers of one element of a positions list, separated by single spaces; `what` names the
-/// function in the error a malformed answer throws.
-template <std::size_t N>
-std::array<std::int64_t, N> numbers(std::string_view element, std::string_view what) {
-  auto malformed = [&] { return DatabaseError(fmt::format("{} answered a malformed list: '{}'", what, element)); };
-  std::array<std::int64_t, N> values{};
-  const char* at = element.data();
-  const char* end = at + element.size();
-  for (std::size_t i = 0; i < N; ++i) {
-    if (i > 0) {
-      if (at == end || *at != ' ') throw malformed();
-      ++at;
-    }
-    auto [next, error] = std::from_chars(at, end, values[i]);
-    if (error != std::errc{}) throw malformed();
-    at = next;
-  }
-  if (at != end) throw malformed();
-  return values;
-}
-
 /// Calls `each` with the elements of a comma-separated list, each position checked against `size`.
 template <std::size_t N, class Each>
 void for_each_position(std::string_view text, std::size_t size, std::string_view what, Each&& each) {
   if (text.empty()) return;
   for (auto part : std::views::split(text, ',')) {
-    auto values = numbers<N>(std::string_view(part.begin(), part.end()), what);
+    auto values = parse_numbers<N>(std::string_view(part.begin(), part.end()), what);
     if (values[0] < 0 || static_cast<std::size_t>(values[0]) >= size)
       throw DatabaseError(fmt::format("{} answered position {} for {} requests", what, values[0], size));
     each(values);

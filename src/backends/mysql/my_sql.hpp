@@ -2,6 +2,8 @@
 // Every SQL statement MySQL/MariaDB's table mode and migrations send, built once per store for its
 // prefix, and the readers of their results.
 
+#include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <dblock/errors.hpp>
 
 #include "backends/lock_backend.hpp"
 #include "backends/migration_backend.hpp"
@@ -198,6 +201,27 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
       catalog, revoke, acknowledge_revoked, release_keeping, acquire_many, release_last_many;
   std::string history_table;
 };
+
+/// The numbers of one element of a list a function answers (a positions list, a turn), separated by single spaces;
+/// `what` names the function in the error a malformed answer throws.
+template <std::size_t N>
+std::array<std::int64_t, N> parse_numbers(std::string_view element, std::string_view what) {
+  auto malformed = [&] { return DatabaseError(fmt::format("{} answered a malformed list: '{}'", what, element)); };
+  std::array<std::int64_t, N> values{};
+  const char* at = element.data();
+  const char* end = at + element.size();
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i > 0) {
+      if (at == end || *at != ' ') throw malformed();
+      ++at;
+    }
+    auto [next, error] = std::from_chars(at, end, values[i]);
+    if (error != std::errc{}) throw malformed();
+    at = next;
+  }
+  if (at != end) throw malformed();
+  return values;
+}
 
 /// The rows of MySql::history.
 [[nodiscard]] std::vector<AppliedMigration> parse_history(const MyRows& rows);

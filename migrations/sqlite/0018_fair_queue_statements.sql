@@ -1,0 +1,3 @@
+-- dblock schema version 18: the fair queue's statements for MySQL/MariaDB and Galera
+-- (migrations/mysql/0018). Nothing changes in this dialect: its statements came with 0017. The
+-- version exists so that every dialect's schema has one number.
