@@ -88,6 +88,10 @@ class TableCore final : public ManagerBase {
   /// exclusive locks without a lock-delay or minimum hold, owners by thread, when the manager opted
   /// in; never a re-entry).
   bool queues(std::string_view name, const std::string& owner, const Request& request);
+  /// Whether `grant`, a live row of the waiter's owner that the queue's statements show it, was
+  /// granted to this waiter: one level, under a token no guard of ours had (a guard lost and not
+  /// yet released, or released with its reply lost, owns that row, and its release deletes it).
+  bool granted_to_waiter(std::string_view name, const std::optional<Grant>& grant);
   /// Waits in the queue until `deadline`: the lock, or empty at the deadline (the waiter left the
   /// queue; a grant that met its leave is taken). `last_error`: the last error ridden out.
   std::optional<Lock> wait_in_queue(std::string_view name, const std::string& owner, const Request& request,

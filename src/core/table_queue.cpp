@@ -36,6 +36,13 @@ bool TableCore::queues(std::string_view name, const std::string& owner, const Re
   return !held_.contains(Key{owner, std::string(name), request.kind});
 }
 
+bool TableCore::granted_to_waiter(std::string_view name, const std::optional<Grant>& grant) {
+  if (!grant || grant->count != 1) return false;  // a waiter's grant is one level
+  std::pair<std::string, std::int64_t> row{std::string(name), grant->token};
+  std::lock_guard lock(mutex_);
+  return !unreleased_.contains(row) && !unsettled_releases_.contains(row);
+}
+
 Lock TableCore::take_queued_grant(std::string_view name, const std::string& owner, const Request& request,
                                   SteadyClock::time_point sent, const Granted& granted,
                                   SteadyClock::time_point started) {
@@ -60,7 +67,8 @@ void TableCore::leave_queue(std::string_view name, const std::string& owner, std
     if (with_read_retries([&] { return queue_->leave(name, owner, seq); })) return;
     // Granted as it left: nobody will hold that grant, so it goes to the next waiter at once.
     auto look = with_read_retries([&] { return queue_->look(name, owner, seq); });
-    if (look.grant) with_release_retries([&] { return queue_->release_handing_off(name, owner, look.grant->token); });
+    if (granted_to_waiter(name, look.grant))
+      with_release_retries([&] { return queue_->release_handing_off(name, owner, look.grant->token); });
   } catch (const std::exception& e) {
     logger_->warn(
         "leaving the queue of '{}' failed (its waiter row lapses with its waiter lease, a grant handed to it "
@@ -102,7 +110,7 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
           }
           throw;
         }
-        if (turn.grant) {
+        if (granted_to_waiter(name, turn.grant)) {
           seq = 0;  // its row went with the grant
           return take_queued_grant(name, owner, request, sent, queued_grant(*turn.grant, sent, turn.left), started);
         }
@@ -123,7 +131,7 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
       }
       auto sent = local_now();
       auto look = with_read_retries([&] { return queue_->look(name, owner, seq); });
-      if (look.grant) {
+      if (granted_to_waiter(name, look.grant)) {
         seq = 0;
         return take_queued_grant(name, owner, request, sent, queued_grant(*look.grant, sent, look.grant_left), started);
       }
@@ -148,7 +156,7 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
       if (!with_read_retries([&] { return queue_->leave(name, owner, was); })) {
         auto sent = local_now();
         auto look = with_read_retries([&] { return queue_->look(name, owner, was); });
-        if (look.grant)
+        if (granted_to_waiter(name, look.grant))
           return take_queued_grant(name, owner, request, sent, queued_grant(*look.grant, sent, look.grant_left),
                                    started);
       }
