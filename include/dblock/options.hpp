@@ -166,11 +166,11 @@ struct ManagerOptions {
   /// acquisitions through this manager wait for it. A lone release is sent by its caller as before.
   /// Default: false.
   bool write_behind_releases = false;
-  /// Table mode, PostgreSQL and SQLite: a waiting acquisition of a plain exclusive lock (no lock_delay,
-  /// no min_hold) records itself in the database after its first try fails, and the last release of a
-  /// holder of this manager grants the name to the first live waiter in the same commit: waiters are
-  /// served in arrival order and a hand-off is one commit (doc/fair-queue.md). Releases are then not
-  /// written behind. Other backends refuse it (InvalidArgument). Default: false.
+  /// Table mode, every backend: a waiting acquisition of a plain exclusive lock (no lock_delay, no
+  /// min_hold, owners by thread, not a re-entry) records itself in the database after its first try
+  /// fails, and the last release of a holder of this manager grants the name to the first live waiter
+  /// in the same commit: waiters are served in arrival order and a hand-off is one commit
+  /// (doc/fair-queue.md). Releases are then not written behind. Default: false.
   bool fair_queue = false;
 };
 

@@ -97,8 +97,17 @@ class TableCore final : public ManagerBase {
   std::optional<Lock> wait_in_queue(std::string_view name, const std::string& owner, const Request& request,
                                     SteadyClock::time_point started, SteadyClock::time_point deadline,
                                     std::string& last_error);
-  Lock take_queued_grant(std::string_view name, const std::string& owner, const Request& request,
-                         SteadyClock::time_point sent, const Granted& granted, SteadyClock::time_point started);
+  /// A grant the queue showed this waiter, and when the statement that showed it was sent.
+  struct QueuedFind {
+    SteadyClock::time_point sent;
+    Granted granted;
+  };
+  /// Runs `find` (the waiter's statements and what it makes of their answers) through the owner's
+  /// gate of `name`, as every statement of one owner on one name goes, and records the grant it
+  /// returns under the same pass: the lock, or empty when it found none. (table_queue.cpp only.)
+  template <class Find>
+  std::optional<Lock> take_if_granted(std::string_view name, const std::string& owner, const Request& request,
+                                      SteadyClock::time_point started, Find&& find);
   static Granted queued_grant(Grant grant, SteadyClock::time_point sent, std::chrono::milliseconds left);
   /// Leaves the queue; a grant that met the leave goes on to the next waiter. Failures are logged.
   void leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept;

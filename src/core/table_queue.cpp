@@ -43,17 +43,23 @@ bool TableCore::granted_to_waiter(std::string_view name, const std::optional<Gra
   return !unreleased_.contains(row) && !unsettled_releases_.contains(row);
 }
 
-Lock TableCore::take_queued_grant(std::string_view name, const std::string& owner, const Request& request,
-                                  SteadyClock::time_point sent, const Granted& granted,
-                                  SteadyClock::time_point started) {
+template <class Find>
+std::optional<Lock> TableCore::take_if_granted(std::string_view name, const std::string& owner, const Request& request,
+                                               SteadyClock::time_point started, Find&& find) {
   std::shared_ptr<HeldLock> held, replaced;
+  Grant grant;
   {
+    // A release of this owner's earlier grant of the name holds the pass until its statement has
+    // answered: a waiter's read after it no longer shows that grant as the owner's live row.
     auto pass = gates_.enter(Key{owner, std::string(name), request.kind});
-    std::tie(held, replaced) = record_grant(name, owner, request, sent, granted);
+    std::optional<QueuedFind> found = find();
+    if (!found) return std::nullopt;
+    grant = found->granted.grant;
+    std::tie(held, replaced) = record_grant(name, owner, request, found->sent, found->granted);
   }
   if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
-  count_acquired(name, granted.grant.token, granted.grant.count, count_wait(started));
-  return make_guard(std::move(held), granted.grant.count);
+  count_acquired(name, grant.token, grant.count, count_wait(started));
+  return make_guard(std::move(held), grant.count);
 }
 
 TableCore::Granted TableCore::queued_grant(Grant grant, SteadyClock::time_point sent, std::chrono::milliseconds left) {
@@ -64,6 +70,7 @@ TableCore::Granted TableCore::queued_grant(Grant grant, SteadyClock::time_point 
 
 void TableCore::leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept {
   try {
+    auto pass = gates_.enter(Key{owner, std::string(name), HolderKind::exclusive});
     if (with_read_retries([&] { return queue_->leave(name, owner, seq); })) return;
     // Granted as it left: nobody will hold that grant, so it goes to the next waiter at once.
     auto look = with_read_retries([&] { return queue_->look(name, owner, seq); });
@@ -98,21 +105,22 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
   while (SteadyClock::now() < deadline) {
     try {
       if (take) {
-        auto sent = local_now();
         Turn turn;
-        try {
-          turn = with_retries([&] { return queue_->take_turn(name, owner, request.ttl, waiter_ttl, seq); });
-        } catch (const OutcomeUnknown&) {
-          // It may have queued (the next turn of this owner moves that row), renewed, or taken the name.
-          if (auto got = resolve_unknown_acquire(name, owner)) {
-            seq = 0;
-            return take_queued_grant(name, owner, request, sent, *got, started);
+        auto lock = take_if_granted(name, owner, request, started, [&]() -> std::optional<QueuedFind> {
+          auto sent = local_now();
+          try {
+            turn = with_retries([&] { return queue_->take_turn(name, owner, request.ttl, waiter_ttl, seq); });
+          } catch (const OutcomeUnknown&) {
+            // It may have queued (the next turn of this owner moves that row), renewed, or taken the name.
+            if (auto got = resolve_unknown_acquire(name, owner)) return QueuedFind{sent, *got};
+            throw;
           }
-          throw;
-        }
-        if (granted_to_waiter(name, turn.grant)) {
+          if (!granted_to_waiter(name, turn.grant)) return std::nullopt;
+          return QueuedFind{sent, queued_grant(*turn.grant, sent, turn.left)};
+        });
+        if (lock) {
           seq = 0;  // its row went with the grant
-          return take_queued_grant(name, owner, request, sent, queued_grant(*turn.grant, sent, turn.left), started);
+          return lock;
         }
         seq = turn.seq;  // 0: its row was gone (reaped) and nothing was granted: queued again next
         take = seq == 0;
@@ -129,11 +137,16 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
         take = true;
         continue;
       }
-      auto sent = local_now();
-      auto look = with_read_retries([&] { return queue_->look(name, owner, seq); });
-      if (granted_to_waiter(name, look.grant)) {
+      WaiterLook look;
+      auto lock = take_if_granted(name, owner, request, started, [&]() -> std::optional<QueuedFind> {
+        auto sent = local_now();
+        look = with_read_retries([&] { return queue_->look(name, owner, seq); });
+        if (!granted_to_waiter(name, look.grant)) return std::nullopt;
+        return QueuedFind{sent, queued_grant(*look.grant, sent, look.grant_left)};
+      });
+      if (lock) {
         seq = 0;
-        return take_queued_grant(name, owner, request, sent, queued_grant(*look.grant, sent, look.grant_left), started);
+        return lock;
       }
       // A release of this process wakes its oldest waiter, which may not be the one it granted.
       if (woken) subscription->pass_on_later();
@@ -153,13 +166,14 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
     // The deadline: a leave that finds the row gone was granted at that moment, and holds the name.
     std::int64_t was = std::exchange(seq, 0);
     try {
-      if (!with_read_retries([&] { return queue_->leave(name, owner, was); })) {
+      auto lock = take_if_granted(name, owner, request, started, [&]() -> std::optional<QueuedFind> {
+        if (with_read_retries([&] { return queue_->leave(name, owner, was); })) return std::nullopt;
         auto sent = local_now();
         auto look = with_read_retries([&] { return queue_->look(name, owner, was); });
-        if (granted_to_waiter(name, look.grant))
-          return take_queued_grant(name, owner, request, sent, queued_grant(*look.grant, sent, look.grant_left),
-                                   started);
-      }
+        if (!granted_to_waiter(name, look.grant)) return std::nullopt;
+        return QueuedFind{sent, queued_grant(*look.grant, sent, look.grant_left)};
+      });
+      if (lock) return lock;
     } catch (const Error& e) {
       last_error = e.what();
       logger_->warn("leaving the queue of lock '{}' at its deadline failed (the row lapses with its lease): {}", name,

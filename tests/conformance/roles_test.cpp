@@ -69,13 +69,15 @@ TEST_P(Roles, EachBackendHasItsRolesAndSaysWhyItLacksTheOthers) {
   auto& backend = dblock::detail::StoreParts::backend(*installation.store());
   auto expected = expected_for(GetParam().label);
 
-  // Every database has locks, groups, migrations, the bench floor, fences and occurrence records.
+  // Every database has locks, groups, migrations, the bench floor, fences, occurrence records and
+  // the fair queue.
   (void)backend.locks();
   expect_role(backend.groups(), nullptr, "groups");
   expect_role(backend.migrations(), nullptr, "migrations");
   expect_role(backend.bench(), nullptr, "bench");
   expect_role(backend.fences(), nullptr, "fences");
   expect_role(backend.occurrences(), nullptr, "occurrences");
+  expect_role(backend.queue(), nullptr, "queue");
   expect_role(backend.advisory(), expected.advisory_absent_because, "advisory");
   expect_role(backend.notifications(), expected.notifications_absent_because, "notifications");
   expect_role(backend.xact_locks(), expected.xact_locks_absent_because, "xact_locks");
