@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Holds every C++ file to .clang-format (the whole tree was formatted once, in one mechanical
 # commit), every line changed since the style baseline (the commit in tools/style-baseline),
-# committed or not, to .clang-tidy (over the whole tree it would cost about an hour of CPU per run),
+# committed or not, to .clang-tidy (over the whole tree it would cost about an hour of CPU per run;
+# the baseline moves up to a landed commit, whose own run checked every line it changed, so that a
+# run pays for its round's changes, not for every round's since the first),
 # and src/ to tools/include_check.sh (no #include of one of dblock's own headers that is not used).
 #   tools/style_check.sh [BUILD_DIR]   compile_commands.json is read from BUILD_DIR (default build/dev)
 #   tools/style_check.sh --fix         formats every file in place (nothing else is run)

@@ -1,30 +1,30 @@
 #!/usr/bin/env bash
 # The one test command. On a fresh Debian 12 machine (as root, or with sudo) it installs what is
-# missing, builds, starts throwaway database servers on loopback, runs every test with
-# DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), builds and runs the quick tier
-# once without MySQL and once without PostgreSQL, builds a consumer against the installed static and shared
-# library, builds the Debian packages and installs, checks and removes them, builds the container
-# image and runs its compose stacks (tools/image_test.sh), runs the sanitized tier (every test not
-# labelled `integration`, nor a suite's instance on the Galera cluster) under ThreadSanitizer and
-# ASan+UBSan, and stops the servers. Exits
-# non-zero on any failure. Its budget (doc/architecture.md, "Tests"): 40 minutes on a clean clone
-# with an empty compiler cache, 25 when ccache holds the objects of an earlier run.
-#   DBLOCK_SANITIZERS="tsan asan" (default) — set to "" to skip the sanitizer builds.
-#   DBLOCK_TEST_JOBS — tests run at once; default twice the cores (the database tests mostly wait on
-#   servers and leases: at one per core the CPU is busy under half the time), also under ASan (its
-#   tier's test time over its wall time was 3.0 at three at once: still waiting, not computing),
-#   under ThreadSanitizer one more than the cores (2.4 at three at once: its tests use the CPU).
+# missing, builds, starts throwaway database servers on loopback, runs every test under ASan+UBSan
+# with DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), runs the CLI's, the unit and
+# the conformance suites once in a build without MySQL and once without PostgreSQL, builds a
+# consumer against the installed static and shared library, builds the Debian packages and installs,
+# checks and removes them, builds the container image and runs its compose stacks
+# (tools/image_test.sh), runs the sanitized tier (every test not labelled `integration`, nor a
+# suite's instance on the Galera cluster or behind PgBouncer) under ThreadSanitizer, and stops the
+# servers. Exits non-zero on any failure. Its budget (doc/architecture.md, "Tests"): 40 minutes on a
+# clean clone with an empty compiler cache, 25 when ccache holds the objects of an earlier run.
+#   DBLOCK_SANITIZERS="tsan" (default) — set to "" to skip ThreadSanitizer's tier. ASan+UBSan is not
+#   optional: every test runs under it (the dev preset builds with -Werror and feeds the style check).
+#   DBLOCK_TEST_JOBS — tests run at once; default twice the cores under ASan (its tests mostly wait on
+#   servers and leases), one more than the cores under ThreadSanitizer (its tests use the CPU).
 #
-# The builds that no step needs yet (no-mysql, no-postgres, shared, package and the sanitizer
-# presets) run one after another in the background at the lowest CPU priority (nice 19) while the
-# dev tests, which mostly wait on servers and leases, run in the foreground; a step that needs a
-# build waits for it. The step table at the end lists them apart, with their own wall times.
+# The CPU is what the run waits for (measured: 83-91% busy through the tiers, and a tier at twice
+# the parallelism takes as long), so every test runs once under ASan+UBSan instead of once plainly
+# and again sanitized. The builds that no step needs yet (no-mysql, no-postgres, shared, package and
+# tsan) run one after another in the background at the lowest CPU priority (nice 19); a step that
+# needs a build waits for it. The step table at the end lists them apart, with their own wall times.
 #
 # tools/test.sh --quick is the developer's loop: the same packages and dev build, the style check,
 # then PostgreSQL, MariaDB and PgBouncer (no cluster) and every suite but the slow ones (nemesis,
 # stress, clusters, Patroni, the Python clients, the bench smoke); nothing after that.
-# tools/test.sh --loaded is the check to run after touching a test that waits for time: the dev
-# suite and ASan's sanitized tier at twice CI's parallelism, beside one CPU burner per core.
+# tools/test.sh --loaded is the check to run after touching a test that waits for time: every test
+# under ASan at twice CI's parallelism, beside one CPU burner per core.
 # The full run (no argument) is what CI runs.
 set -euo pipefail
 mode=full
@@ -38,8 +38,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 jobs=$(nproc)
 test_jobs=${DBLOCK_TEST_JOBS-$((2 * jobs))}
-declare -A sanitizer_test_jobs=([tsan]=${DBLOCK_TEST_JOBS-$((jobs + 1))} [asan]=${DBLOCK_TEST_JOBS-$((2 * jobs))})
-sanitizers=${DBLOCK_SANITIZERS-tsan asan}
+tsan_test_jobs=${DBLOCK_TEST_JOBS-$((jobs + 1))}
+sanitizers=${DBLOCK_SANITIZERS-tsan}
 budget_warning_seconds=2700  # 45 minutes: past it the step table ends with the slowest steps
 # The tiers, by label (a test added later falls in one by its labels, never by a list here):
 # the quick tier leaves out the slow suites and those needing the Galera cluster; the sanitized tier
@@ -47,10 +47,11 @@ budget_warning_seconds=2700  # 45 minutes: past it the step table ends with the 
 slow_labels='nemesis|stress|cluster|python|bench'
 slow_names='Galera|galera'
 unsanitized_labels='integration'
-# The sanitized tiers also leave out a suite's instances on the Galera cluster: they run the same
-# client code as the `mysql_table` instance (the cluster differs in the server, which no sanitizer
-# sees); the dev preset runs them, and the cluster's own client paths are its `integration` tests.
-server_only_instances='/galera_'
+# ThreadSanitizer's tier also leaves out a suite's instances on the Galera cluster and behind
+# PgBouncer: they run the client code of the `mysql_table` and `postgres_table` instances against
+# another server (a pooler's path is chosen at run time, in code those instances share), which no
+# sanitizer sees; the ASan tier runs them, and the cluster's own client paths are its `integration` tests.
+server_only_instances='/(galera|pgbouncer)_'
 
 # Each step's wall time, printed again as a table when the script ends (passed or failed): CI
 # shows the end of the log, and the table says where a slow or failed run spent its time.
@@ -99,9 +100,12 @@ trap on_exit EXIT
 # status and its seconds in $background (job NAME's are NAME.log, NAME.status, NAME.seconds).
 # in_background NAME [nice] COMMAND... starts one; await NAME waits for it, prints its log and fails
 # the script if it failed. build_in_background PRESET... builds presets one after another at nice 19,
-# each its own job (build-PRESET). Each job runs in a process group of its own, so that on_exit can
-# stop all of it.
+# each its own job (build-PRESET): the whole preset, or the targets build_targets[PRESET] names.
+# Each job runs in a process group of its own, so that on_exit can stop all of it.
 background=$(mktemp -d /tmp/dblock-background.XXXXXX)
+# What the builds without a backend run (the step "builds without ...") is all they build.
+declare -A build_targets=([no-mysql]="dblock_cli unit_test cli_test conformance_test"
+                          [no-postgres]="dblock_cli unit_test cli_test conformance_test")
 background_pids=()
 in_background() {
   local name=$1; shift
@@ -116,17 +120,21 @@ in_background() {
   background_pids+=($!)
 }
 build_in_background() {
-  local preset
-  for preset in "$@"; do : > "$background/build-$preset.queued"; done
+  local preset specs=()
+  for preset in "$@"; do
+    : > "$background/build-$preset.queued"
+    specs+=("$preset ${build_targets[$preset]-}")
+  done
   in_background builds bash -c '
-    for preset in "$@"; do
+    for spec in "$@"; do
+      read -r preset targets <<< "$spec"
       start=$SECONDS status=0
-      { cmake --preset "$preset" && nice -n 19 cmake --build --preset "$preset" -j "'"$jobs"'"; } \
+      { cmake --preset "$preset" && nice -n 19 cmake --build --preset "$preset" -j "'"$jobs"'" ${targets:+--target $targets}; } \
         > "'"$background"'/build-$preset.log" 2>&1 || status=$?
       echo $((SECONDS - start)) > "'"$background"'/build-$preset.seconds"
       echo "$status" > "'"$background"'/build-$preset.status"
       [ "$status" = 0 ] || exit 1
-    done' build-chain "$@"
+    done' build-chain "${specs[@]}"
 }
 await() {
   # Polled: the jobs are not all this shell's direct children. Bounded: a job that died without
@@ -183,46 +191,38 @@ fi
 step "starting a three-node MariaDB Galera cluster in $dbdir"
 eval "$("$root/tools/testdb.sh" start-galera "$dbdir")"
 
-if [ "$mode" = loaded ]; then
-  # Built before the burners start: at nice 19 beside them it would hardly progress.
-  step "configure and build (preset asan)"
+if [ "$mode" != quick ]; then
+  # Every test runs on this build (the step below); the dev build above is the -Werror build of each
+  # file on its own, the style check's compile commands and the consumer's installed library.
+  step "configure and build (preset asan: ASan+UBSan, -Werror)"
   cmake --preset asan > /dev/null
   cmake --build --preset asan -j "$jobs"
+fi
+
+if [ "$mode" = loaded ]; then
   for ((i = 0; i < jobs; ++i)); do
     (while :; do :; done) &
     burners+=($!)
   done
-  # Both suites run whatever the first found: the run is for finding every test a load can fail.
-  failed=""
-  step "ctest (dev) at $((2 * test_jobs)) at once, beside $jobs CPU burners"
-  ctest --preset dev -j "$((2 * test_jobs))" || failed+=" dev"
-  step "ctest (asan, sanitized tier) at $((2 * sanitizer_test_jobs[asan])) at once, beside $jobs CPU burners"
-  ctest --preset asan -j "$((2 * sanitizer_test_jobs[asan]))" -LE "$unsanitized_labels" -E "$server_only_instances" \
-    || failed+=" asan"
-  [ -z "$failed" ] || { echo "the loaded run failed in:$failed (each suite's list of failed tests is above)" >&2; exit 1; }
+  step "ctest (asan: every test) at $((2 * test_jobs)) at once, beside $jobs CPU burners"
+  ctest --preset asan -j "$((2 * test_jobs))"
   step "the loaded run passed"
   exit 0
 fi
 
-# Beside the dev tests (which mostly wait on servers and leases): the other presets' builds at nice
-# 19, and the container image, which builds the package inside its own image and has no cache.
-# In the order the steps below need them: the first sanitizer's tier comes before the packages,
-# whose release build would otherwise delay that tier (the package step runs while the next builds).
+# Beside the tests: the other presets' builds at nice 19, in the order the steps below need them
+# (ThreadSanitizer's tier comes before the packages, whose release build would otherwise delay it),
+# and the container image, which builds the package inside its own image and has no cache.
 sanitizer_list=($sanitizers)
-build_order=(no-mysql no-postgres shared)
-if ((${#sanitizer_list[@]})); then
-  build_order+=("${sanitizer_list[0]}" package "${sanitizer_list[@]:1}")
-else
-  build_order+=(package)
-fi
+build_order=(no-mysql no-postgres shared "${sanitizer_list[@]}" package)
 build_in_background "${build_order[@]}"
 in_background image tools/image_test.sh
-# The style check is clang-tidy's and include-what-you-use's CPU alone (a few minutes): at nice 19
-# beside the waiting dev tests it costs no wall time; its verdict is awaited before the run can pass.
+# The style check is clang-tidy's and include-what-you-use's CPU alone: at nice 19 it takes what the
+# tests leave; its verdict is awaited before the run can pass.
 in_background style nice -n 19 tools/style_check.sh build/dev
 
-step "ctest (dev: every test)"
-ctest --preset dev -j "$test_jobs"
+step "ctest (asan: every test, ASan+UBSan)"
+ctest --preset asan -j "$test_jobs"
 
 step "fuzz the URI, duration and name parsers (libFuzzer, 20 s)"
 tools/fuzz.sh 20 "$dbdir/fuzz"
@@ -233,17 +233,21 @@ cmake --install build/dev --prefix "$prefix" --component dev > /dev/null
 tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_PG_DSN?prefix=consumer_"
 rm -rf "$prefix"
 
-step "ctest without the mysql and without the postgres backend, side by side (presets no-mysql and no-postgres: library, CLI and the quick tier's suites that apply)"
-# The slow suites (nemesis, stress, clusters, Python, bench) ran on every backend in the dev preset
-# above; here the question is only whether a build without one backend still works. The two suites
-# mostly wait on servers, and share none: one runs on PostgreSQL, the other on MariaDB (SQLite's
-# files are each test's own), so neither meets the other's advisory or GET_LOCK names.
+step "builds without the mysql and without the postgres backend, side by side (presets no-mysql and no-postgres: the CLI's, the unit and the conformance suites)"
+# The question here is only whether a build without one backend still works: what differs between
+# it and the ASan build above is the backend factory, the CLI's list of backends and what is linked.
+# So the suites that run here are the CLI's and the unit tests (the factory's) and the core contract
+# (Backends/Conformance.*) on each backend that remains; the rest is the same code, run above. The
+# two runs mostly wait on servers and share none: one is on PostgreSQL, the other on MariaDB
+# (SQLite's files are each test's own), so neither meets the other's advisory or GET_LOCK names.
 for backend in mysql postgres; do
   await "build-no-$backend"
   if "build/no-$backend/dblock" --version | grep "^  $backend" > /dev/null; then
     echo "dblock --version lists $backend in a build without it" >&2; exit 1
   fi
-  in_background "ctest-no-$backend" ctest --preset "no-$backend" -j "$test_jobs" -LE "$slow_labels" -E "$slow_names"
+  in_background "ctest-no-$backend" bash -c '
+    ctest --preset "$1" -j "$2" -L "unit|cli" -LE "$3" && ctest --preset "$1" -j "$2" -R "^Backends/Conformance\."' \
+    ctest-no "no-$backend" "$test_jobs" "$unsanitized_labels"
 done
 await ctest-no-mysql
 await ctest-no-postgres
@@ -258,25 +262,19 @@ ldd build/shared/dblock | grep "libdblock.so.[0-9]* => $root/build/shared/" > /d
   || { echo "the shared build's CLI does not load its libdblock.so" >&2; exit 1; }
 build/shared/dblock --dsn "sqlite://$dbdir/shared.db" run --name shared-cli -- true
 
-packages_and_image() {
-  step "Debian packages: package the release build with CPack, install, use, remove"
-  await build-package
-  (cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
-  tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
-
-  step "the container image: built and its compose stacks run on PostgreSQL and MariaDB (own dockerd; in the background)"
-  await image
-}
-
-# The sanitizers' tiers run one after the other, alone: they use the CPU far more than the dev
-# tests, and the suites that a load failed were found with two of them at once (--loaded).
 for preset in "${sanitizer_list[@]}"; do
   step "ctest under preset $preset (sanitized tier: every test not labelled $unsanitized_labels, nor run on $server_only_instances)"
   await "build-$preset"
-  ctest --preset "$preset" -j "${sanitizer_test_jobs[$preset]-$((jobs + 1))}" -LE "$unsanitized_labels" -E "$server_only_instances"
-  [ "$preset" != "${sanitizer_list[0]}" ] || packages_and_image
+  ctest --preset "$preset" -j "$tsan_test_jobs" -LE "$unsanitized_labels" -E "$server_only_instances"
 done
-((${#sanitizer_list[@]})) || packages_and_image
+
+step "Debian packages: package the release build with CPack, install, use, remove"
+await build-package
+(cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
+tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
+
+step "the container image: built and its compose stacks run on PostgreSQL and MariaDB (own dockerd; in the background)"
+await image
 
 step "style: every file against .clang-format, lines changed since tools/style-baseline against .clang-tidy, src/'s includes (in the background)"
 await style

@@ -357,7 +357,7 @@ TEST_P(Conformance, CrossProcessExclusionWithTheCli) {
   ASSERT_GE(fd, 0);
   close(fd);
   std::string journal = path_template;
-  constexpr int kProcesses = 8;
+  constexpr int kProcesses = 4;
   constexpr int kRounds = 4;
   // Each of kProcesses threads runs its rounds one after the other, as one process would.
   std::vector<std::string> failures(kProcesses);
