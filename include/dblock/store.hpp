@@ -60,11 +60,25 @@ struct LockInfo {
   std::chrono::milliseconds held_for{0};
 };
 
+/// One waiter of the fair queue (ManagerOptions::fair_queue; doc/fair-queue.md) as an operator sees
+/// it. Waiters of managers without the fair queue, and of advisory and GET_LOCK modes, wait in their
+/// own processes (or in the server's lock manager) and are not listed.
+struct WaiterInfo {
+  std::string name;
+  std::string owner;
+  HolderKind kind = HolderKind::exclusive;
+  /// Its place among the name's live waiters in arrival order: 1 is granted the name next.
+  std::int64_t position = 0;
+  /// Time since it queued, by the database's clock.
+  std::chrono::milliseconds waited{0};
+};
+
 /// What the lock table holds right now, by the database's clock.
 struct LockCensus {
   std::int64_t held = 0;                         ///< rows with a live lease
   std::int64_t expired = 0;                      ///< rows whose lease ended and that no reaper has deleted yet
   std::chrono::milliseconds oldest_held_age{0};  ///< age of the oldest live grant (0 when none)
+  std::int64_t queued = 0;                       ///< the fair queue's live waiters (Store::waiters())
 };
 
 class DBLOCK_EXPORT Store : public std::enable_shared_from_this<Store> {
@@ -107,6 +121,11 @@ class DBLOCK_EXPORT Store : public std::enable_shared_from_this<Store> {
   /// the next holder both run until the holder's next renewal; only for a holder known to be dead.
   /// Prefer revoke(). Returns whether a row existed.
   bool force_release(std::string_view name);
+  /// The fair queue's live waiters (their waiter lease not ended), ordered by name, then arrival.
+  /// One read-only statement. A waiter whose process died stays listed until its waiter lease ends.
+  [[nodiscard]] std::vector<WaiterInfo> waiters();
+  /// The first `limit` of them (a status page on a long queue).
+  [[nodiscard]] std::vector<WaiterInfo> waiters(std::size_t limit);
   /// Counts live and expired rows (a full scan of the lock table: for metrics, not hot paths).
   [[nodiscard]] LockCensus census();
   /// Runs `work` in a transaction on one of this store's sessions, fenced by `target` (a held Lock

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backends/lock_backend.hpp"
 
@@ -55,6 +56,10 @@ class QueueBackend {
   virtual std::size_t reap_waiters(std::size_t batch) = 0;
   /// Read-only: how many waiter rows `name` has, live or not (tests, status).
   virtual std::size_t waiter_rows(std::string_view name) = 0;
+  /// Read-only, one statement: the first `limit` live waiters by name, then arrival, each with its
+  /// position among its name's live waiters (from 1) and the time since it queued, by the
+  /// database's clock (Store::waiters()).
+  virtual std::vector<WaiterInfo> list_waiters(std::size_t limit) = 0;
 };
 
 }  // namespace dblock::detail

@@ -1,6 +1,7 @@
 #include <dblock/migrate.hpp>
 #include <dblock/store.hpp>
 
+#include <cstdint>
 #include <mutex>
 #include <thread>
 
@@ -190,6 +191,13 @@ std::optional<LockInfo> Store::lock(std::string_view name) {
   auto row = detail::repeat_if_reply_lost([&] { return impl_->locks->read(name); });
   if (!row) return std::nullopt;
   return presented(std::move(*row));
+}
+
+std::vector<WaiterInfo> Store::waiters() { return waiters(static_cast<std::size_t>(INT64_MAX)); }
+std::vector<WaiterInfo> Store::waiters(std::size_t limit) {
+  auto* queue = impl_->backend->queue().get_if();
+  if (queue == nullptr) return {};  // a backend without the queue has no waiter rows
+  return detail::repeat_if_reply_lost([&] { return queue->list_waiters(limit); });
 }
 
 LockCensus Store::census() {

@@ -15,7 +15,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <dblock/store.hpp>
 
+#include "backends/backend.hpp"
+#include "core/store_parts.hpp"
 #include "support/admin.hpp"
 #include "support/build_paths.hpp"
 #include "support/cli_runner.hpp"
@@ -483,10 +486,16 @@ TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
       if (!held) std::this_thread::sleep_for(10ms);
     }
     ASSERT_TRUE(held) << label << finish_if_done(holder);
+    // A waiter of the fair queue behind it, whose name and owner are hostile too.
+    auto store = dblock::Store::open(dsn);
+    auto& queue = dblock::detail::StoreParts::backend(*store).queue().get();
+    auto waiter = queue.take_turn(hostile, hostile, 30s, 60s, 0);
+    ASSERT_GT(waiter.seq, 0) << label;
     auto text = run({"--dsn", dsn, "locks"});
     ASSERT_EQ(text.exit_code, 0) << label << text.output;
-    EXPECT_EQ(std::count(text.output.begin(), text.output.end(), '\n'), 3) << label << ": store, header, one row\n"
-                                                                           << text.output;
+    EXPECT_EQ(std::count(text.output.begin(), text.output.end(), '\n'), 5)
+        << label << ": store, header, one row, the waiters' header, one waiter\n"
+        << text.output;
     EXPECT_EQ(text.output.find('\x1b'), std::string::npos) << label << ": no escape sequence reaches the terminal";
     EXPECT_EQ(text.output.find('\r'), std::string::npos) << label;
     EXPECT_EQ(text.output.find("\u202e"), std::string::npos) << label << ": no bidirectional override";
@@ -495,6 +504,8 @@ TEST_F(Cli, HostileNamesPrintAsOneEscapedRowEachOnEveryBackend) {
     auto json = run({"--dsn", dsn, "locks", "--json"});
     EXPECT_TRUE(dblock::test::JsonCheck::is_json(json.output)) << label << json.output;
     EXPECT_NE(json.output.find("\\u001b[31mred"), std::string::npos) << label << json.output;
+    EXPECT_NE(json.output.find("\"state\":\"waiting\",\"position\":1,"), std::string::npos) << label << json.output;
+    EXPECT_TRUE(queue.leave(hostile, hostile, waiter.seq)) << label;
     auto released = run({"--dsn", dsn, "release", "--force", hostile});
     EXPECT_EQ(released.exit_code, 0) << label << released.output;
     EXPECT_EQ(released.output.find('\x1b'), std::string::npos) << label << released.output;

@@ -1,7 +1,7 @@
 // The fair queue (ManagerOptions::fair_queue, doc/fair-queue.md) on every backend that has it:
 // waiters granted in arrival order with rising tokens, a hand-off that leaves the name no free
-// moment, a dead waiter skipped and reaped, and a waiter whose deadline meets its grant either holds
-// that grant or leaves nothing behind.
+// moment, a dead waiter skipped and reaped, a waiter whose deadline meets its grant either holds
+// that grant or leaves nothing behind, and what an operator sees of the queue.
 
 #include <algorithm>
 #include <atomic>
@@ -185,6 +185,64 @@ TEST_P(FairQueue, ADeadWaiterIsSkippedAndReaped) {
   EXPECT_TRUE(cycle.ok) << cycle.error;
   EXPECT_EQ(queue().waiter_rows(name), 0U) << "the reaper left the dead waiter's row";
   granted->release();
+}
+
+// What an operator sees of a queue (Store::waiters, the census): the live waiters of a name in
+// arrival order with their places from 1 and the time each has waited, none of a dead waiter, and
+// the places moving up when the first leaves. The waiters are rows the backend's queue role wrote
+// for owners the test names, then one real waiter of a fair manager behind them.
+TEST_P(FairQueue, WaitersAreListedInArrivalOrderWithTheirPlacesAndADeadOneIsNot) {
+  const std::string name = "fq-listed";
+  auto fair = fair_manager();
+  auto holder = fair->acquire(name, 5s);
+  auto other_name = fair->acquire("fq-listed-other", 5s);
+  auto dead = queue().take_turn(name, "w-dead", 30s, 1ms, 0);
+  ASSERT_GT(dead.seq, 0);
+  for (const char* owner : {"w-a", "w-b", "w-c"}) ASSERT_GT(queue().take_turn(name, owner, 30s, 60s, 0).seq, 0);
+  ASSERT_GT(queue().take_turn("fq-listed-other", "w-x", 30s, 60s, 0).seq, 0);
+  ASSERT_TRUE(dblock::test::eventually([&] { return expired_waiters(name, "w-dead") == 1; }, 10s));
+
+  auto places = [&](const std::string& of) {
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (auto& waiter : store_->waiters())
+      if (waiter.name == of) out.emplace_back(waiter.owner, waiter.position);
+    return out;
+  };
+  using Places = std::vector<std::pair<std::string, std::int64_t>>;
+  EXPECT_EQ(places(name), (Places{{"w-a", 1}, {"w-b", 2}, {"w-c", 3}})) << "the dead waiter is no one's turn";
+  EXPECT_EQ(places("fq-listed-other"), (Places{{"w-x", 1}})) << "places count per name";
+  auto listed = store_->waiters();
+  ASSERT_EQ(listed.size(), 4U);
+  EXPECT_EQ(listed.front().name, "fq-listed") << "ordered by name";
+  EXPECT_EQ(listed.front().kind, dblock::HolderKind::exclusive);
+  EXPECT_GE(listed[0].waited, listed[1].waited) << "the earlier arrival has waited longer";
+  EXPECT_GE(listed[1].waited, listed[2].waited);
+  EXPECT_GE(listed[2].waited.count(), 0);
+  EXPECT_EQ(store_->census().queued, 4);
+  EXPECT_EQ(store_->waiters(2).size(), 2U) << "a limited listing sends the first rows only";
+
+  auto first = queue().take_turn(name, "w-a", 30s, 60s, 0);  // w-a arrives again: to the back
+  ASSERT_GT(first.seq, 0);
+  EXPECT_EQ(places(name), (Places{{"w-b", 1}, {"w-c", 2}, {"w-a", 3}}));
+  ASSERT_TRUE(queue().leave(name, "w-b", queue().take_turn(name, "w-b", 30s, 60s, 0).seq));
+  EXPECT_EQ(places(name), (Places{{"w-c", 1}, {"w-a", 2}})) << "the places move up when one leaves";
+
+  std::optional<dblock::Lock> granted;
+  std::jthread waiter([&] { granted = fair->acquire(name, 60s); });
+  ASSERT_TRUE(dblock::test::eventually([&] { return places(name).size() == 3; }, 30s));
+  EXPECT_EQ(places(name).back().second, 3) << "a manager's waiter queues behind them";
+  for (const char* owner : {"w-c", "w-a"}) {
+    auto again = queue().take_turn(name, owner, 30s, 60s, 0);  // to the back, then out
+    ASSERT_TRUE(queue().leave(name, owner, again.seq));
+  }
+  holder.release();
+  waiter.join();
+  ASSERT_TRUE(granted.has_value());
+  EXPECT_TRUE(places(name).empty());
+  granted->release();
+  ASSERT_TRUE(queue().leave("fq-listed-other", "w-x", queue().take_turn("fq-listed-other", "w-x", 30s, 60s, 0).seq));
+  other_name.release();
+  EXPECT_EQ(store_->census().queued, 0);
 }
 
 // Thirty waiters each time out around the moment the holder releases (the release is aimed at

@@ -8,12 +8,15 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <dblock/dblock.hpp>
 
+#include "backends/backend.hpp"
+#include "core/store_parts.hpp"
 #include "observability/pg_fixture.hpp"
 #include "support/build_paths.hpp"
 #include "support/cli_runner.hpp"
@@ -85,6 +88,55 @@ TEST_F(StatusPage, HeadlessChromiumShowsAHeldLockWithAHostileNameEscapedAndTheRe
       },
       15s);
   EXPECT_TRUE(gone) << "the page still shows the released lock:\n" << dom;
+}
+
+// The fair queue's waiters on the page, the JSON and the gauge: in arrival order with their places,
+// a hostile owner escaped, and the places moving up once the first is granted.
+TEST_F(StatusPage, HeadlessChromiumShowsTheFairQueuesWaitersInArrivalOrderEscaped) {
+  if (!have_chromium()) {
+    if (dblock::test::servers_required())
+      FAIL() << "chromium is missing (tools/deps.sh installs it) but DBLOCK_REQUIRE_SERVERS=1";
+    GTEST_SKIP() << "chromium is not installed (Debian: apt-get install chromium)";
+  }
+  const std::string name = "status/queued";
+  dblock::LockManager fair(store_, {.default_ttl = 60s, .fair_queue = true});
+  auto holder = fair.acquire(name, 5s);
+  std::optional<dblock::Lock> granted;
+  std::jthread first([&] { granted = fair.acquire(name, 60s); });
+  ASSERT_TRUE(dblock::test::eventually([&] { return store_->waiters().size() == 1; }, 30s));
+  auto& queue = dblock::detail::StoreParts::backend(*store_).queue().get();
+  auto second = queue.take_turn(name, kHostile, 60s, 60s, 0);  // a waiter the test names: behind the first
+  ASSERT_GT(second.seq, 0);
+  Sidecar sidecar(dsn_, dblock::test::free_port());
+  ASSERT_TRUE(sidecar.ready());
+
+  auto url = fmt::format("http://127.0.0.1:{}/", sidecar.port());
+  auto dom = dump_dom(url);
+  ASSERT_NE(dom.find("id=\"waiters\""), std::string::npos) << "no waiters' table:\n" << dom;
+  EXPECT_EQ(dom.find(kHostile), std::string::npos) << "the owner became markup:\n" << dom;
+  auto first_place = dom.find("<td class=\"num position\">1</td>");
+  auto second_place = dom.find("<td class=\"num position\">2</td><td class=\"owner\">&lt;script&gt;alert(1)");
+  ASSERT_NE(first_place, std::string::npos) << dom;
+  ASSERT_NE(second_place, std::string::npos) << "the hostile waiter is not second, escaped:\n" << dom;
+  EXPECT_LT(first_place, second_place) << "arrival order";
+  EXPECT_NE(dom.find("<b id=\"queued\">2</b>"), std::string::npos) << dom;
+  auto json = sidecar.get("/status.json");
+  EXPECT_NE(json.find(fmt::format("\"owner\":{},\"position\":2,", dblock::json_string(kHostile))), std::string::npos)
+      << json;
+  EXPECT_NE(sidecar.get("/metrics").find("dblock_queued_waiters 2\n"), std::string::npos);
+
+  holder.release();  // hands the name to the first waiter: the hostile one moves up
+  first.join();
+  ASSERT_TRUE(granted.has_value());
+  bool moved_up = dblock::test::eventually(
+      [&] {
+        dom = dump_dom(url);
+        return dom.find("<td class=\"num position\">1</td><td class=\"owner\">&lt;script&gt;") != std::string::npos;
+      },
+      15s);
+  EXPECT_TRUE(moved_up) << "the page does not show the second waiter first:\n" << dom;
+  EXPECT_TRUE(queue.leave(name, kHostile, second.seq));
+  granted->release();
 }
 
 TEST_F(StatusPage, TheJsonEndpointListsTheSameRowsAndWritesAreOffUnlessATokenIsGiven) {

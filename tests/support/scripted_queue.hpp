@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "support/lock_script.hpp"
 
@@ -174,6 +175,19 @@ class ScriptedQueue final : public dblock::detail::QueueBackend {
     std::lock_guard lock(script_->mutex);
     auto queue = script_->waiters.find(std::string(name));
     return queue == script_->waiters.end() ? 0 : queue->second.size();
+  }
+  std::vector<dblock::WaiterInfo> list_waiters(std::size_t limit) override {
+    std::lock_guard lock(script_->mutex);
+    auto now = Clock::now();
+    std::vector<dblock::WaiterInfo> listed;
+    for (auto& [name, queue] : script_->waiters) {
+      std::int64_t position = 0;
+      for (auto& [seq, waiter] : queue)
+        if (waiter.expires > now && listed.size() < limit)
+          listed.push_back(dblock::WaiterInfo{name, waiter.owner, dblock::HolderKind::exclusive, ++position,
+                                              std::chrono::milliseconds(0)});
+    }
+    return listed;
   }
 
  private:

@@ -36,11 +36,21 @@ void print_occurrences(const std::vector<OccurrenceInfo>& runs) {
                terminal_safe(run.owner));
 }
 
+/// The fair queue's waiters, escaped like lock rows (one row each), in arrival order per name.
+void print_waiters(const std::vector<WaiterInfo>& waiters) {
+  if (waiters.empty()) return;
+  fmt::print("{:<32} {:<9} {:>8} {:>10}  {}\n", "WAITING FOR", "KIND", "POSITION", "WAITED", "OWNER");
+  for (auto& waiter : waiters)
+    fmt::print("{:<32} {:<9} {:>8} {:>10}  {}\n", terminal_safe(waiter.name), holder_kind_name(waiter.kind),
+               waiter.position, format_duration(waiter.waited), terminal_safe(waiter.owner));
+}
+
 }  // namespace
 
 void print_locks(Store& store, bool json) {
   auto rows = store.locks();
   auto runs = occurrences(store);
+  auto waiters = store.waiters();
   if (json) {
     fmt::print("[");
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -62,6 +72,13 @@ void print_locks(Store& store, bool json) {
           run.token, occurrence_status_name(run.status), run.attempts,
           run.exit_code ? std::to_string(*run.exit_code) : std::string("null"), run.age.count());
     }
+    // The fair queue's waiters, as entries of state "waiting".
+    for (std::size_t i = 0; i < waiters.size(); ++i) {
+      auto& waiter = waiters[i];
+      fmt::print("{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"state\":\"waiting\",\"position\":{},\"waited_ms\":{}}}",
+                 rows.empty() && runs.empty() && i == 0 ? "" : ",", json_string(waiter.name), json_string(waiter.owner),
+                 holder_kind_name(waiter.kind), waiter.position, waiter.waited.count());
+    }
     fmt::print("]\n");
     return;
   }
@@ -69,6 +86,7 @@ void print_locks(Store& store, bool json) {
   print_occurrences(runs);
   if (rows.empty()) {
     fmt::print("no locks\n");
+    print_waiters(waiters);
     return;
   }
   fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", "NAME", "KIND", "STATE", "COUNT", "TOKEN", "LEASE",
@@ -79,6 +97,7 @@ void print_locks(Store& store, bool json) {
     fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", terminal_safe(row.name), holder_kind_name(row.kind),
                state_name(row.state), row.count, row.token, lease, terminal_safe(row.owner));
   }
+  print_waiters(waiters);
 }
 
 }  // namespace dblock::cli

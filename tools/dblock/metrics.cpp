@@ -61,6 +61,8 @@ std::string ReaperMetrics::render(const std::optional<LockCensus>& census) const
     metric("dblock_locks_expired", "gauge", "Rows whose lease ended, not yet reaped.", census->expired);
     metric("dblock_oldest_held_lock_age_seconds", "gauge", "Age of the oldest live grant.",
            static_cast<double>(census->oldest_held_age.count()) / 1000.0);
+    metric("dblock_queued_waiters", "gauge", "Live waiters in the fair queue (ManagerOptions::fair_queue).",
+           census->queued);
   }
   return out;
 }

@@ -32,6 +32,28 @@ std::string lease_text(const LockInfo& row) {
 
 double seconds(std::chrono::milliseconds value) { return static_cast<double>(value.count()) / 1000.0; }
 
+/// The fair queue's waiters, in arrival order per name, or why there are none to show.
+std::string render_waiters_html(const StatusSnapshot& status) {
+  if (status.waiters.empty())
+    return "<p id=\"no-waiters\" class=\"dim\">No waiter in the fair queue. Waiters of managers without "
+           "<code>fair_queue</code> wait in their own processes (see each application's dblock_waiting_acquires "
+           "gauge) and are not shown here.</p>\n";
+  std::string out =
+      "<h2>waiting</h2>\n<table id=\"waiters\"><thead><tr><th>name</th><th>kind</th><th>position</th>"
+      "<th>owner</th><th>waited</th></tr></thead><tbody>\n";
+  for (auto& waiter : status.waiters)
+    out += fmt::format(
+        "<tr><td class=\"name\">{}</td><td>{}</td><td class=\"num position\">{}</td><td class=\"owner\">{}</td>"
+        "<td class=\"num\">{}</td></tr>\n",
+        html_escape(waiter.name), holder_kind_name(waiter.kind), waiter.position, html_escape(waiter.owner),
+        format_duration(waiter.waited));
+  out += "</tbody></table>\n";
+  if (status.waiters_truncated)
+    out += fmt::format("<p id=\"waiters-truncated\">showing the first {} waiters by name</p>\n",
+                       status.waiters.size());
+  return out;
+}
+
 }  // namespace
 
 std::string html_escape(std::string_view text) {
@@ -83,13 +105,10 @@ std::string render_status_html(const StatusSnapshot& status, std::string_view st
     auto& census = *status.census;
     out += fmt::format(
         "<p id=\"census\">held: <b id=\"held\">{}</b> &middot; expired, not reaped: <b id=\"expired\">{}</b> &middot; "
-        "oldest grant: <b id=\"oldest\">{}</b></p>\n",
+        "oldest grant: <b id=\"oldest\">{}</b> &middot; queued: <b id=\"queued\">{}</b></p>\n",
         census.held, census.expired,
-        census.oldest_held_age.count() > 0 ? format_duration(census.oldest_held_age) : "-");
+        census.oldest_held_age.count() > 0 ? format_duration(census.oldest_held_age) : "-", census.queued);
   }
-  out +=
-      "<p class=\"dim\">Waiters are not recorded in the lock table (they wait in their own processes: "
-      "see each application's dblock_waiting_acquires gauge), so no waiter or oldest wait is shown here.</p>\n";
   if (status.rows.empty() && status.error.empty()) {
     out += "<p id=\"empty\">no locks</p>\n";
   } else if (!status.rows.empty()) {
@@ -109,6 +128,7 @@ std::string render_status_html(const StatusSnapshot& status, std::string_view st
           "(--status-rows shows more)</p>\n",
           status.rows.size());
   }
+  out += render_waiters_html(status);
   out +=
       "<p class=\"dim\">Read-only. JSON: <a href=\"/status.json\">/status.json</a> &middot; "
       "<a href=\"/metrics\">/metrics</a> &middot; <a href=\"/healthz\">/healthz</a></p>\n</body></html>\n";
@@ -121,12 +141,20 @@ std::string render_status_json(const StatusSnapshot& status, std::string_view st
                   std::chrono::duration_cast<std::chrono::milliseconds>(status.read_at.time_since_epoch()).count());
   if (!status.error.empty()) out += fmt::format("\"error\":{},", json_string(status.error));
   if (status.census)
-    out += fmt::format("\"census\":{{\"held\":{},\"expired\":{},\"oldest_held_age_seconds\":{}}},", status.census->held,
-                       status.census->expired, seconds(status.census->oldest_held_age));
+    out += fmt::format("\"census\":{{\"held\":{},\"expired\":{},\"oldest_held_age_seconds\":{},\"queued\":{}}},",
+                       status.census->held, status.census->expired, seconds(status.census->oldest_held_age),
+                       status.census->queued);
   else
     out += "\"census\":null,";
-  // Waiters wait in their own processes; the lock table has no record of them.
-  out += fmt::format("\"waiters\":null,\"truncated\":{},\"locks\":[", status.truncated);
+  // The fair queue's waiters; those of managers without it wait in their own processes, unlisted.
+  out += fmt::format("\"waiters_truncated\":{},\"waiters\":[", status.waiters_truncated);
+  for (std::size_t i = 0; i < status.waiters.size(); ++i) {
+    auto& waiter = status.waiters[i];
+    out += fmt::format("{}{{\"name\":{},\"kind\":\"{}\",\"owner\":{},\"position\":{},\"waited_ms\":{}}}",
+                       i == 0 ? "" : ",", json_string(waiter.name), holder_kind_name(waiter.kind),
+                       json_string(waiter.owner), waiter.position, waiter.waited.count());
+  }
+  out += fmt::format("],\"truncated\":{},\"locks\":[", status.truncated);
   for (std::size_t i = 0; i < status.rows.size(); ++i) {
     auto& row = status.rows[i];
     out += fmt::format(

@@ -41,6 +41,10 @@ StatusSnapshot StatusSource::snapshot() {
         fresh.truncated = rows.size() > row_limit_;
         if (fresh.truncated) rows.resize(row_limit_);
         fresh.rows = std::move(rows);
+        auto waiters = store->waiters(row_limit_ + 1);
+        fresh.waiters_truncated = waiters.size() > row_limit_;
+        if (fresh.waiters_truncated) waiters.resize(row_limit_);
+        fresh.waiters = std::move(waiters);
       } catch (const std::exception& e) {
         fresh.error = e.what();
       }

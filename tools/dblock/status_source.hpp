@@ -1,6 +1,6 @@
 #pragma once
-// What the sidecar's status page, JSON endpoint and lock-table gauges read: the lock table's rows
-// and census, each cached for a refresh interval, so that any number of scrapes and page loads
+// What the sidecar's status page, JSON endpoint and lock-table gauges read: the lock table's rows,
+// the fair queue's waiters and the census, each cached for a refresh interval, so that any number of scrapes and page loads
 // cost at most one census (a scan of the table) per interval and one listing per interval.
 
 #include <chrono>
@@ -19,6 +19,8 @@ namespace dblock::cli {
 struct StatusSnapshot {
   std::vector<LockInfo> rows;  ///< at most the row limit, ordered by name
   bool truncated = false;      ///< the table has more rows than those
+  std::vector<WaiterInfo> waiters;  ///< the fair queue's live waiters, at most the row limit, by name then arrival
+  bool waiters_truncated = false;   ///< there are more waiters than those
   std::optional<LockCensus> census;
   std::chrono::system_clock::time_point read_at;
   std::string error;  ///< the last read's failure, empty when it worked

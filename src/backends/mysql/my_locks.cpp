@@ -132,7 +132,7 @@ class MyLocks final : public LockBackend {
 
   LockCensus census() override {
     auto row = db_.pool.lease()->query(db_.sql.census, {}).at(0);
-    return LockCensus{row.num(0), row.num(1), milliseconds(row.num(2))};
+    return LockCensus{row.num(0), row.num(1), milliseconds(row.num(2)), row.num(3)};
   }
 
   int schema_version() override {

@@ -1,10 +1,12 @@
 #include "backends/mysql/my_queue.hpp"
 
 #include <array>
+#include <vector>
 
 #include <dblock/errors.hpp>
 
 #include "backends/mysql/my_sql.hpp"
+#include "base/holder_kind.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
@@ -47,6 +49,13 @@ FROM `{prefix}locks` l WHERE l.name = ? AND l.owner = ? AND l.expires_at > UTC_T
     reap_ = {ids, "reap_waiters",
              fill("DELETE FROM `{prefix}waiters` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?")};
     rows_ = {ids, "waiter_rows", fill("SELECT COUNT(*) FROM `{prefix}waiters` WHERE name = ?")};
+    // The position counts live waiters only: a dead one is skipped by the hand-off, so it is no one's turn.
+    list_ = {ids, "list_waiters", fill(R"(
+SELECT q.name, q.owner, q.kind, q.position, q.waited_ms
+FROM (SELECT w.name, w.seq, w.owner, w.kind, ROW_NUMBER() OVER (PARTITION BY w.name ORDER BY w.seq) AS position,
+             FLOOR(TIMESTAMPDIFF(MICROSECOND, w.queued_at, n.t) / 1000) AS waited_ms
+      FROM `{prefix}waiters` w, (SELECT UTC_TIMESTAMP(6) AS t) n WHERE w.expires_at > n.t) q
+ORDER BY q.name, q.seq LIMIT ?)")};
   }
 
   Turn take_turn(std::string_view name, std::string_view owner, milliseconds ttl, milliseconds waiter_ttl,
@@ -91,9 +100,18 @@ FROM `{prefix}locks` l WHERE l.name = ? AND l.owner = ? AND l.expires_at > UTC_T
     return static_cast<std::size_t>(first_int64(pool_.lease()->query(rows_, params)).value_or(0));
   }
 
+  std::vector<WaiterInfo> list_waiters(std::size_t limit) override {
+    std::array<MyParam, 1> params{static_cast<std::int64_t>(limit)};
+    std::vector<WaiterInfo> waiters;
+    for (auto& row : pool_.lease()->query(list_, params))
+      waiters.push_back(
+          WaiterInfo{row.str(0), row.str(1), kind_from_text(row.str(2)), row.num(3), milliseconds(row.num(4))});
+    return waiters;
+  }
+
  private:
   SessionPool<MyConnection>& pool_;
-  MyStatement take_turn_, look_, leave_, release_handing_off_, reap_, rows_;
+  MyStatement take_turn_, look_, leave_, release_handing_off_, reap_, rows_, list_;
 };
 
 }  // namespace

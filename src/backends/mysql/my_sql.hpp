@@ -115,7 +115,8 @@ FROM `{prefix}locks` l WHERE l.name = ?)");
     census = make("census", R"(
 SELECT COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0),
        COALESCE(FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(IF(expires_at > UTC_TIMESTAMP(6), acquired_at, NULL)),
-                                    UTC_TIMESTAMP(6)) / 1000), 0)
+                                    UTC_TIMESTAMP(6)) / 1000), 0),
+       (SELECT COUNT(*) FROM `{prefix}waiters` WHERE expires_at > UTC_TIMESTAMP(6))
 FROM `{prefix}locks`)");
     seed_expired = make("seed_expired", R"(
 INSERT INTO `{prefix}locks` (name, owner, count, token, acquired_at, expires_at)

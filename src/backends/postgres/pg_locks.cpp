@@ -156,7 +156,7 @@ class PgLocks final : public LockBackend {
   LockCensus census() override {
     auto result = run_table_statement(*database_.pool.lease(), database_.sql.census, std::span<const std::string>());
     return LockCensus{to_int64(result.get(), 0, 0), to_int64(result.get(), 0, 1),
-                      milliseconds(to_int64(result.get(), 0, 2))};
+                      milliseconds(to_int64(result.get(), 0, 2)), to_int64(result.get(), 0, 3)};
   }
 
   int schema_version() override {

@@ -2,8 +2,10 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "backends/postgres/pg_database.hpp"
+#include "base/holder_kind.hpp"
 
 namespace dblock::detail {
 
@@ -62,6 +64,17 @@ class PgQueue final : public QueueBackend {
     std::array<std::string, 1> params{std::string(name)};
     auto result = run_table_statement(*database_.pool.lease(), database_.sql.waiter_rows, params);
     return static_cast<std::size_t>(to_int64(result.get(), 0, 0));
+  }
+
+  std::vector<WaiterInfo> list_waiters(std::size_t limit) override {
+    std::array<std::string, 1> params{std::to_string(limit)};
+    auto result = run_table_statement(*database_.pool.lease(), database_.sql.list_waiters, params);
+    std::vector<WaiterInfo> waiters;
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      waiters.push_back(WaiterInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1),
+                                   kind_from_text(text_of(result.get(), row, 2)), to_int64(result.get(), row, 3),
+                                   milliseconds(to_int64(result.get(), row, 4))});
+    return waiters;
   }
 
  private:

@@ -59,11 +59,11 @@ struct PgGroupSql {
   PgStatement acquire_member, release_member, renew_members, lease_left_marking_writer, first_lease_end, unmark_writer;
 };
 
-/// The fair queue's: a waiter's turn, look and leave, the release that hands the name on, and the reaper's
-/// delete of dead waiters. (pg_sql_queue.cpp)
+/// The fair queue's: a waiter's turn, look and leave, the release that hands the name on, the reaper's
+/// delete of dead waiters and the operators' listing. (pg_sql_queue.cpp)
 struct PgQueueSql {
   PgQueueSql(StatementIds& ids, const PgSqlText& fill);
-  PgStatement take_turn, look, leave, release_handing_off, reap_waiters, waiter_rows;
+  PgStatement take_turn, look, leave, release_handing_off, reap_waiters, waiter_rows, list_waiters;
 };
 
 /// `dblock bench`'s: the hand-written floor and the rows its reaper scenario seeds. (pg_sql_bench.cpp)

@@ -51,7 +51,8 @@ SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM members) FROM async)"
   census = {ids, fill(R"(
 SELECT count(*) FILTER (WHERE expires_at > clock_timestamp()),
        count(*) FILTER (WHERE expires_at <= clock_timestamp()),
-       coalesce(floor(extract(epoch FROM clock_timestamp() - min(acquired_at) FILTER (WHERE expires_at > clock_timestamp())) * 1000), 0)::bigint
+       coalesce(floor(extract(epoch FROM clock_timestamp() - min(acquired_at) FILTER (WHERE expires_at > clock_timestamp())) * 1000), 0)::bigint,
+       (SELECT count(*) FROM "{schema}"."{prefix}waiters" WHERE expires_at > clock_timestamp())
 FROM "{schema}"."{prefix}locks")")};
 }
 

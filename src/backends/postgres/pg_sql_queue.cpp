@@ -1,5 +1,6 @@
 // The fair queue's statements (migration 0017, doc/fair-queue.md): a waiter's turn, its read-only
-// look, its leave, the release that hands the name on, and the reaper's delete of dead waiters.
+// look, its leave, the release that hands the name on, the reaper's delete of dead waiters, and the
+// operators' listing.
 #include "backends/postgres/pg_sql.hpp"
 
 namespace dblock::detail {
@@ -32,6 +33,14 @@ WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
               WHERE w.name = v.name AND w.seq = v.seq AND w.expires_at <= clock_timestamp() RETURNING 1)
 SELECT count(*) FROM gone, async)")};
   waiter_rows = {ids, fill(R"(SELECT count(*) FROM "{schema}"."{prefix}waiters" WHERE name = $1)")};
+  // The position counts live waiters only: a dead one is skipped by the hand-off, so it is no one's turn.
+  list_waiters = {ids, fill(R"(
+WITH now AS (SELECT clock_timestamp() AS t)
+SELECT q.name, q.owner, q.kind, q.position, q.waited_ms
+FROM (SELECT w.name, w.seq, w.owner, w.kind, row_number() OVER (PARTITION BY w.name ORDER BY w.seq) AS position,
+             floor(extract(epoch FROM now.t - w.queued_at) * 1000)::bigint AS waited_ms
+      FROM "{schema}"."{prefix}waiters" w, now WHERE w.expires_at > now.t) q
+ORDER BY q.name, q.seq LIMIT $1::bigint)")};
 }
 
 }  // namespace dblock::detail

@@ -136,7 +136,7 @@ std::size_t SqliteLockStatements::reap(std::size_t batch) {
 
 LockCensus SqliteLockStatements::census() {
   execute_single(census_statement());
-  return LockCensus{result_a_, result_b_, std::chrono::milliseconds(result_c_)};
+  return LockCensus{result_a_, result_b_, std::chrono::milliseconds(result_c_), result_d_};
 }
 
 std::vector<LockInfo> SqliteLockStatements::list(std::string_view only_name, std::size_t limit) {

@@ -127,7 +127,8 @@ class SqliteLockStatements final : public SqliteSessionPart {
   soci::statement& census_statement() {
     return prepared(census_, [&] {
       return soci::statement(
-          (session_.prepare << sql_.census, soci::into(result_a_), soci::into(result_b_), soci::into(result_c_)));
+          (session_.prepare << sql_.census, soci::into(result_a_), soci::into(result_b_), soci::into(result_c_),
+           soci::into(result_d_)));
     });
   }
   soci::statement& force_release_statement() {
@@ -138,7 +139,7 @@ class SqliteLockStatements final : public SqliteSessionPart {
 
   // Bound parameters and results of the prepared statements (bound by address at prepare time).
   std::string name_, owner_, text_, out_name_, out_owner_, out_kind_;
-  std::int64_t number_ = 0, held_token_ = 0, delay_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0;
+  std::int64_t number_ = 0, held_token_ = 0, delay_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0, result_d_ = 0;
   std::int64_t held_for_ = 0;  // list: the row's age
   std::int64_t limit_ = 0;     // list: most rows
 

@@ -1,8 +1,12 @@
 // SOCI's sqlite3 header wraps <sqlite3.h>: included first, through the session's header.
 #include "backends/sqlite/sqlite_queue.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include "base/holder_kind.hpp"
 #include "base/sql_template.hpp"
 
 namespace dblock::detail {
@@ -53,6 +57,13 @@ ORDER BY seq LIMIT 1)");
 DELETE FROM "{prefix}waiters" WHERE (name, seq) IN (
   SELECT name, seq FROM "{prefix}waiters" WHERE expires_at <= {now} ORDER BY expires_at LIMIT :batch))");
     rows_ = fill(R"(SELECT count(*) FROM "{prefix}waiters" WHERE name = :name)");
+    // The position counts live waiters only: a dead one is skipped by the hand-off, so it is no one's turn.
+    list_ = fill(R"(
+SELECT q.name, q.owner, q.kind, q.position, q.waited_ms
+FROM (SELECT w.name, w.seq, w.owner, w.kind, row_number() OVER (PARTITION BY w.name ORDER BY w.seq) AS position,
+             c.now - w.queued_at AS waited_ms
+      FROM "{prefix}waiters" w, (SELECT {now} AS now) c WHERE w.expires_at > c.now) q
+ORDER BY q.name, q.seq LIMIT :limit)");
   }
 
   Turn take_turn(std::string_view name_in, std::string_view owner_in, milliseconds ttl, milliseconds waiter_ttl,
@@ -162,6 +173,23 @@ DELETE FROM "{prefix}waiters" WHERE (name, seq) IN (
     });
   }
 
+  std::vector<WaiterInfo> list_waiters(std::size_t limit_in) override {
+    auto session = pool_.lease();
+    return session->guarded("listing waiters", [&] {
+      long long limit = static_cast<long long>(std::min<std::size_t>(limit_in, INT64_MAX)), position = 0, waited = 0;
+      std::string name, owner, kind;
+      soci::statement listing = (session->session().prepare << list_, soci::use(limit, "limit"), soci::into(name),
+                                 soci::into(owner), soci::into(kind), soci::into(position), soci::into(waited));
+      std::vector<WaiterInfo> waiters;
+      if (listing.execute(true)) {
+        do
+          waiters.push_back(WaiterInfo{name, owner, kind_from_text(kind), position, milliseconds(waited)});
+        while (listing.fetch());
+      }
+      return waiters;
+    });
+  }
+
   std::size_t waiter_rows(std::string_view name_in) override {
     auto session = pool_.lease();
     return session->guarded("counting waiters", [&] {
@@ -187,7 +215,7 @@ DELETE FROM "{prefix}waiters" WHERE (name, seq) IN (
 
   SessionPool<SqliteSession>& pool_;
   std::string now_, lock_row_, renew_, first_live_, next_token_, grant_, drop_own_, enqueue_, look_, leave_, release_,
-      first_waiter_, drop_waiter_, reap_, rows_;
+      first_waiter_, drop_waiter_, reap_, rows_, list_;
 };
 
 }  // namespace

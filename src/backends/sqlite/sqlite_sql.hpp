@@ -173,7 +173,8 @@ DELETE FROM "{prefix}holders" WHERE rowid IN (SELECT rowid FROM "{prefix}holders
 RETURNING name)");
     census = fill(R"(
 SELECT coalesce(sum(expires_at > {now}), 0), coalesce(sum(expires_at <= {now}), 0),
-       coalesce({now} - min(CASE WHEN expires_at > {now} THEN acquired_at END), 0)
+       coalesce({now} - min(CASE WHEN expires_at > {now} THEN acquired_at END), 0),
+       (SELECT count(*) FROM "{prefix}waiters" WHERE expires_at > {now})
 FROM "{prefix}locks")");
     seed_expired = fill(R"(
 WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < :count)
