@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# usage: tools/image_test.sh            (as root; called by tools/test.sh)
+# usage: tools/image_test.sh [DEB_DIR]  (as root; called by tools/test.sh)
+# DEB_DIR: the dblock and libdblock-dev packages built from this checkout (tools/test.sh gives
+# build/package): handed to the image's first stage in docker/prebuilt/, which then configures (so
+# every build dependency it installs is still found) and takes them instead of compiling the same
+# sources a second time. Without it the stage compiles, as a user's `docker build` does.
 # Builds the container image and runs the compose stacks for real, on a Debian 12 machine that
 # reaches Debian's archive and no image registry (nothing is pulled):
 #  - its own dockerd (Debian's docker.io) on a private socket, data root and exec root in a
@@ -51,6 +55,15 @@ for table in filter nat; do specs_before[$table]=$(iptables -t "$table" -S); don
 forward_before=$(cat /proc/sys/net/ipv4/ip_forward)
 forward_policy_before=$(iptables -t filter -S FORWARD | awk '$1 == "-P" { print $3 }')
 dockerd_pid=""
+prebuilt=""
+if [ -n "${1-}" ]; then
+  compgen -G "$1/dblock_*.deb" > /dev/null && compgen -G "$1/libdblock-dev_*.deb" > /dev/null \
+    || fail "no dblock_*.deb and libdblock-dev_*.deb in $1"
+  [ ! -e docker/prebuilt ] || fail "docker/prebuilt exists (another image test running, or one left it)"
+  prebuilt=$root/docker/prebuilt
+  mkdir "$prebuilt"
+  cp "$1"/dblock_*.deb "$1"/libdblock-dev_*.deb "$prebuilt/"
+fi
 work=$(mktemp -d /tmp/dblock-image.XXXXXX)
 export DOCKER_HOST=unix://$work/docker.sock DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0
 unset DOCKER_CONTEXT DOCKER_CONFIG DOCKER_TLS_VERIFY DOCKER_CERT_PATH
@@ -98,6 +111,7 @@ cleanup() {
   [ -z "$pid" ] || ! kill -0 "$pid" 2> /dev/null || { kill -TERM "$pid"; sleep 1; kill -KILL "$pid" 2> /dev/null; }
   findmnt -rn -o TARGET | grep "^$work/" | sort -r | while read -r mount; do umount -l "$mount"; done
   rm -rf --one-file-system "$work"
+  [ -z "$prebuilt" ] || rm -rf "$prebuilt"
   undo_network
   local leftover=""
   [ "$(link_names)" = "$links_before" ] || leftover+=" links: $(comm -13 <(echo "$links_before") <(link_names) | tr '\n' ' ')"
@@ -147,7 +161,7 @@ say "docker import $tarball as debian:bookworm-slim and debian:bookworm"
 "$docker" tag debian:bookworm-slim debian:bookworm
 
 # Builds use the host's network: apt in them reaches the archive as the host's apt does.
-say "docker build -f docker/Dockerfile -t dblock:local ."
+say "docker build -f docker/Dockerfile -t dblock:local .${prebuilt:+ (the packages of $1 handed in)}"
 "$docker" build --network host -q -f docker/Dockerfile -t dblock:local . > "$work/build.log" 2>&1 \
   || { tail -40 "$work/build.log" >&2; fail "docker/Dockerfile does not build"; }
 say "stand-ins: postgres:15-bookworm and mariadb:10.11 from docker/standins/"

@@ -216,13 +216,12 @@ if [ "$mode" = loaded ]; then
   exit 0
 fi
 
-# Beside the tests: the other presets' builds at nice 19, in the order the steps below need them
-# (ThreadSanitizer's tier comes before the packages, whose release build would otherwise delay it),
-# and the container image, which builds the package inside its own image and has no cache.
+# Beside the tests: the other presets' builds at nice 19, in the order the steps below need them.
+# The packages come before ThreadSanitizer's tier: the container image is built from them (below)
+# while that tier runs.
 sanitizer_list=($sanitizers)
-build_order=(no-mysql no-postgres shared "${sanitizer_list[@]}" package)
+build_order=(no-mysql no-postgres shared package "${sanitizer_list[@]}")
 build_in_background "${build_order[@]}"
-in_background image tools/image_test.sh
 # The style check is clang-tidy's and include-what-you-use's CPU alone: at nice 19 it takes what the
 # tests leave; its verdict is awaited before the run can pass.
 in_background style nice -n 19 tools/style_check.sh build/dev
@@ -271,16 +270,19 @@ ldd build/shared/dblock | grep "libdblock.so.[0-9]* => $root/build/shared/" > /d
   || { echo "the shared build's CLI does not load its libdblock.so" >&2; exit 1; }
 build/shared/dblock --dsn "sqlite://$dbdir/shared.db" run --name shared-cli -- true
 
+step "Debian packages: package the release build with CPack, install, use, remove"
+await build-package
+(cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
+tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
+# The image installs these very packages: its first stage configures (proving its build
+# dependencies) and does not compile the same sources again.
+in_background image tools/image_test.sh build/package
+
 for preset in "${sanitizer_list[@]}"; do
   step "ctest under preset $preset (sanitized tier: every test not labelled $unsanitized_labels, nor run on $server_only_instances)"
   await "build-$preset"
   ctest --preset "$preset" -j "$tsan_test_jobs" -LE "$unsanitized_labels" -E "$server_only_instances"
 done
-
-step "Debian packages: package the release build with CPack, install, use, remove"
-await build-package
-(cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
-tools/check_packages.sh build/package "$DBLOCK_TEST_PG_DSN?prefix=consumer_deb_"
 
 step "the container image: built and its compose stacks run on PostgreSQL and MariaDB (own dockerd; in the background)"
 await image

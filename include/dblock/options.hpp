@@ -172,6 +172,10 @@ struct ManagerOptions {
   /// in the same commit: waiters are served in arrival order and a hand-off is one commit
   /// (doc/fair-queue.md). Releases are then not written behind. Default: false.
   bool fair_queue = false;
+  /// With fair_queue: called on the waiting thread when an acquisition queues, with its place among
+  /// the name's live waiters (1: it is granted the name next), which one more read-only statement
+  /// reads only when this is set. Must not block for long and must not throw. Default: none.
+  std::function<void(std::string_view name, std::int64_t position)> on_queued;
 };
 
 }  // namespace dblock

@@ -60,6 +60,9 @@ class QueueBackend {
   /// position among its name's live waiters (from 1) and the time since it queued, by the
   /// database's clock (Store::waiters()).
   virtual std::vector<WaiterInfo> list_waiters(std::size_t limit) = 0;
+  /// Read-only, one round trip: the place of waiter `seq` among the live waiters of `name` (1: the
+  /// first), 0 when its row is gone or its waiter lease ended.
+  virtual std::int64_t place(std::string_view name, std::int64_t seq) = 0;
 };
 
 }  // namespace dblock::detail

@@ -111,6 +111,8 @@ class TableCore final : public ManagerBase {
   static Granted queued_grant(Grant grant, SteadyClock::time_point sent, std::chrono::milliseconds left);
   /// Leaves the queue; a grant that met the leave goes on to the next waiter. Failures are logged.
   void leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept;
+  /// ManagerOptions::on_queued, with the place of waiter `seq` (read only when it is set).
+  void report_queued(std::string_view name, std::int64_t seq) noexcept;
   /// Gives back a level this manager was granted but does not hand out (a late reply, a re-entry
   /// of a lost grant); on failure the level lapses with its lease.
   void give_back(std::string_view name, const std::string& owner, HolderKind kind, std::int64_t token);

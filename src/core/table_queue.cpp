@@ -5,6 +5,7 @@
 // third of it), to take a name a holder left without releasing it, and to leave.
 #include <algorithm>
 #include <exception>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -68,6 +69,18 @@ TableCore::Granted TableCore::queued_grant(Grant grant, SteadyClock::time_point 
   return Granted{grant, sent + left - clock_allowance(left)};
 }
 
+void TableCore::report_queued(std::string_view name, std::int64_t seq) noexcept {
+  if (!options_.on_queued) return;
+  try {
+    auto position = with_read_retries([&] { return queue_->place(name, seq); });
+    if (position > 0) options_.on_queued(name, position);
+  } catch (const std::exception& e) {
+    logger_->warn("telling a waiter of '{}' its place in the queue failed: {}", name, e.what());
+  } catch (...) {
+    logger_->error("on_queued callback for '{}' threw", name);
+  }
+}
+
 void TableCore::leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept {
   try {
     auto pass = gates_.enter(Key{owner, std::string(name), HolderKind::exclusive});
@@ -122,7 +135,9 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
           seq = 0;  // its row went with the grant
           return lock;
         }
-        seq = turn.seq;  // 0: its row was gone (reaped) and nothing was granted: queued again next
+        // seq 0: its row was gone (reaped) and nothing was granted: queued again next.
+        auto queued_before = std::exchange(seq, turn.seq);
+        if (seq > 0 && seq != queued_before) report_queued(name, seq);
         take = seq == 0;
         holder_left = turn.left;
         renew_at = SteadyClock::now() + waiter_ttl / 3;

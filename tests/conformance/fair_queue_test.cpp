@@ -9,7 +9,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -243,6 +245,45 @@ TEST_P(FairQueue, WaitersAreListedInArrivalOrderWithTheirPlacesAndADeadOneIsNot)
   ASSERT_TRUE(queue().leave("fq-listed-other", "w-x", queue().take_turn("fq-listed-other", "w-x", 30s, 60s, 0).seq));
   other_name.release();
   EXPECT_EQ(store_->census().queued, 0);
+}
+
+// ManagerOptions::on_queued tells a waiter its place when it queues: behind the two rows already
+// there it is third, and a waiter of a manager without the callback is told nothing.
+TEST_P(FairQueue, OnQueuedTellsAWaiterItsPlaceWhenItQueues) {
+  const std::string name = "fq-place";
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::int64_t>> told;
+  dblock::ManagerOptions options;
+  options.fair_queue = true;
+  options.on_queued = [&](std::string_view queued, std::int64_t position) {
+    std::lock_guard guard(mutex);
+    told.emplace_back(std::string(queued), position);
+  };
+  auto fair = manager(std::move(options));
+  auto holder = fair->acquire(name, 5s);
+  for (const char* owner : {"p-a", "p-b"}) ASSERT_GT(queue().take_turn(name, owner, 30s, 60s, 0).seq, 0);
+  std::optional<dblock::Lock> granted;
+  std::jthread waiter([&] { granted = fair->acquire(name, 60s); });
+  ASSERT_TRUE(dblock::test::eventually(
+      [&] {
+        std::lock_guard guard(mutex);
+        return !told.empty();
+      },
+      30s))
+      << "the waiter was never told it queued";
+  {
+    std::lock_guard guard(mutex);
+    ASSERT_EQ(told.size(), 1U);
+    EXPECT_EQ(told.front(), (std::pair<std::string, std::int64_t>{name, 3}));
+  }
+  for (const char* owner : {"p-a", "p-b"})
+    ASSERT_TRUE(queue().leave(name, owner, queue().take_turn(name, owner, 30s, 60s, 0).seq));
+  holder.release();
+  waiter.join();
+  ASSERT_TRUE(granted.has_value());
+  granted->release();
+  std::lock_guard guard(mutex);
+  EXPECT_EQ(told.size(), 1U) << "told again without queueing again";
 }
 
 // Thirty waiters each time out around the moment the holder releases (the release is aimed at

@@ -8,6 +8,8 @@
 // here. On PostgreSQL a turn that finds such a row expired waits for the fence to end and then takes
 // it; here it stays queued and takes it at a later turn, which is the same grant later.
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -175,6 +177,16 @@ class ScriptedQueue final : public dblock::detail::QueueBackend {
     std::lock_guard lock(script_->mutex);
     auto queue = script_->waiters.find(std::string(name));
     return queue == script_->waiters.end() ? 0 : queue->second.size();
+  }
+  std::int64_t place(std::string_view name, std::int64_t seq) override {
+    std::lock_guard lock(script_->mutex);
+    auto now = Clock::now();
+    auto queue = script_->waiters.find(std::string(name));
+    if (queue == script_->waiters.end()) return 0;
+    auto mine = queue->second.find(seq);
+    if (mine == queue->second.end() || mine->second.expires <= now) return 0;
+    return std::count_if(queue->second.begin(), std::next(mine),
+                         [&](const auto& entry) { return entry.second.expires > now; });
   }
   std::vector<dblock::WaiterInfo> list_waiters(std::size_t limit) override {
     std::lock_guard lock(script_->mutex);

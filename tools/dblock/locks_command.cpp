@@ -75,9 +75,10 @@ void print_locks(Store& store, bool json) {
     // The fair queue's waiters, as entries of state "waiting".
     for (std::size_t i = 0; i < waiters.size(); ++i) {
       auto& waiter = waiters[i];
-      fmt::print("{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"state\":\"waiting\",\"position\":{},\"waited_ms\":{}}}",
-                 rows.empty() && runs.empty() && i == 0 ? "" : ",", json_string(waiter.name), json_string(waiter.owner),
-                 holder_kind_name(waiter.kind), waiter.position, waiter.waited.count());
+      fmt::print(
+          "{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"state\":\"waiting\",\"position\":{},\"waited_ms\":{}}}",
+          rows.empty() && runs.empty() && i == 0 ? "" : ",", json_string(waiter.name), json_string(waiter.owner),
+          holder_kind_name(waiter.kind), waiter.position, waiter.waited.count());
     }
     fmt::print("]\n");
     return;

@@ -49,8 +49,7 @@ std::string render_waiters_html(const StatusSnapshot& status) {
         format_duration(waiter.waited));
   out += "</tbody></table>\n";
   if (status.waiters_truncated)
-    out += fmt::format("<p id=\"waiters-truncated\">showing the first {} waiters by name</p>\n",
-                       status.waiters.size());
+    out += fmt::format("<p id=\"waiters-truncated\">showing the first {} waiters by name</p>\n", status.waiters.size());
   return out;
 }
 
@@ -106,8 +105,8 @@ std::string render_status_html(const StatusSnapshot& status, std::string_view st
     out += fmt::format(
         "<p id=\"census\">held: <b id=\"held\">{}</b> &middot; expired, not reaped: <b id=\"expired\">{}</b> &middot; "
         "oldest grant: <b id=\"oldest\">{}</b> &middot; queued: <b id=\"queued\">{}</b></p>\n",
-        census.held, census.expired,
-        census.oldest_held_age.count() > 0 ? format_duration(census.oldest_held_age) : "-", census.queued);
+        census.held, census.expired, census.oldest_held_age.count() > 0 ? format_duration(census.oldest_held_age) : "-",
+        census.queued);
   }
   if (status.rows.empty() && status.error.empty()) {
     out += "<p id=\"empty\">no locks</p>\n";

@@ -1,7 +1,7 @@
 #pragma once
 // What the sidecar's status page, JSON endpoint and lock-table gauges read: the lock table's rows,
-// the fair queue's waiters and the census, each cached for a refresh interval, so that any number of scrapes and page loads
-// cost at most one census (a scan of the table) per interval and one listing per interval.
+// the fair queue's waiters and the census, each cached for a refresh interval, so that any number of scrapes and page
+// loads cost at most one census (a scan of the table) per interval and one listing per interval.
 
 #include <chrono>
 #include <cstddef>
@@ -17,8 +17,8 @@
 namespace dblock::cli {
 
 struct StatusSnapshot {
-  std::vector<LockInfo> rows;  ///< at most the row limit, ordered by name
-  bool truncated = false;      ///< the table has more rows than those
+  std::vector<LockInfo> rows;       ///< at most the row limit, ordered by name
+  bool truncated = false;           ///< the table has more rows than those
   std::vector<WaiterInfo> waiters;  ///< the fair queue's live waiters, at most the row limit, by name then arrival
   bool waiters_truncated = false;   ///< there are more waiters than those
   std::optional<LockCensus> census;

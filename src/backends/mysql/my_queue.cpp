@@ -56,6 +56,9 @@ FROM (SELECT w.name, w.seq, w.owner, w.kind, ROW_NUMBER() OVER (PARTITION BY w.n
              FLOOR(TIMESTAMPDIFF(MICROSECOND, w.queued_at, n.t) / 1000) AS waited_ms
       FROM `{prefix}waiters` w, (SELECT UTC_TIMESTAMP(6) AS t) n WHERE w.expires_at > n.t) q
 ORDER BY q.name, q.seq LIMIT ?)")};
+    place_ = {ids, "place", fill(R"(
+SELECT IF(SUM(seq = ?) > 0, COUNT(*), 0) FROM `{prefix}waiters`
+WHERE name = ? AND seq <= ? AND expires_at > UTC_TIMESTAMP(6))")};
   }
 
   Turn take_turn(std::string_view name, std::string_view owner, milliseconds ttl, milliseconds waiter_ttl,
@@ -100,6 +103,11 @@ ORDER BY q.name, q.seq LIMIT ?)")};
     return static_cast<std::size_t>(first_int64(pool_.lease()->query(rows_, params)).value_or(0));
   }
 
+  std::int64_t place(std::string_view name, std::int64_t seq) override {
+    std::array<MyParam, 3> params{seq, name, seq};
+    return first_int64(pool_.lease()->query(place_, params)).value_or(0);
+  }
+
   std::vector<WaiterInfo> list_waiters(std::size_t limit) override {
     std::array<MyParam, 1> params{static_cast<std::int64_t>(limit)};
     std::vector<WaiterInfo> waiters;
@@ -111,7 +119,7 @@ ORDER BY q.name, q.seq LIMIT ?)")};
 
  private:
   SessionPool<MyConnection>& pool_;
-  MyStatement take_turn_, look_, leave_, release_handing_off_, reap_, rows_, list_;
+  MyStatement take_turn_, look_, leave_, release_handing_off_, reap_, rows_, list_, place_;
 };
 
 }  // namespace

@@ -66,6 +66,12 @@ class PgQueue final : public QueueBackend {
     return static_cast<std::size_t>(to_int64(result.get(), 0, 0));
   }
 
+  std::int64_t place(std::string_view name, std::int64_t seq) override {
+    std::array<std::string, 2> params{std::string(name), std::to_string(seq)};
+    auto result = run_table_statement(*database_.pool.lease(), database_.sql.place, params);
+    return to_int64(result.get(), 0, 0);
+  }
+
   std::vector<WaiterInfo> list_waiters(std::size_t limit) override {
     std::array<std::string, 1> params{std::to_string(limit)};
     auto result = run_table_statement(*database_.pool.lease(), database_.sql.list_waiters, params);

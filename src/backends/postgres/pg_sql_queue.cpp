@@ -41,6 +41,9 @@ FROM (SELECT w.name, w.seq, w.owner, w.kind, row_number() OVER (PARTITION BY w.n
              floor(extract(epoch FROM now.t - w.queued_at) * 1000)::bigint AS waited_ms
       FROM "{schema}"."{prefix}waiters" w, now WHERE w.expires_at > now.t) q
 ORDER BY q.name, q.seq LIMIT $1::bigint)")};
+  place = {ids, fill(R"(
+SELECT CASE WHEN bool_or(w.seq = $2::bigint) THEN count(*) ELSE 0 END
+FROM "{schema}"."{prefix}waiters" w WHERE w.name = $1 AND w.seq <= $2::bigint AND w.expires_at > clock_timestamp())")};
 }
 
 }  // namespace dblock::detail

@@ -126,9 +126,8 @@ class SqliteLockStatements final : public SqliteSessionPart {
   }
   soci::statement& census_statement() {
     return prepared(census_, [&] {
-      return soci::statement(
-          (session_.prepare << sql_.census, soci::into(result_a_), soci::into(result_b_), soci::into(result_c_),
-           soci::into(result_d_)));
+      return soci::statement((session_.prepare << sql_.census, soci::into(result_a_), soci::into(result_b_),
+                              soci::into(result_c_), soci::into(result_d_)));
     });
   }
   soci::statement& force_release_statement() {

@@ -64,6 +64,9 @@ FROM (SELECT w.name, w.seq, w.owner, w.kind, row_number() OVER (PARTITION BY w.n
              c.now - w.queued_at AS waited_ms
       FROM "{prefix}waiters" w, (SELECT {now} AS now) c WHERE w.expires_at > c.now) q
 ORDER BY q.name, q.seq LIMIT :limit)");
+    place_ = fill(R"(
+SELECT CASE WHEN sum(seq = :seq) > 0 THEN count(*) ELSE 0 END FROM "{prefix}waiters"
+WHERE name = :name AND seq <= :seq2 AND expires_at > {now})");
   }
 
   Turn take_turn(std::string_view name_in, std::string_view owner_in, milliseconds ttl, milliseconds waiter_ttl,
@@ -173,17 +176,27 @@ ORDER BY q.name, q.seq LIMIT :limit)");
     });
   }
 
+  std::int64_t place(std::string_view name_in, std::int64_t seq_in) override {
+    auto session = pool_.lease();
+    return session->guarded("reading a place in the queue", [&] {
+      std::string name(name_in);
+      long long seq = seq_in, position = 0;
+      session->session() << place_, soci::use(seq, "seq"), soci::use(name, "name"), soci::use(seq, "seq2"),
+          soci::into(position);
+      return static_cast<std::int64_t>(position);
+    });
+  }
+
   std::vector<WaiterInfo> list_waiters(std::size_t limit_in) override {
     auto session = pool_.lease();
     return session->guarded("listing waiters", [&] {
       long long limit = static_cast<long long>(std::min<std::size_t>(limit_in, INT64_MAX)), position = 0, waited = 0;
       std::string name, owner, kind;
-      soci::statement listing = (session->session().prepare << list_, soci::use(limit, "limit"), soci::into(name),
-                                 soci::into(owner), soci::into(kind), soci::into(position), soci::into(waited));
+      soci::statement listing((session->session().prepare << list_, soci::use(limit, "limit"), soci::into(name),
+                               soci::into(owner), soci::into(kind), soci::into(position), soci::into(waited)));
       std::vector<WaiterInfo> waiters;
       if (listing.execute(true)) {
-        do
-          waiters.push_back(WaiterInfo{name, owner, kind_from_text(kind), position, milliseconds(waited)});
+        do waiters.push_back(WaiterInfo{name, owner, kind_from_text(kind), position, milliseconds(waited)});
         while (listing.fetch());
       }
       return waiters;
@@ -215,7 +228,7 @@ ORDER BY q.name, q.seq LIMIT :limit)");
 
   SessionPool<SqliteSession>& pool_;
   std::string now_, lock_row_, renew_, first_live_, next_token_, grant_, drop_own_, enqueue_, look_, leave_, release_,
-      first_waiter_, drop_waiter_, reap_, rows_, list_;
+      first_waiter_, drop_waiter_, reap_, rows_, list_, place_;
 };
 
 }  // namespace
