@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command. On a fresh Debian 12 machine (as root, or with sudo) it installs what is
 # missing, builds, starts throwaway database servers on loopback, runs every test under ASan+UBSan
-# with DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), runs the CLI's, the unit and
-# the conformance suites once in a build without MySQL and once without PostgreSQL, builds a
+# with DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), runs the CLI's and the unit
+# suites once in a build without MySQL and once without PostgreSQL, builds a
 # consumer against the installed static and shared library, builds the Debian packages and installs,
 # checks and removes them, builds the container image and runs its compose stacks
 # (tools/image_test.sh), runs the sanitized tier (every test not labelled `integration`, nor a
@@ -15,7 +15,8 @@
 #
 # The CPU is what the run waits for (measured: 83-91% busy through the tiers, and a tier at twice
 # the parallelism takes as long), so every test runs once under ASan+UBSan instead of once plainly
-# and again sanitized. The builds that no step needs yet (no-mysql, no-postgres, shared, package and
+# and again sanitized, the dev preset builds all but the test programs, and the image installs the
+# packages the package step built instead of compiling the sources again. The builds that no step needs yet (no-mysql, no-postgres, shared, package and
 # tsan) run one after another in the background at the lowest CPU priority (nice 19); a step that
 # needs a build waits for it. The step table at the end lists them apart, with their own wall times.
 #
@@ -109,9 +110,7 @@ trap on_exit EXIT
 # Each job runs in a process group of its own, so that on_exit can stop all of it.
 background=$(mktemp -d /tmp/dblock-background.XXXXXX)
 # What the builds without a backend run (the step "builds without ...") is all they build.
-declare -A build_targets=(
-  [no-mysql]="dblock_cli unit_test cli_test conformance_test testing_kit_test testing_examples_test"
-  [no-postgres]="dblock_cli unit_test cli_test conformance_test testing_kit_test testing_examples_test")
+declare -A build_targets=([no-mysql]="dblock_cli unit_test cli_test" [no-postgres]="dblock_cli unit_test cli_test")
 background_pids=()
 in_background() {
   local name=$1; shift
@@ -175,9 +174,16 @@ if [ "$mode" = full ]; then
   docker-compose -f docker/compose.mariadb.yaml config > /dev/null
 fi
 
-step "configure and build (preset dev, -Werror)"
 cmake --preset dev > /dev/null
-cmake --build --preset dev -j "$jobs"
+if [ "$mode" = quick ]; then
+  step "configure and build (preset dev, -Werror)"
+  cmake --build --preset dev -j "$jobs"
+else
+  # Its tests are built and run in the asan preset (below): compiling them a second time, file by
+  # file without optimisation, cost about as much CPU as all the other builds of the dev preset.
+  step "configure and build (preset dev, -Werror: all but the test programs)"
+  cmake --build --preset dev -j "$jobs" --target dblock_without_tests
+fi
 
 if [ "$mode" = quick ]; then
   step "style: every file against .clang-format, lines changed since tools/style-baseline against .clang-tidy, src/'s includes"
@@ -238,24 +244,20 @@ cmake --install build/dev --prefix "$prefix" --component dev > /dev/null
 tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_PG_DSN?prefix=consumer_"
 rm -rf "$prefix"
 
-step "builds without the mysql and without the postgres backend, side by side (presets no-mysql and no-postgres: the CLI's, the unit and the conformance suites)"
+step "builds without the mysql and without the postgres backend, side by side (presets no-mysql and no-postgres: the CLI's and the unit suites)"
 # The question here is only whether a build without one backend still works: what differs between
 # it and the ASan build above is the backend factory, the CLI's list of backends and what is linked.
-# So the suites that run here are the CLI's and the unit tests (the factory's) and the core contract
-# (Backends/Conformance.*) on each backend that remains; the rest is the same code, run above. The
-# two runs mostly wait on servers and share none: one is on PostgreSQL, the other on MariaDB
-# (SQLite's files are each test's own), so neither meets the other's advisory or GET_LOCK names.
+# So the suites that run here are the CLI's (every subcommand on each backend that remains, and the
+# backends `--version` lists) and the unit tests (the factory's); the rest is the same code,
+# run above. The two runs mostly wait on servers and share none: one is on PostgreSQL, the other on
+# MariaDB (SQLite's files are each test's own), so neither meets the other's advisory or GET_LOCK names.
 for backend in mysql postgres; do
   await "build-no-$backend"
   if "build/no-$backend/dblock" --version | grep "^  $backend" > /dev/null; then
     echo "dblock --version lists $backend in a build without it" >&2; exit 1
   fi
-  # Both runs, whatever the first found; a pattern that matches nothing fails (a renamed suite).
-  in_background "ctest-no-$backend" bash -c '
-    status=0
-    ctest --preset "$1" -j "$2" --no-tests=error -L "unit|cli" -LE "$3" || status=$?
-    ctest --preset "$1" -j "$2" --no-tests=error -R "^Backends/Conformance\." -E "$4" || status=$?
-    exit "$status"' ctest-no "no-$backend" "$test_jobs" "$unsanitized_labels" "$slow_names"
+  in_background "ctest-no-$backend" \
+    ctest --preset "no-$backend" -j "$test_jobs" --no-tests=error -L "unit|cli" -LE "$unsanitized_labels"
 done
 await ctest-no-mysql
 await ctest-no-postgres
