@@ -343,7 +343,7 @@ struct Tally {
   // free names taken by the first live waiter's turn, leaves that found their row granted, dead
   // waiters skipped; and waiting acquisitions of the fair manager that were granted.
   std::uint64_t waiters_queued = 0, handoffs = 0, turns_granted = 0, leaves_after_grant = 0, dead_waiters_skipped = 0;
-  std::uint64_t fair_waits_granted = 0;
+  std::uint64_t fair_waits_granted = 0, places_told = 0, bad_places = 0;
 };
 
 /// The capacity every acquisition of "p" asks for.
@@ -368,14 +368,22 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     script->max_batch = scenario.max_batch;
     GrantEnds ends;  // outlives the managers: their last events come as they end
     std::vector<std::shared_ptr<dblock::LockManager>> managers;
+    // The fair manager's waiters are told their place when they queue: one more read between queueing
+    // and waiting, beside every other step (a place below 1 would be no place at all).
+    std::atomic<std::uint64_t> places_told{0}, bad_places{0};
+    auto on_queued = [&](std::string_view, std::int64_t position) { ++(position >= 1 ? places_told : bad_places); };
     for (int i = 0; i < scenario.managers; ++i)
       managers.push_back(std::make_shared<dblock::LockManager>(
-          store, dblock::ManagerOptions{.default_ttl = 10min,
-                                        .renew_interval = 1ms,
-                                        .owner_scope = scenario.scope,
-                                        .on_event = ends.hook(static_cast<std::size_t>(i)),
-                                        .write_behind_releases = scenario.write_behind,
-                                        .fair_queue = scenario.fair && i == 0}));
+          store,
+          dblock::ManagerOptions{.default_ttl = 10min,
+                                 .renew_interval = 1ms,
+                                 .owner_scope = scenario.scope,
+                                 .on_event = ends.hook(static_cast<std::size_t>(i)),
+                                 .write_behind_releases = scenario.write_behind,
+                                 .fair_queue = scenario.fair && i == 0,
+                                 .on_queued = scenario.fair && i == 0
+                                                  ? std::function<void(std::string_view, std::int64_t)>(on_queued)
+                                                  : nullptr}));
     const std::vector<std::string> names =
         scenario.groups ? std::vector<std::string>{"a", "r", "p"} : std::vector<std::string>{"a", "b"};
 
@@ -862,6 +870,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     tally.leaves_after_grant += static_cast<std::uint64_t>(script->leaves_after_grant.load());
     tally.dead_waiters_skipped += static_cast<std::uint64_t>(script->dead_waiters_skipped.load());
     tally.fair_waits_granted += fair_waits_granted.load();
+    tally.places_told += places_told.load();
+    tally.bad_places += bad_places.load();
     {
       std::lock_guard lock(guards_mutex);
       guards.clear();
@@ -1085,9 +1095,9 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   if (scenario.fair)
     counts += fmt::format(
         "; fair queue: {} waiter rows, {} hand-offs, {} free names taken by a turn, {} leaves found their grant, {} "
-        "dead waiters skipped, {} waits granted",
+        "dead waiters skipped, {} waits granted, {} places told",
         tally.waiters_queued, tally.handoffs, tally.turns_granted, tally.leaves_after_grant, tally.dead_waiters_skipped,
-        tally.fair_waits_granted);
+        tally.fair_waits_granted, tally.places_told);
   std::cout << "[ model    ] " << counts << "\n";
   if (replay) return;
   // A batched scenario that never formed a batch tested nothing of it.
@@ -1108,6 +1118,8 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
     EXPECT_GE(tally.leaves_after_grant, kLeavesAfterGrant) << counts;
     EXPECT_GE(tally.dead_waiters_skipped, kDeadWaitersSkipped) << counts;
     EXPECT_GE(tally.fair_waits_granted, kFairWaitsGranted) << counts;
+    EXPECT_GT(tally.places_told, 0U) << counts;
+    EXPECT_EQ(tally.bad_places, 0U) << counts;
   }
 }
 
