@@ -23,10 +23,10 @@ install_missing() {
 # What building dblock needs (no database server); help2man makes the manual pages, dpkg-dev and
 # file let CPack build the Debian packages; prometheus-cpp-dev the optional Prometheus adapter;
 # libasio-dev (standalone asio) the optional asio API, <dblock/asio.hpp>; ccache serves objects
-# compiled before (cmake/CompilerCache.cmake).
+# compiled before (cmake/CompilerCache.cmake); mold links (cmake/FastLinker.cmake).
 DBLOCK_BUILD_PACKAGES=(cmake ninja-build g++ pkg-config libpq-dev libspdlog-dev libfmt-dev libcli11-dev
                        libsoci-dev libsqlite3-dev libcpp-httplib-dev libmysqlcppconn-dev libboost-dev
-                       help2man dpkg-dev file prometheus-cpp-dev libasio-dev ccache)
+                       help2man dpkg-dev file prometheus-cpp-dev libasio-dev ccache mold)
 # What the tests need on top: GoogleTest, the PostgreSQL and MariaDB servers, man and
 # systemd-analyze to check the installed pages and units, and docker.io, mmdebstrap, iptables, curl
 # and python3-yaml for tools/image_test.sh (its own dockerd; a base image made from Debian's archive);

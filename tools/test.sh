@@ -141,6 +141,17 @@ build_in_background() {
       [ "$status" = 0 ] || exit 1
     done' build-chain "${specs[@]}"
 }
+# ctest starts the tests it knows to be long first when the build holds their times from an earlier
+# run (Testing/Temporary/CTestCostData.txt); a clean clone has none, so its long suites started
+# wherever their directory falls and ran on alone at the tier's end. tools/ctest-costs/PRESET.txt is
+# such a file from a full run (regenerate: copy it back from build/PRESET after one); a test it does not
+# know starts after those it knows, and a build's own data, once it has some, wins.
+seed_test_costs() {
+  local costs=build/$1/Testing/Temporary/CTestCostData.txt
+  if [ -e "tools/ctest-costs/$1.txt" ] && [ ! -e "$costs" ]; then
+    mkdir -p "$(dirname "$costs")" && cp "tools/ctest-costs/$1.txt" "$costs"
+  fi
+}
 await() {
   # Polled: the jobs are not all this shell's direct children. Bounded: a job that died without
   # a status (the build chain stopped at an earlier preset) ends the wait.
@@ -233,6 +244,7 @@ build_in_background "${build_order[@]}"
 in_background style nice -n 19 tools/style_check.sh build/dev
 
 step "ctest (asan: every test, ASan+UBSan)"
+seed_test_costs asan
 ctest --preset asan -j "$test_jobs"
 
 step "fuzz the URI, duration and name parsers (libFuzzer, 20 s)"
@@ -283,6 +295,7 @@ in_background image tools/image_test.sh build/package
 for preset in "${sanitizer_list[@]}"; do
   step "ctest under preset $preset (sanitized tier: every test not labelled $unsanitized_labels, nor run on $server_only_instances)"
   await "build-$preset"
+  seed_test_costs "$preset"
   ctest --preset "$preset" -j "$tsan_test_jobs" -LE "$unsanitized_labels" -E "$server_only_instances"
 done
 

@@ -16,6 +16,7 @@ enum class ErrorCategory {
   invalid_argument,  ///< bad name, TTL, duration, DSN or option; nothing was sent
   connection,        ///< the database cannot be reached, refused the login, or the link broke
   timeout,           ///< acquire(name, timeout) gave up
+  deadlock,          ///< a fair-queue waiter closed a cycle of owners waiting for each other's names
   not_held,          ///< released a lock this owner does not hold
   lock_lost,         ///< the lease ended or was taken over while the lock was held
   schema,            ///< dblock's tables are missing, older or newer than this build
@@ -50,6 +51,16 @@ class DBLOCK_EXPORT ConnectionError : public Error {
 class DBLOCK_EXPORT Timeout : public Error {
  public:
   explicit Timeout(const std::string& message) : Error(ErrorCategory::timeout, message) {}
+};
+
+/// Thrown by acquire(name, timeout) (and try_acquire with a timeout) of a manager with
+/// ManagerOptions::fair_queue when its waiter would close a cycle of owners that wait for each
+/// other's names (doc/fair-queue.md, "Deadlocks"): of the cycle's waiters, the one that queued last
+/// is told, the others go on waiting. The message names the cycle. The waiter has left the queue;
+/// the locks its owner holds are still held (release one of them to let the cycle go on).
+class DBLOCK_EXPORT Deadlock : public Error {
+ public:
+  explicit Deadlock(const std::string& message) : Error(ErrorCategory::deadlock, message) {}
 };
 
 class DBLOCK_EXPORT NotHeld : public Error {

@@ -33,6 +33,16 @@ struct WaiterLook {
   milliseconds holder_left{0};  // the name's row, whoever holds it: its lease left (0: none live)
 };
 
+/// One edge of the wait graph: the live waiter `waiter` waits for `name`, whose live row `holder`
+/// holds. `queued_order` orders the edges by when their waiter queued (equal values are possible on
+/// MySQL/MariaDB): it is compared, never read as a time.
+struct WaitEdge {
+  std::string waiter;
+  std::string name;
+  std::string holder;
+  std::int64_t queued_order = 0;
+};
+
 class QueueBackend {
  public:
   virtual ~QueueBackend() = default;
@@ -63,6 +73,11 @@ class QueueBackend {
   /// Read-only, one round trip: the place of waiter `seq` among the live waiters of `name` (1: the
   /// first), 0 when its row is gone or its waiter lease ended.
   virtual std::int64_t place(std::string_view name, std::int64_t seq) = 0;
+  /// Read-only, one statement: the wait graph's edges (a live exclusive waiter and the live holder of
+  /// its name), at most `limit` of them, earliest queued first. `queued_order`: the waiter's seq where it
+  /// is drawn from one counter for every name (PostgreSQL's sequence, SQLite's one writer), else the
+  /// time it queued in microseconds (MySQL/MariaDB, whose seq counts per name).
+  virtual std::vector<WaitEdge> wait_edges(std::size_t limit) = 0;
 };
 
 }  // namespace dblock::detail

@@ -113,6 +113,10 @@ class TableCore final : public ManagerBase {
   void leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept;
   /// ManagerOptions::on_queued, with the place of waiter `seq` (read only when it is set).
   void report_queued(std::string_view name, std::int64_t seq) noexcept;
+  /// When `owner`, queued for `name`, holds a name of this manager: reads the wait graph and, when its
+  /// wait closes a cycle of which it is the waiter told (wait_cycle.hpp), throws Deadlock. A failed
+  /// read is logged: the next renewal of its waiter lease looks again.
+  void throw_if_deadlocked(std::string_view name, const std::string& owner);
   /// Gives back a level this manager was granted but does not hand out (a late reply, a re-entry
   /// of a lost grant); on failure the level lapses with its lease.
   void give_back(std::string_view name, const std::string& owner, HolderKind kind, std::int64_t token);

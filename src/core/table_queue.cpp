@@ -7,21 +7,29 @@
 #include <exception>
 #include <utility>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <dblock/errors.hpp>
+
 #include "base/scope_exit.hpp"
+#include "base/terminal_text.hpp"
 #include "core/backoff.hpp"
 #include "core/owner_id.hpp"
 #include "core/release_hub.hpp"
 #include "core/retry.hpp"
 #include "core/store_parts.hpp"
 #include "core/table_core.hpp"
+#include "core/wait_cycle.hpp"
 
 namespace dblock::detail {
 
 namespace {
 
 constexpr std::chrono::milliseconds kQueuedSafetyPoll{1000};
+/// The wait graph read for a deadlock: more live waiters than this on names with live holders and the
+/// cycle may be missed (it is then waited out, as without the check).
+constexpr std::size_t kWaitEdgesRead = 10000;
 
 }  // namespace
 
@@ -81,6 +89,32 @@ void TableCore::report_queued(std::string_view name, std::int64_t seq) noexcept 
   }
 }
 
+void TableCore::throw_if_deadlocked(std::string_view name, const std::string& owner) {
+  {
+    // An owner that holds nothing here holds no row of the lock table (owners are per manager and
+    // thread), so no cycle runs through it: nothing to read.
+    std::lock_guard lock(mutex_);
+    auto held = held_.lower_bound(Key{owner, std::string(), HolderKind{}});
+    if (held == held_.end() || std::get<0>(held->first) != owner) return;
+  }
+  std::vector<WaitEdge> cycle;
+  try {
+    cycle = find_wait_cycle(with_read_retries([&] { return queue_->wait_edges(kWaitEdgesRead); }), owner, name);
+  } catch (const Error& e) {
+    logger_->warn("reading the wait graph for '{}' failed (read again at the waiter's next renewal): {}", name,
+                  e.what());
+    return;
+  }
+  // The other waiters of the cycle read the same rows and leave it to this one, or this one to them.
+  if (cycle.empty() || deadlock_victim(cycle).waiter != owner) return;
+  auto description = describe_wait_cycle(cycle);
+  logger_->warn("a deadlock: {} (the waiter for '{}' gives up)", description, name);
+  throw Deadlock(
+      fmt::format("lock '{}' would never be granted: a deadlock: {}. This waiter, the last of the cycle "
+                  "to queue, gave up; the locks its owner holds are still held",
+                  terminal_safe(name), description));
+}
+
 void TableCore::leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept {
   try {
     auto pass = gates_.enter(Key{owner, std::string(name), HolderKind::exclusive});
@@ -138,6 +172,9 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
         // seq 0: its row was gone (reaped) and nothing was granted: queued again next.
         auto queued_before = std::exchange(seq, turn.seq);
         if (seq > 0 && seq != queued_before) report_queued(name, seq);
+        // At queueing and at every renewal: a cycle whose last edge committed after this waiter's
+        // read is found at the next one (doc/fair-queue.md, "Deadlocks").
+        if (seq > 0) throw_if_deadlocked(name, owner);
         take = seq == 0;
         holder_left = turn.left;
         renew_at = SteadyClock::now() + waiter_ttl / 3;

@@ -1,11 +1,12 @@
 // The fair queue (ManagerOptions::fair_queue, doc/fair-queue.md) on every backend that has it:
 // waiters granted in arrival order with rising tokens, a hand-off that leaves the name no free
 // moment, a dead waiter skipped and reaped, a waiter whose deadline meets its grant either holds
-// that grant or leaves nothing behind, and what an operator sees of the queue.
+// that grant or leaves nothing behind, what an operator sees of the queue, and deadlocks reported.
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -284,6 +285,98 @@ TEST_P(FairQueue, OnQueuedTellsAWaiterItsPlaceWhenItQueues) {
   granted->release();
   std::lock_guard guard(mutex);
   EXPECT_EQ(told.size(), 1U) << "told again without queueing again";
+}
+
+// Two managers (two processes, as far as the database can tell) each hold a name and wait for the
+// other's: the second to queue closes the cycle and is told at once, naming it, and leaves the queue;
+// the first goes on waiting, undisturbed, and is granted the name when the told one lets it go.
+TEST_P(FairQueue, TwoOwnersWaitingForEachOthersNamesTellTheLastToQueueOfTheDeadlock) {
+  const std::string x = "fq-deadlock-x", y = "fq-deadlock-y";
+  auto first = fair_manager(), second = fair_manager();
+  std::atomic<bool> first_holds{false}, second_holds{false};
+  std::optional<std::int64_t> first_granted;
+  std::string told, first_error;
+  std::jthread first_owner([&] {
+    try {
+      auto held = first->acquire(x, 30s);
+      first_holds = true;
+      if (!dblock::test::eventually([&] { return second_holds.load(); }, 30s)) return;
+      auto got = first->acquire(y, 60s);
+      first_granted = got.token();
+      got.release();
+      held.release();
+    } catch (const std::exception& e) {
+      first_error = e.what();
+    }
+  });
+  std::jthread second_owner([&] {
+    auto held = second->acquire(y, 30s);
+    second_holds = true;
+    if (!dblock::test::eventually([&] { return queue().waiter_rows(y) == 1; }, 30s)) return;
+    try {
+      auto unexpected = second->acquire(x, 60s);
+      told = "granted";
+    } catch (const dblock::Deadlock& e) {
+      told = e.what();
+      // Undisturbed: the first owner still waits for y, and the told one's row is gone.
+      EXPECT_EQ(queue().waiter_rows(y), 1U);
+      EXPECT_EQ(queue().waiter_rows(x), 0U);
+    } catch (const std::exception& e) {
+      told = std::string("another error: ") + e.what();
+    }
+    held.release();
+  });
+  first_owner.join();
+  second_owner.join();
+  EXPECT_EQ(first_error, "");
+  EXPECT_TRUE(first_granted.has_value()) << "the first owner was not granted y after the cycle broke";
+  EXPECT_NE(told.find("deadlock"), std::string::npos) << told;
+  EXPECT_NE(told.find("'" + x + "'"), std::string::npos) << told;
+  EXPECT_NE(told.find("'" + y + "'"), std::string::npos) << told;
+  EXPECT_FALSE(row(x).has_value());
+  EXPECT_FALSE(row(y).has_value());
+}
+
+// Three owners in a ring (a holds 0 and waits for 1, b holds 1 and waits for 2, c holds 2 and waits
+// for 0): only c, the last to queue, is told; b then gets 2, and a gets 1 once b lets go.
+TEST_P(FairQueue, ARingOfThreeTellsOnlyItsLastWaiter) {
+  constexpr int kOwners = 3;
+  auto names = [](int i) { return fmt::format("fq-ring-{}", i % kOwners); };
+  std::vector<std::unique_ptr<dblock::LockManager>> managers;
+  for (int i = 0; i < kOwners; ++i) managers.push_back(fair_manager());
+  std::atomic<int> holding{0};
+  std::vector<std::string> outcome(kOwners);
+  std::vector<std::jthread> owners;
+  for (int i = 0; i < kOwners; ++i) {
+    owners.emplace_back([&, i] {
+      try {
+        auto held = managers[i]->acquire(names(i), 30s);
+        ++holding;
+        if (!dblock::test::eventually([&] { return holding.load() == kOwners; }, 30s)) return;
+        // In order: owner i queues once the one before it has its row.
+        if (i > 0 && !dblock::test::eventually([&] { return queue().waiter_rows(names(i)) == 1; }, 30s)) return;
+        try {
+          auto got = managers[i]->acquire(names(i + 1), 60s);
+          outcome[i] = "granted";
+          got.release();
+        } catch (const dblock::Deadlock& e) {
+          outcome[i] = std::string("deadlock: ") + e.what();
+        }
+        held.release();
+      } catch (const std::exception& e) {
+        outcome[i] = std::string("error: ") + e.what();
+      }
+    });
+  }
+  owners.clear();
+  EXPECT_EQ(outcome[0], "granted");
+  EXPECT_EQ(outcome[1], "granted");
+  EXPECT_EQ(outcome[2].rfind("deadlock: ", 0), 0U) << outcome[2];
+  for (int i = 0; i < kOwners; ++i) {
+    EXPECT_NE(outcome[2].find("'" + names(i) + "'"), std::string::npos) << outcome[2];
+    EXPECT_EQ(queue().waiter_rows(names(i)), 0U);
+    EXPECT_FALSE(row(names(i)).has_value());
+  }
 }
 
 // Thirty waiters each time out around the moment the holder releases (the release is aimed at

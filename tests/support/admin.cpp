@@ -1,6 +1,7 @@
 #include "support/admin.hpp"
 
 #include <stdexcept>
+#include <string_view>
 
 #include <dblock/store.hpp>
 
@@ -9,6 +10,12 @@
 #include "support/servers.hpp"
 
 namespace dblock::test {
+
+bool is_built(std::string_view dialect) {
+  if (dialect == "postgresql") return DBLOCK_TEST_WITH_POSTGRES != 0;
+  if (dialect == "mysql") return DBLOCK_TEST_WITH_MYSQL != 0;
+  return dialect == "sqlite";
+}
 
 void Admin::insert_expired(const std::string& stem, int count) {
   auto store = Store::open(store_dsn_);

@@ -201,6 +201,21 @@ class ScriptedQueue final : public dblock::detail::QueueBackend {
     }
     return listed;
   }
+  /// The script's seq is drawn from one counter for every name: it orders the edges by arrival.
+  std::vector<dblock::detail::WaitEdge> wait_edges(std::size_t limit) override {
+    std::lock_guard lock(script_->mutex);
+    auto now = Clock::now();
+    std::vector<dblock::detail::WaitEdge> edges;
+    for (auto& [name, queue] : script_->waiters) {
+      auto row = script_->rows.find(name);
+      if (row == script_->rows.end() || row->second.expires <= now) continue;
+      for (auto& [seq, waiter] : queue)
+        if (waiter.expires > now) edges.push_back({waiter.owner, name, row->second.owner, seq});
+    }
+    std::sort(edges.begin(), edges.end(), [](auto& a, auto& b) { return a.queued_order < b.queued_order; });
+    if (edges.size() > limit) edges.resize(limit);
+    return edges;
+  }
 
  private:
   std::shared_ptr<Script> script_;

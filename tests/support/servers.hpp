@@ -41,11 +41,8 @@ inline std::string env_or_empty(const char* name) {
 /// always). Suites list only the cases of built backends (`built`); a single-dialect test of a
 /// backend left out of the build says so and skips (DBLOCK_REQUIRE_DSN), whatever
 /// DBLOCK_REQUIRE_SERVERS says: there is nothing of it to test.
-inline bool is_built(std::string_view dialect) {
-  if (dialect == "postgresql") return DBLOCK_TEST_WITH_POSTGRES != 0;
-  if (dialect == "mysql") return DBLOCK_TEST_WITH_MYSQL != 0;
-  return dialect == "sqlite";
-}
+/// (Defined in support/admin.cpp, the one support file compiled with the build's backends.)
+bool is_built(std::string_view dialect);
 
 /// The dialect whose server the environment variable `env_name` names (DBLOCK_TEST_PG_DSN, ...).
 inline std::string_view dialect_of_env(std::string_view env_name) {

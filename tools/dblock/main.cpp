@@ -28,6 +28,7 @@ int exit_code_for(const Error& error) {
     case ErrorCategory::connection:
       return cli::kUnavailable;
     case ErrorCategory::timeout:
+    case ErrorCategory::deadlock:
       return cli::kTempFail;
     case ErrorCategory::schema:
       return cli::kConfig;

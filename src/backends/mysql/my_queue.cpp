@@ -59,6 +59,12 @@ ORDER BY q.name, q.seq LIMIT ?)")};
     place_ = {ids, "place", fill(R"(
 SELECT IF(SUM(seq = ?) > 0, COUNT(*), 0) FROM `{prefix}waiters`
 WHERE name = ? AND seq <= ? AND expires_at > UTC_TIMESTAMP(6))")};
+    edges_ = {ids, "wait_edges", fill(R"(
+SELECT w.owner, w.name, l.owner, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', w.queued_at)
+FROM (SELECT UTC_TIMESTAMP(6) AS t) n
+JOIN `{prefix}waiters` w ON w.kind = 'exclusive' AND w.expires_at > n.t
+JOIN `{prefix}locks` l ON l.name = w.name AND l.expires_at > n.t
+ORDER BY w.queued_at LIMIT ?)")};
   }
 
   Turn take_turn(std::string_view name, std::string_view owner, milliseconds ttl, milliseconds waiter_ttl,
@@ -117,9 +123,17 @@ WHERE name = ? AND seq <= ? AND expires_at > UTC_TIMESTAMP(6))")};
     return waiters;
   }
 
+  std::vector<WaitEdge> wait_edges(std::size_t limit) override {
+    std::array<MyParam, 1> params{static_cast<std::int64_t>(limit)};
+    std::vector<WaitEdge> edges;
+    for (auto& row : pool_.lease()->query(edges_, params))
+      edges.push_back(WaitEdge{row.str(0), row.str(1), row.str(2), row.num(3)});
+    return edges;
+  }
+
  private:
   SessionPool<MyConnection>& pool_;
-  MyStatement take_turn_, look_, leave_, release_handing_off_, reap_, rows_, list_, place_;
+  MyStatement take_turn_, look_, leave_, release_handing_off_, reap_, rows_, list_, place_, edges_;
 };
 
 }  // namespace

@@ -83,6 +83,16 @@ class PgQueue final : public QueueBackend {
     return waiters;
   }
 
+  std::vector<WaitEdge> wait_edges(std::size_t limit) override {
+    std::array<std::string, 1> params{std::to_string(limit)};
+    auto result = run_table_statement(*database_.pool.lease(), database_.sql.wait_edges, params);
+    std::vector<WaitEdge> edges;
+    for (int row = 0; row < PQntuples(result.get()); ++row)
+      edges.push_back(WaitEdge{text_of(result.get(), row, 0), text_of(result.get(), row, 1),
+                               text_of(result.get(), row, 2), to_int64(result.get(), row, 3)});
+    return edges;
+  }
+
  private:
   PgDatabase& database_;
 };

@@ -1,6 +1,6 @@
 // The fair queue's statements (migration 0017, doc/fair-queue.md): a waiter's turn, its read-only
-// look, its leave, the release that hands the name on, the reaper's delete of dead waiters, and the
-// operators' listing.
+// look, its leave, the release that hands the name on, the reaper's delete of dead waiters, the
+// operators' listing, and the wait graph in which deadlocks are found.
 #include "backends/postgres/pg_sql.hpp"
 
 namespace dblock::detail {
@@ -44,6 +44,13 @@ ORDER BY q.name, q.seq LIMIT $1::bigint)")};
   place = {ids, fill(R"(
 SELECT CASE WHEN bool_or(w.seq = $2::bigint) THEN count(*) ELSE 0 END
 FROM "{schema}"."{prefix}waiters" w WHERE w.name = $1 AND w.seq <= $2::bigint AND w.expires_at > clock_timestamp())")};
+  wait_edges = {ids, fill(R"(
+WITH now AS (SELECT clock_timestamp() AS t)
+SELECT w.owner, w.name, l.owner, w.seq
+FROM now, "{schema}"."{prefix}waiters" w
+JOIN "{schema}"."{prefix}locks" l ON l.name = w.name
+WHERE w.kind = 'exclusive' AND w.expires_at > now.t AND l.expires_at > now.t
+ORDER BY w.seq LIMIT $1::bigint)")};
 }
 
 }  // namespace dblock::detail

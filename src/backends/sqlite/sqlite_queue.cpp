@@ -34,7 +34,7 @@ VALUES (:name, :owner, 1, :token, :now, :expires, 0))");
     drop_own_ = fill(R"(DELETE FROM "{prefix}waiters" WHERE name = :name AND owner = :owner AND kind = 'exclusive')");
     enqueue_ = fill(R"(
 INSERT INTO "{prefix}waiters" (name, seq, owner, kind, ttl_ms, queued_at, expires_at)
-VALUES (:name, (SELECT coalesce(max(seq), 0) + 1 FROM "{prefix}waiters" WHERE name = :name2), :owner, 'exclusive',
+VALUES (:name, (SELECT coalesce(max(seq), 0) + 1 FROM "{prefix}waiters"), :owner, 'exclusive',
         :ttl, :now, :expires)
 ON CONFLICT (name, owner, kind) DO UPDATE SET
   seq = excluded.seq, ttl_ms = excluded.ttl_ms, queued_at = excluded.queued_at, expires_at = excluded.expires_at
@@ -67,6 +67,12 @@ ORDER BY q.name, q.seq LIMIT :limit)");
     place_ = fill(R"(
 SELECT CASE WHEN sum(seq = :seq) > 0 THEN count(*) ELSE 0 END FROM "{prefix}waiters"
 WHERE name = :name AND seq <= :seq2 AND expires_at > {now})");
+    edges_ = fill(R"(
+SELECT w.owner, w.name, l.owner, w.seq
+FROM (SELECT {now} AS now) c
+JOIN "{prefix}waiters" w ON w.kind = 'exclusive' AND w.expires_at > c.now
+JOIN "{prefix}locks" l ON l.name = w.name AND l.expires_at > c.now
+ORDER BY w.seq LIMIT :limit)");
   }
 
   Turn take_turn(std::string_view name_in, std::string_view owner_in, milliseconds ttl, milliseconds waiter_ttl,
@@ -105,8 +111,8 @@ WHERE name = :name AND seq <= :seq2 AND expires_at > {now})");
         return Turn{0, Grant{1, token}, ttl};
       }
       if (seq == 0)
-        sql << enqueue_, soci::use(name, "name"), soci::use(name, "name2"), soci::use(owner, "owner"),
-            soci::use(ttl_ms, "ttl"), soci::use(now, "now"), soci::use(waiter_expires, "expires"), soci::into(seq);
+        sql << enqueue_, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(ttl_ms, "ttl"),
+            soci::use(now, "now"), soci::use(waiter_expires, "expires"), soci::into(seq);
       transaction.commit();
       return Turn{seq, std::nullopt, milliseconds(row.expires > now ? row.expires - now : 0)};
     });
@@ -203,6 +209,22 @@ WHERE name = :name AND seq <= :seq2 AND expires_at > {now})");
     });
   }
 
+  std::vector<WaitEdge> wait_edges(std::size_t limit_in) override {
+    auto session = pool_.lease();
+    return session->guarded("reading the wait graph", [&] {
+      long long limit = static_cast<long long>(std::min<std::size_t>(limit_in, INT64_MAX)), queued = 0;
+      std::string waiter, name, holder;
+      soci::statement reading((session->session().prepare << edges_, soci::use(limit, "limit"), soci::into(waiter),
+                               soci::into(name), soci::into(holder), soci::into(queued)));
+      std::vector<WaitEdge> edges;
+      if (reading.execute(true)) {
+        do edges.push_back(WaitEdge{waiter, name, holder, queued});
+        while (reading.fetch());
+      }
+      return edges;
+    });
+  }
+
   std::size_t waiter_rows(std::string_view name_in) override {
     auto session = pool_.lease();
     return session->guarded("counting waiters", [&] {
@@ -228,7 +250,7 @@ WHERE name = :name AND seq <= :seq2 AND expires_at > {now})");
 
   SessionPool<SqliteSession>& pool_;
   std::string now_, lock_row_, renew_, first_live_, next_token_, grant_, drop_own_, enqueue_, look_, leave_, release_,
-      first_waiter_, drop_waiter_, reap_, rows_, list_, place_;
+      first_waiter_, drop_waiter_, reap_, rows_, list_, place_, edges_;
 };
 
 }  // namespace
