@@ -3,10 +3,11 @@
 # missing, builds, starts throwaway database servers on loopback, runs every test under ASan+UBSan
 # with DBLOCK_REQUIRE_SERVERS=1 (a missing server fails, never skips), runs the CLI's and the unit
 # suites once in a build without MySQL and once without PostgreSQL, builds a
-# consumer against the installed static and shared library, builds the Debian packages and installs,
-# checks and removes them, builds the container image and runs its compose stacks
-# (tools/image_test.sh), runs the sanitized tier (every test not labelled `integration`, nor a
-# suite's instance on the Galera cluster) under ThreadSanitizer, and stops the servers. Exits non-zero on any failure. Its budget (doc/architecture.md, "Tests"): 40 minutes on a
+# consumer against the installed static library, builds the Debian packages and installs, checks
+# and removes them, builds the container image and runs its compose stacks (tools/image_test.sh)
+# while it runs the sanitized tier (every test not labelled `integration`, nor a suite's instance
+# on the Galera cluster) under ThreadSanitizer, builds a consumer against the shared library, and
+# stops the servers. Exits non-zero on any failure. Its budget (doc/architecture.md, "Tests"): 40 minutes on a
 # clean clone with an empty compiler cache, 25 when ccache holds the objects of an earlier run.
 #   DBLOCK_SANITIZERS="tsan" (default) — set to "" to skip ThreadSanitizer's tier. ASan+UBSan is not
 #   optional: every test runs under it (the dev preset builds with -Werror and feeds the style check).
@@ -234,10 +235,12 @@ if [ "$mode" = loaded ]; then
 fi
 
 # Beside the tests: the other presets' builds at nice 19, in the order the steps below need them.
-# The packages come before ThreadSanitizer's tier: the container image is built from them (below)
-# while that tier runs.
+# ThreadSanitizer's build comes right after the two small ones: its tier is the longest step, and
+# it waited 420 s for that build when it came last (the full run of 2026-12-07). The packages come
+# before that tier too: the container image is built from them (below) while it runs. The shared
+# library's step needs nothing later, so it comes after the tier and its build last.
 sanitizer_list=($sanitizers)
-build_order=(no-mysql no-postgres shared package "${sanitizer_list[@]}")
+build_order=(no-mysql no-postgres "${sanitizer_list[@]}" package shared)
 build_in_background "${build_order[@]}"
 # The style check is clang-tidy's and include-what-you-use's CPU alone: at nice 19 it takes what the
 # tests leave; its verdict is awaited before the run can pass.
@@ -274,16 +277,6 @@ done
 await ctest-no-mysql
 await ctest-no-postgres
 
-step "libdblock.so (preset shared) and a consumer against it; its SONAME and exports"
-await build-shared
-prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
-cmake --install build/shared --prefix "$prefix" --component dev > /dev/null
-tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_MYSQL_DSN?prefix=consumer_"
-rm -rf "$prefix"
-ldd build/shared/dblock | grep "libdblock.so.[0-9]* => $root/build/shared/" > /dev/null \
-  || { echo "the shared build's CLI does not load its libdblock.so" >&2; exit 1; }
-build/shared/dblock --dsn "sqlite://$dbdir/shared.db" run --name shared-cli -- true
-
 step "Debian packages: package the release build with CPack, install, use, remove"
 await build-package
 (cd build/package && rm -f ./*.deb && cpack -G DEB > /dev/null)
@@ -298,6 +291,16 @@ for preset in "${sanitizer_list[@]}"; do
   seed_test_costs "$preset"
   ctest --preset "$preset" -j "$tsan_test_jobs" -LE "$unsanitized_labels" -E "$server_only_instances"
 done
+
+step "libdblock.so (preset shared) and a consumer against it; its SONAME and exports"
+await build-shared
+prefix=$(mktemp -d /tmp/dblock-install.XXXXXX)
+cmake --install build/shared --prefix "$prefix" --component dev > /dev/null
+tests/consumer/check.sh "$prefix" "$DBLOCK_TEST_MYSQL_DSN?prefix=consumer_"
+rm -rf "$prefix"
+ldd build/shared/dblock | grep "libdblock.so.[0-9]* => $root/build/shared/" > /dev/null \
+  || { echo "the shared build's CLI does not load its libdblock.so" >&2; exit 1; }
+build/shared/dblock --dsn "sqlite://$dbdir/shared.db" run --name shared-cli -- true
 
 step "the container image: built and its compose stacks run on PostgreSQL and MariaDB (own dockerd; in the background)"
 await image

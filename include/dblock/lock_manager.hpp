@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,8 +60,17 @@ class DBLOCK_EXPORT LockManager {
 
   /// Waits up to `timeout` (0 = one try). PostgreSQL wakes waiters on release (LISTEN/NOTIFY)
   /// and at the holder's lease end; other backends poll with jittered exponential backoff.
-  /// @throws Timeout when the lock was not granted in time, plus what try_acquire throws.
+  /// @throws Timeout when the lock was not granted in time; Deadlock (a fair-queue waiter closing a
+  ///         cycle: ManagerOptions::fair_queue); plus what try_acquire throws.
   [[nodiscard]] Lock acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options = {});
+  /// The same wait, which a request on `stop` ends as its deadline would, only sooner: the lock when
+  /// it was granted at that very moment (a fair-queue waiter's leave found its grant), else Timeout,
+  /// whose message says the wait was stopped. Table mode's waits end at once; advisory and GET_LOCK
+  /// waits within 250 ms (with a token that can be stopped they wait in the server in slices of that
+  /// length). A fair-queue waiter keeps its place until then: this, not a loop of short timeouts
+  /// that would queue again at the back each time, is how to wait interruptibly.
+  [[nodiscard]] Lock acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options,
+                             std::stop_token stop);
 
   /// All or nothing: one try for each of `names` (each name once, taken in the order of their
   /// bytes). Returns empty, holding none of them, when any is held by another owner.

@@ -17,6 +17,8 @@ namespace {
 /// How soon a session the server had already ended fails its next statement (a round trip or
 /// two); a stalled one fails at its statement deadline, later than this past the server-side wait.
 constexpr std::chrono::milliseconds kPromptBreak{500};
+/// How long a wait that a stop token can end waits in the server before it looks at the token.
+constexpr std::chrono::milliseconds kStoppableSlice{250};
 }  // namespace
 
 AdvisoryCore::AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options)
@@ -45,9 +47,10 @@ std::optional<Lock> AdvisoryCore::try_acquire(std::string_view name, const LockO
   return acquire_key(name, AdvisoryKey::from_name(name), options, std::nullopt);
 }
 
-Lock AdvisoryCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
+Lock AdvisoryCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options,
+                           const std::stop_token& stop) {
   validate_lock_name(name);
-  return std::move(*acquire_key(name, AdvisoryKey::from_name(name), options, timeout));
+  return std::move(*acquire_key(name, AdvisoryKey::from_name(name), options, timeout, stop));
 }
 
 std::optional<Lock> AdvisoryCore::try_acquire(const AdvisoryKey& key, const LockOptions& options) {
@@ -60,7 +63,8 @@ Lock AdvisoryCore::acquire(const AdvisoryKey& key, std::chrono::milliseconds tim
 
 std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const AdvisoryKey& key,
                                               const LockOptions& options,
-                                              std::optional<std::chrono::milliseconds> timeout) {
+                                              std::optional<std::chrono::milliseconds> timeout,
+                                              const std::stop_token& stop) {
   if (options.permits != 0)
     throw InvalidArgument("semaphores (LockOptions::permits) need ManagerOptions.mode = LockMode::table");
   if (options.min_hold.count() != 0)  // a server-side lock ends with its release: nothing can keep it
@@ -88,6 +92,8 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
     bool tried = false;
     while (true) {
       auto wait = tried ? std::max(left(), std::chrono::milliseconds(1)) : std::chrono::milliseconds(0);
+      // A wait that can be stopped waits in the server a slice at a time, and looks between slices.
+      if (stop.stop_possible()) wait = std::min(wait, kStoppableSlice);
       try {
         auto [lock, new_record] = attempt(name, target, pinned, wait, started);
         if (lock) {
@@ -113,7 +119,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
                           this_thread_owner_nonce());
         std::this_thread::sleep_for(std::min(backoff->next(), left()));
       }
-      if (tried && left().count() <= 0) break;
+      if (tried && (left().count() <= 0 || stop.stop_requested())) break;
     }
   } catch (...) {
     unpin(pinned);
@@ -122,7 +128,7 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
   unpin(pinned);
   if (!timeout) return std::nullopt;
   wait_report.settle();
-  throw_timeout(name, *timeout, started, last_error);
+  throw_timeout(name, *timeout, started, last_error, stop.stop_requested());
 }
 
 namespace {

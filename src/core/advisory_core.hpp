@@ -40,7 +40,8 @@ class AdvisoryCore final : public ManagerBase {
   AdvisoryCore(std::shared_ptr<Store> store, ManagerOptions options);
 
   std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) override;
-  Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) override;
+  Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options,
+               const std::stop_token& stop = {}) override;
   std::optional<Lock> try_acquire(const AdvisoryKey& key, const LockOptions& options) override;
   Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options) override;
   void release(const std::shared_ptr<HeldLock>& held) override;
@@ -89,10 +90,10 @@ class AdvisoryCore final : public ManagerBase {
     const std::shared_ptr<Pinned> pinned;
   };
 
-  /// `timeout` empty: one try.
+  /// `timeout` empty: one try. `stop`: a request on it ends the wait as the deadline would.
   /// `name` empty: an explicit key, shown as key.to_string().
   std::optional<Lock> acquire_key(std::string_view name, const AdvisoryKey& key, const LockOptions& options,
-                                  std::optional<std::chrono::milliseconds> timeout);
+                                  std::optional<std::chrono::milliseconds> timeout, const std::stop_token& stop = {});
   /// One statement on the owner's session (or a re-entry, which needs none). The flag is true
   /// when the grant created a new held record, which keeps the caller's pin.
   std::pair<std::optional<Lock>, bool> attempt(std::string_view name, const AdvisoryTarget& target,

@@ -27,6 +27,11 @@ Lock LockManager::acquire(std::string_view name, std::chrono::milliseconds timeo
   return core_->acquire(name, std::min(timeout, wait_forever), options);
 }
 
+Lock LockManager::acquire(std::string_view name, std::chrono::milliseconds timeout, LockOptions options,
+                          std::stop_token stop) {
+  return core_->acquire(name, std::min(timeout, wait_forever), options, stop);
+}
+
 std::optional<Lock> LockManager::try_acquire(const AdvisoryKey& key, LockOptions options) {
   return core_->try_acquire(key, options);
 }

@@ -154,7 +154,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   static std::shared_ptr<ManagerBase> start_for_users(std::shared_ptr<ManagerBase> core);
 
   virtual std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) = 0;
-  virtual Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) = 0;
+  /// `stop`: LockManager::acquire's; a request on it ends the wait as the deadline would.
+  virtual Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options,
+                       const std::stop_token& stop = {}) = 0;
   virtual std::optional<Lock> try_acquire(const AdvisoryKey& key, const LockOptions& options);
   virtual Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options);
   /// Releases one level of `held`; the guard has already let go of it.
@@ -251,8 +253,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   }
   /// Counts a wait that ended after `started` and returns its length.
   std::chrono::milliseconds count_wait(SteadyClock::time_point started);
+  /// Timeout for a wait that reached its deadline, or that a stop request ended (`stopped`).
   [[noreturn]] void throw_timeout(std::string_view name, std::chrono::milliseconds timeout,
-                                  SteadyClock::time_point started, const std::string& last_error);
+                                  SteadyClock::time_point started, const std::string& last_error, bool stopped = false);
   /// Marks `held` lost once: counter, warning, event and the user's on_lost callback; only logged
   /// when its release has already ended the grant (a loss found since is no second end).
   void report_lost(HeldLock& held, std::string_view why);

@@ -90,11 +90,13 @@ std::chrono::milliseconds ManagerBase::count_wait(SteadyClock::time_point starte
 }
 
 void ManagerBase::throw_timeout(std::string_view name, std::chrono::milliseconds timeout,
-                                SteadyClock::time_point started, const std::string& last_error) {
+                                SteadyClock::time_point started, const std::string& last_error, bool stopped) {
   auto waited = count_wait(started);
   timeouts_.fetch_add(1, std::memory_order_relaxed);
   emit(LockEventKind::timeout, name, 0, 0, waited);
-  throw Timeout(fmt::format("lock '{}' was not acquired within {}{}", name, format_duration(timeout),
+  auto why = stopped ? fmt::format("its wait was stopped after {}", format_duration(waited))
+                     : fmt::format("within {}", format_duration(timeout));
+  throw Timeout(fmt::format("lock '{}' was not acquired {}{}", name, why,
                             last_error.empty() ? "" : "; last database error: " + last_error));
 }
 

@@ -169,9 +169,9 @@ void ReleaseHub::Subscription::pass_on_later() {
   hub_.changed_.notify_all();
 }
 
-bool ReleaseHub::Subscription::wait_until(std::chrono::steady_clock::time_point until) {
+bool ReleaseHub::Subscription::wait_until(std::chrono::steady_clock::time_point until, const std::stop_token& stop) {
   std::unique_lock lock(hub_.mutex_);
-  bool woken = hub_.changed_.wait_until(lock, until, [&] { return waiter_->signaled; });
+  bool woken = hub_.changed_.wait_until(lock, stop, until, [&] { return waiter_->signaled; });
   waiter_->signaled = false;
   return woken;
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,8 +74,9 @@ class ReleaseHub::Subscription {
   Subscription(const Subscription&) = delete;
   Subscription& operator=(const Subscription&) = delete;
 
-  /// Waits until a release of the name wakes this waiter (true) or `until` passes (false).
-  bool wait_until(std::chrono::steady_clock::time_point until);
+  /// Waits until a release of the name wakes this waiter (true) or `until` passes or `stop` is
+  /// requested (false).
+  bool wait_until(std::chrono::steady_clock::time_point until, const std::stop_token& stop = {});
   /// Wakes the oldest other waiter of the name: a release that may admit several (a group's) or
   /// that this waiter could not use (a reader queued behind a writer) must not stop here.
   void pass_on();

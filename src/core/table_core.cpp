@@ -181,7 +181,8 @@ std::optional<Lock> TableCore::try_acquire(std::string_view name, const LockOpti
 // Over 80 lines on purpose, for now: the synchronous API's one waiting loop, kept whole so each
 // branch's reason stands beside it; issue 53's single waiting component (with table_queue.cpp's
 // loop and the asio API's) is what replaces it.
-Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) {
+Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options,
+                        const std::stop_token& stop) {
   if (timeout.count() < 0) throw InvalidArgument(fmt::format("timeout {}ms is negative", timeout.count()));
   auto started = SteadyClock::now();
   auto deadline = started + timeout;
@@ -200,10 +201,10 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   WaitReport wait_report(*this, name, started);
   if (timeout.count() > 0 && queues(name, owner, request)) {
     wait_report.begin();
-    auto lock = wait_in_queue(name, owner, request, started, deadline, last_connection_error);
+    auto lock = wait_in_queue(name, owner, request, started, deadline, stop, last_connection_error);
     wait_report.settle();
     if (lock) return std::move(*lock);
-    throw_timeout(name, timeout, started, last_connection_error);
+    throw_timeout(name, timeout, started, last_connection_error, stop.stop_requested());
   }
   // A writer marked as waiting takes its mark back however the wait ends.
   bool marked = false;
@@ -225,7 +226,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
     // Try once right after subscribing: a release before the watch was in place sent no wake-up.
     bool try_now = true;
     bool woken = false;  // by a release: groups hand the wake-up on (ReleaseHub::Subscription::pass_on)
-    while (SteadyClock::now() < deadline) {
+    while (SteadyClock::now() < deadline && !stop.stop_requested()) {
       try {
         if (try_now) {
           if (auto lock = attempt(name, owner, request, started)) {
@@ -254,7 +255,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
           // again, not after a grown backoff: this waiter is the row's next owner.
           wake_at = std::min(deadline, now + options_.backoff_initial);
         }
-        bool released = subscription->wait_until(wake_at);
+        bool released = subscription->wait_until(wake_at, stop);
         woken = released;
         try_now = released || (left && SteadyClock::now() >= now + *left);
       } catch (const Error& e) {
@@ -265,7 +266,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
         if (!waiter_rides_out(e)) throw;
         last_connection_error = e.what();
         logger_->warn("waiting for lock '{}': {}", name, e.what());
-        woken = subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()));
+        woken = subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()), stop);
         try_now = true;
       }
     }
@@ -274,7 +275,7 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
     if (woken) subscription->pass_on();
   }
   wait_report.settle();
-  throw_timeout(name, timeout, started, last_connection_error);
+  throw_timeout(name, timeout, started, last_connection_error, stop.stop_requested());
 }
 
 std::optional<std::chrono::milliseconds> TableCore::lease_left_for_waiter(std::string_view name,

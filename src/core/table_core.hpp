@@ -30,7 +30,8 @@ class TableCore final : public ManagerBase {
   TableCore(std::shared_ptr<Store> store, ManagerOptions options);
 
   std::optional<Lock> try_acquire(std::string_view name, const LockOptions& options) override;
-  Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options) override;
+  Lock acquire(std::string_view name, std::chrono::milliseconds timeout, const LockOptions& options,
+               const std::stop_token& stop = {}) override;
   using ManagerBase::acquire;
   using ManagerBase::try_acquire;
   void release(const std::shared_ptr<HeldLock>& held) override;
@@ -92,11 +93,12 @@ class TableCore final : public ManagerBase {
   /// granted to this waiter: one level, under a token no guard of ours had (a guard lost and not
   /// yet released, or released with its reply lost, owns that row, and its release deletes it).
   bool granted_to_waiter(std::string_view name, const std::optional<Grant>& grant);
-  /// Waits in the queue until `deadline`: the lock, or empty at the deadline (the waiter left the
-  /// queue; a grant that met its leave is taken). `last_error`: the last error ridden out.
+  /// Waits in the queue until `deadline`, or until `stop` is requested: the lock, or empty then (the
+  /// waiter left the queue; a grant that met its leave is taken). `last_error`: the last error
+  /// ridden out.
   std::optional<Lock> wait_in_queue(std::string_view name, const std::string& owner, const Request& request,
                                     SteadyClock::time_point started, SteadyClock::time_point deadline,
-                                    std::string& last_error);
+                                    const std::stop_token& stop, std::string& last_error);
   /// A grant the queue showed this waiter, and when the statement that showed it was sent.
   struct QueuedFind {
     SteadyClock::time_point sent;

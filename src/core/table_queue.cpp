@@ -133,7 +133,7 @@ void TableCore::leave_queue(std::string_view name, const std::string& owner, std
 
 std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::string& owner, const Request& request,
                                              SteadyClock::time_point started, SteadyClock::time_point deadline,
-                                             std::string& last_error) {
+                                             const std::stop_token& stop, std::string& last_error) {
   auto& hub = StoreParts::release_hub(*store_);
   auto ready_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
   auto subscription = hub.subscribe(std::string(name), std::min(ready_timeout, StoreParts::connect_timeout(*store_)));
@@ -149,7 +149,7 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
   auto holder_left = std::chrono::milliseconds(0);
   auto renew_at = SteadyClock::now();
   bool take = true;  // a turn is due: to queue, to renew the waiter lease, or to take a free name
-  while (SteadyClock::now() < deadline) {
+  while (SteadyClock::now() < deadline && !stop.stop_requested()) {
     try {
       if (take) {
         Turn turn;
@@ -183,8 +183,8 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
       auto now = SteadyClock::now();
       auto wake_at = std::min({deadline, renew_at, now + (notified ? kQueuedSafetyPoll : backoff.next())});
       if (holder_left.count() > 0) wake_at = std::min(wake_at, now + holder_left + std::chrono::milliseconds(1));
-      bool woken = subscription->wait_until(wake_at);
-      if (SteadyClock::now() >= deadline) break;
+      bool woken = subscription->wait_until(wake_at, stop);
+      if (SteadyClock::now() >= deadline || stop.stop_requested()) break;
       if (SteadyClock::now() >= renew_at) {
         take = true;
         continue;
@@ -210,12 +210,12 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
       if (!waiter_rides_out(e)) throw;
       last_error = e.what();
       logger_->warn("waiting in the queue of lock '{}': {}", name, e.what());
-      subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()));
+      subscription->wait_until(std::min(deadline, SteadyClock::now() + backoff.next()), stop);
       take = true;
     }
   }
   if (seq > 0) {
-    // The deadline: a leave that finds the row gone was granted at that moment, and holds the name.
+    // The deadline (or a stop): a leave that finds the row gone was granted at that moment, and holds the name.
     std::int64_t was = std::exchange(seq, 0);
     try {
       auto lock = take_if_granted(name, owner, request, started, [&]() -> std::optional<QueuedFind> {

@@ -286,6 +286,65 @@ TEST_F(Cli, ASignalWhileWaitingForTheLockEndsRunWithoutRunningTheCommand) {
   EXPECT_EQ(stopped.output.find("command-ran"), std::string::npos) << "the command ran after all: " << stopped.output;
 }
 
+// `run --wait --fair` queues in the name's fair queue: each waiter says its place on stderr and
+// `dblock locks` lists it; a stop request while it waits ends the wait at once (one call, not slices
+// that would queue again at the back) without running the command, and leaves the queue, while the
+// waiter before it keeps its place and runs when the holder ends. --fair asks for a plain exclusive
+// table lock that waits.
+TEST_F(Cli, AFairRunSaysItsPlaceAndAStopRequestLeavesTheQueueWithoutRunningTheCommand) {
+  auto says = [](const Started& runner, const std::string& text) {
+    for (int i = 0; i < 3000; ++i) {
+      if (runner.output().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
+  auto waiting = [&] {
+    auto listed = run({"--dsn", sqlite_dsn_, "locks", "--json"});
+    int count = 0;
+    for (auto at = listed.output.find("\"state\":\"waiting\""); at != std::string::npos;
+         at = listed.output.find("\"state\":\"waiting\"", at + 1))
+      ++count;
+    return count;
+  };
+  auto stop_file = dblock::test::embedded_sqlite_path() + ".stop";
+  auto holder = start({"--dsn", sqlite_dsn_, "run", "--name", "fair", "--", "sh", "-c", hold_until(stop_file)});
+  ASSERT_TRUE(started(holder)) << finish_if_done(holder);
+  auto first = start(
+      {"--dsn", sqlite_dsn_, "run", "--name", "fair", "--wait", "60s", "--fair", "--", "sh", "-c", "echo first-ran"});
+  ASSERT_TRUE(says(first, "place 1 in its queue")) << first.output();
+  auto second = start(
+      {"--dsn", sqlite_dsn_, "run", "--name", "fair", "--wait", "60s", "--fair", "--", "sh", "-c", "echo second-ran"});
+  ASSERT_TRUE(says(second, "place 2 in its queue")) << second.output();
+  EXPECT_EQ(waiting(), 2);
+  kill(second.pid(), SIGTERM);
+  auto stopped = finish(second);
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+  EXPECT_NE(stopped.output.find("was not run"), std::string::npos) << stopped.output;
+  EXPECT_EQ(stopped.output.find("second-ran"), std::string::npos) << "the command ran after all: " << stopped.output;
+  EXPECT_EQ(waiting(), 1) << "the stopped waiter is still queued, or the first one left";
+  std::ofstream(stop_file) << "stop";
+  EXPECT_EQ(finish(holder).exit_code, 0);
+  auto ran = finish(first);
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("first-ran"), std::string::npos) << ran.output;
+  EXPECT_EQ(waiting(), 0);
+  EXPECT_NE(run({"--dsn", sqlite_dsn_, "locks"}).output.find("no locks"), std::string::npos);
+  for (std::vector<std::string> refused : {std::vector<std::string>{"--fair"},
+                                           {"--fair", "--wait", "1s", "--shared"},
+                                           {"--fair", "--wait", "1s", "--permits", "2"},
+                                           {"--fair", "--wait", "1s", "--mode", "advisory"},
+                                           {"--fair", "--wait", "1s", "--min-hold", "1s"}}) {
+    std::vector<std::string> args{"--dsn", sqlite_dsn_, "run", "--name", "fair"};
+    args.insert(args.end(), refused.begin(), refused.end());
+    args.insert(args.end(), {"--", "echo", "refused-ran"});
+    auto outcome = run(args);
+    EXPECT_EQ(outcome.exit_code, 64) << refused.size() << " options, the first " << refused.front() << ": "
+                                     << outcome.output;
+    EXPECT_EQ(outcome.output.find("refused-ran"), std::string::npos) << outcome.output;
+  }
+}
+
 // A stop request that reaches `run` before its command started (while the store opens, the lock is
 // taken, the guard sets up) ends `run` with the command not run, or the command at once. It was
 // forwarded to a group the command was not in yet, and ignored there: the command ran to its end.

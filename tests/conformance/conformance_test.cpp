@@ -6,6 +6,7 @@
 #include <fstream>
 #include <future>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -281,6 +282,35 @@ TEST_P(Conformance, WaitTimesOut) {
   EXPECT_LT(waited, 5s);
   EXPECT_EQ(b->stats().timeouts, 1u);
   EXPECT_THROW((void)b->acquire("busy", 0ms), dblock::Timeout) << "zero timeout: one try";
+}
+
+// A stop token (LockManager::acquire's fourth argument) ends a wait as its deadline would, only sooner (the wait asks
+// for 120 s): a Timeout that says the wait was stopped, nothing taken, the holder's lock untouched. A token already
+// stopped leaves one try.
+TEST_P(Conformance, AStopEndsAWaitAsItsDeadlineWouldAndTakesNothing) {
+  auto a = manager();
+  auto b = manager();
+  auto held = a->try_acquire("stopped");
+  ASSERT_TRUE(held);
+  std::stop_source stop;
+  auto waiter = std::async(std::launch::async, [&] {
+    try {
+      auto lock = b->acquire("stopped", 120s, {}, stop.get_token());
+      return std::string("granted");
+    } catch (const dblock::Timeout& e) {
+      return std::string(e.what());
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return b->stats().contended >= 1; }));
+  stop.request_stop();
+  ASSERT_EQ(waiter.wait_for(60s), std::future_status::ready) << "the stopped wait went on";
+  auto told = waiter.get();
+  EXPECT_NE(told.find("its wait was stopped"), std::string::npos) << told;
+  EXPECT_TRUE(held_in_database("stopped"));
+  EXPECT_EQ(b->stats().timeouts, 1u);
+  EXPECT_THROW((void)b->acquire("stopped", 120s, {}, stop.get_token()), dblock::Timeout);
+  held->release();
+  EXPECT_TRUE(b->try_acquire("stopped").has_value());
 }
 
 TEST_P(Conformance, WaiterIsWokenPromptlyByRelease) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -285,6 +286,37 @@ TEST_P(FairQueue, OnQueuedTellsAWaiterItsPlaceWhenItQueues) {
   granted->release();
   std::lock_guard guard(mutex);
   EXPECT_EQ(told.size(), 1U) << "told again without queueing again";
+}
+
+// A queued waiter whose wait is stopped (a stop token) leaves the queue at once, long before its
+// deadline; the waiter queued before it keeps its place and is granted the name by the release.
+TEST_P(FairQueue, AStoppedWaiterLeavesTheQueueAndTheOneBeforeItKeepsItsPlace) {
+  const std::string name = "fq-stop";
+  auto fair = fair_manager();
+  auto holder = fair->acquire(name, 5s);
+  std::optional<std::int64_t> first_token;
+  std::jthread first([&] { first_token = fair->acquire(name, 60s).token(); });
+  ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 1; }, 30s));
+  std::stop_source stop;
+  std::string second_told;
+  std::jthread second([&] {
+    try {
+      auto lock = fair->acquire(name, 120s, {}, stop.get_token());
+      second_told = "granted";
+    } catch (const dblock::Timeout& e) {
+      second_told = e.what();
+    }
+  });
+  ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 2; }, 30s));
+  stop.request_stop();
+  second.join();
+  EXPECT_NE(second_told.find("its wait was stopped"), std::string::npos) << second_told;
+  EXPECT_EQ(queue().waiter_rows(name), 1U) << "the stopped waiter's row is left, or the first one's is gone";
+  holder.release();
+  first.join();
+  ASSERT_TRUE(first_token.has_value());
+  EXPECT_EQ(queue().waiter_rows(name), 0U);
+  EXPECT_FALSE(row(name).has_value()) << "the first waiter's guard released its grant";
 }
 
 // Two managers (two processes, as far as the database can tell) each hold a name and wait for the

@@ -344,6 +344,9 @@ struct Tally {
   // waiters skipped; and waiting acquisitions of the fair manager that were granted.
   std::uint64_t waiters_queued = 0, handoffs = 0, turns_granted = 0, leaves_after_grant = 0, dead_waiters_skipped = 0;
   std::uint64_t fair_waits_granted = 0, places_told = 0, bad_places = 0;
+  // Deadlocks told to the fair manager's queued waits (a holder of one name queued for another, in a
+  // cycle), and told to any other acquisition (none may be: only a queued waiter reads the graph).
+  std::uint64_t deadlocks_told = 0, misplaced_deadlocks = 0;
 };
 
 /// The capacity every acquisition of "p" asks for.
@@ -404,7 +407,7 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     // over (its serial, 0 for none).
     std::map<const Pending*, std::int64_t> reader_releases_sent;
     std::atomic<std::uint64_t> adoptions{0}, refused_reentries{0}, unread_releases{0}, members_granted{0},
-        fair_waits_granted{0};
+        fair_waits_granted{0}, deadlocks_told{0}, misplaced_deadlocks{0};
     // Whether the guards of `owner` on `name` with `token` are all lost, and not yet released.
     auto lost_only = [&](const std::string& owner, const std::string& name, std::int64_t token) {
       std::lock_guard lock(guards_mutex);
@@ -452,6 +455,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
             std::lock_guard hold(guards_mutex);
             guards.push_back(Guard{std::move(*lock), name, manager->owner_id(), actor, at, ttl, kind});
           }
+        } catch (const dblock::Deadlock&) {
+          ++(queues ? deadlocks_told : misplaced_deadlocks);  // not held; its owner's other guards go on
         } catch (const dblock::Error& e) {
           // an acquisition whose outcome stayed unknown, or that failed: not held
           if (std::string_view(e.what()).find("the grant it re-entered was lost") != std::string_view::npos)
@@ -872,6 +877,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     tally.fair_waits_granted += fair_waits_granted.load();
     tally.places_told += places_told.load();
     tally.bad_places += bad_places.load();
+    tally.deadlocks_told += deadlocks_told.load();
+    tally.misplaced_deadlocks += misplaced_deadlocks.load();
     {
       std::lock_guard lock(guards_mutex);
       guards.clear();
@@ -1095,9 +1102,9 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   if (scenario.fair)
     counts += fmt::format(
         "; fair queue: {} waiter rows, {} hand-offs, {} free names taken by a turn, {} leaves found their grant, {} "
-        "dead waiters skipped, {} waits granted, {} places told",
+        "dead waiters skipped, {} waits granted, {} places told, {} deadlocks told",
         tally.waiters_queued, tally.handoffs, tally.turns_granted, tally.leaves_after_grant, tally.dead_waiters_skipped,
-        tally.fair_waits_granted, tally.places_told);
+        tally.fair_waits_granted, tally.places_told, tally.deadlocks_told);
   std::cout << "[ model    ] " << counts << "\n";
   if (replay) return;
   // A batched scenario that never formed a batch tested nothing of it.
@@ -1121,6 +1128,7 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
     EXPECT_GT(tally.places_told, 0U) << counts;
     EXPECT_EQ(tally.bad_places, 0U) << counts;
   }
+  EXPECT_EQ(tally.misplaced_deadlocks, 0U) << counts;
 }
 
 INSTANTIATE_TEST_SUITE_P(Owners, CoreModel,

@@ -2,9 +2,13 @@
 
 #include <signal.h>
 
-#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <stop_token>
+#include <thread>
 
 #include <fmt/format.h>
 #include <dblock/dblock.hpp>
@@ -22,34 +26,48 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// A signal `run` forwards to its command, taken if one is pending (0 when none): while `run` still
-/// waits for the lock, it is the command's end before it started. Only those: a SIGCONT (a paused
-/// `run` continued) or SIGCHLD stays pending for the command's loop.
-int take_forwarded_signal() {
+/// A signal `run` forwards to its command, taken if one is pending or comes within `within` (0 when
+/// none): while `run` still waits for the lock, it is the command's end before it started. Only
+/// those: a SIGCONT (a paused `run` continued) or SIGCHLD stays pending for the command's loop.
+int take_forwarded_signal(std::chrono::milliseconds within = std::chrono::milliseconds(0)) {
   sigset_t signals;
   sigemptyset(&signals);
   for (int signal_number : kForwarded) sigaddset(&signals, signal_number);
-  timespec now{};
-  int taken = sigtimedwait(&signals, nullptr, &now);
+  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(within);
+  timespec wait{.tv_sec = static_cast<time_t>(seconds.count()),
+                .tv_nsec = static_cast<long>(std::chrono::nanoseconds(within - seconds).count())};
+  int taken = sigtimedwait(&signals, nullptr, &wait);
   return taken > 0 ? taken : 0;
 }
 
-/// The wait for the lock, a slice at a time: a stop request (Ctrl-C, systemctl stop, timeout(1))
-/// that comes while `run` waits ends it there, without running the command. Empty when one came.
+/// The wait for the lock, in one call (a fair-queue waiter keeps its place): a stop request
+/// (Ctrl-C, systemctl stop, timeout(1)) that comes meanwhile is taken by a watcher thread, which
+/// stops the wait (LockManager::acquire's stop token); `stopped_by` then names it, and the command is not run. The
+/// lock, when it was granted (a grant at the moment of the stop, too: the caller lets it go).
 std::optional<Lock> wait_for_lock(LockManager& manager, const RunRequest& request, const LockOptions& options,
                                   int& stopped_by) {
-  constexpr std::chrono::milliseconds kSlice{250};
-  auto started = Clock::now();
-  while (true) {
-    if ((stopped_by = take_forwarded_signal()) != 0) return std::nullopt;
-    auto left = request.wait - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  constexpr std::chrono::milliseconds kSignalLook{100};
+  std::stop_source stop_wait;
+  std::atomic<int> taken{0};
+  std::optional<Lock> lock;
+  {
+    std::jthread watcher([&](const std::stop_token& waited) {
+      while (!waited.stop_requested()) {
+        if (int signal_number = take_forwarded_signal(kSignalLook); signal_number != 0) {
+          taken = signal_number;
+          stop_wait.request_stop();
+          return;
+        }
+      }
+    });
     try {
-      return manager.acquire(request.name, std::clamp(left, std::chrono::milliseconds(0), kSlice), options);
+      lock = manager.acquire(request.name, request.wait, options, stop_wait.get_token());
     } catch (const Timeout&) {
-      if (left <= kSlice)
-        throw Timeout(fmt::format("lock '{}' was not acquired within {}", request.name, format_duration(request.wait)));
+      if (!stop_wait.stop_requested()) throw;
     }
-  }
+  }  // the watcher is stopped and joined
+  stopped_by = taken;
+  return lock;
 }
 
 }  // namespace
@@ -65,7 +83,16 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   Stderr plain(false);
   const Stderr& out = request.out != nullptr ? *request.out : plain;
   // No on_lost callback: Lock::lost() turns true when it fires, and also at the deadline.
-  LockManager manager(store, ManagerOptions{.mode = request.mode, .default_ttl = request.ttl});
+  // A fair waiter says where it queued, as `run`'s other reports do (on stderr).
+  std::function<void(std::string_view, std::int64_t)> say_place;
+  if (request.fair)
+    say_place = [&out, name = request.name](std::string_view, std::int64_t position) {
+      out.say("info", fmt::format("waiting for lock '{}': place {} in its queue", name, position));
+    };
+  LockManager manager(store, ManagerOptions{.mode = request.mode,
+                                            .default_ttl = request.ttl,
+                                            .fair_queue = request.fair,
+                                            .on_queued = std::move(say_place)});
   LockOptions options{.shared = request.shared,
                       .permits = request.permits,
                       .min_hold = request.min_hold,

@@ -29,6 +29,7 @@ struct RunRequest {
   std::int64_t permits = 0;                     // > 0: one of a semaphore's permits
   std::chrono::milliseconds min_hold{0};        // LockOptions::min_hold
   std::chrono::milliseconds lock_delay{0};      // LockOptions::lock_delay
+  bool fair = false;                            // ManagerOptions::fair_queue (its place said on stderr)
   std::optional<OccurrenceOptions> occurrence;  // --once-per/--occurrence: run once per occurrence
   std::vector<std::string> command;
   const Stderr* out = nullptr;             // where run's reports on its command go

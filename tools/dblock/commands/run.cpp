@@ -41,6 +41,10 @@ class RunCommand final : public Command {
     run.add_option("--lock-delay", lock_delay_text_,
                    "Table mode, exclusive: if the lease ends without a release (this wrapper paused or cut off while "
                    "CMD may still run), keep the name unavailable this long after the lease's end (e.g. 15s)");
+    run.add_flag("--fair", request_.fair,
+                 "Table mode, a plain exclusive lock: wait in the name's fair queue (first come, first served; a "
+                 "release hands the name to the first waiter in its own commit) and say the place taken on stderr")
+        ->needs(run.get_option("--wait"));
     run.add_option("--once-per", once_per_text_,
                    "Run CMD at most once per occurrence of a schedule with this period across every host (e.g. 1h "
                    "for an hourly timer): a host finding this occurrence already run (or failed) exits 75");
@@ -104,6 +108,9 @@ class RunCommand final : public Command {
       if (!exclusive_table)
         throw InvalidArgument("--lock-delay needs --mode table and an exclusive lock (no --shared, no --permits)");
     }
+    if (request_.fair && (!exclusive_table || request_.min_hold.count() > 0 || request_.lock_delay.count() > 0))
+      throw InvalidArgument(
+          "--fair needs --mode table and a plain exclusive lock (no --shared, --permits, --min-hold or --lock-delay)");
     check_occurrence(exclusive_table);
   }
 
