@@ -24,8 +24,6 @@ using namespace detail;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 /// A signal `run` forwards to its command, taken if one is pending or comes within `within` (0 when
 /// none): while `run` still waits for the lock, it is the command's end before it started. Only
 /// those: a SIGCONT (a paused `run` continued) or SIGCHLD stays pending for the command's loop.
@@ -42,8 +40,9 @@ int take_forwarded_signal(std::chrono::milliseconds within = std::chrono::millis
 
 /// The wait for the lock, in one call (a fair-queue waiter keeps its place): a stop request
 /// (Ctrl-C, systemctl stop, timeout(1)) that comes meanwhile is taken by a watcher thread, which
-/// stops the wait (LockManager::acquire's stop token); `stopped_by` then names it, and the command is not run. The
-/// lock, when it was granted (a grant at the moment of the stop, too: the caller lets it go).
+/// stops the wait (LockManager::acquire's stop token); `stopped_by` then names it, and the command
+/// is not run. The lock, when it was granted (a grant at the moment of the stop, too: the caller
+/// lets it go).
 std::optional<Lock> wait_for_lock(LockManager& manager, const RunRequest& request, const LockOptions& options,
                                   int& stopped_by) {
   constexpr std::chrono::milliseconds kSignalLook{100};
