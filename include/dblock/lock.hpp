@@ -43,6 +43,11 @@ class DBLOCK_EXPORT Lock {
   [[nodiscard]] std::int64_t count() const noexcept { return count_; }
   /// True once the lease was found gone, taken over or unrenewable. Thread-safe.
   [[nodiscard]] bool lost() const;
+  /// True once a renewal of this grant found it asked to let go (Store::request_release, `dblock
+  /// release --ask`): a request, not a loss; the lock stays held until released. Table mode, plain
+  /// locks. Thread-safe. ManagerOptions::on_release_requested is called at the same moment.
+  /// @throws NotHeld after release() or when moved from.
+  [[nodiscard]] bool release_requested() const;
   /// A stop token requested when this grant is lost: a renewal found it expired, taken over or
   /// revoked, its local deadline passed before a renewal succeeded (the deadline timer requests it
   /// at that deadline), its release found it gone, or its manager ended while it was held. Not

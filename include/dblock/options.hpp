@@ -146,6 +146,12 @@ struct ManagerOptions {
   /// succeeded in time, whatever the renewal statement in flight is doing. Must not block for
   /// long and must not throw. `token` is 0 for an advisory lock whose token was never asked for.
   std::function<void(std::string_view name, std::int64_t token)> on_lost;
+  /// Table mode, plain locks: called from the watchdog thread, once per grant, when a renewal finds
+  /// the grant asked to let go (Store::request_release, `dblock release --ask`, the sidecar's POST
+  /// /api/request-release), at the latest one renewal interval after the request. A request only:
+  /// the lock stays held until it is released. Must not block for long and must not throw.
+  /// Default: none (Lock::release_requested() tells as well).
+  std::function<void(std::string_view name, std::int64_t token)> on_release_requested;
   /// Called on every lock event, from the thread that caused it (renewed/lost: the watchdog).
   /// Must be cheap and must not throw. Default: none.
   std::function<void(const LockEvent&)> on_event;

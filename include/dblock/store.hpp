@@ -117,6 +117,15 @@ class DBLOCK_EXPORT Store : public std::enable_shared_from_this<Store> {
   /// the holder, `remaining` the lease left: the name is free by then at the latest), or empty
   /// when no live lock was there.
   std::optional<LockInfo> revoke(std::string_view name);
+  /// The polite way: asks the live exclusive holder of `name` to let go. Nothing is taken from it:
+  /// its next renewal (within one renewal interval) tells it (`Lock::release_requested()`,
+  /// ManagerOptions::on_release_requested; `dblock run --ask-signal` forwards it to its command),
+  /// and it releases when its work allows. The request stands for that grant only: a later holder
+  /// of the name is not asked. Asking twice is asking once. Table mode, plain locks: a group's
+  /// members, advisory and GET_LOCK holders cannot be asked. Returns the row asked (its holder and
+  /// token), or empty when no live exclusive holder was there (none, expired, a group, revoked, in
+  /// its minimum hold). @throws InvalidArgument for a bad name.
+  std::optional<LockInfo> request_release(std::string_view name);
   /// UNSAFE break-glass: deletes the row whoever holds it, at once. If the holder is alive, it and
   /// the next holder both run until the holder's next renewal; only for a holder known to be dead.
   /// Prefer revoke(). Returns whether a row existed.

@@ -134,6 +134,10 @@ class DBLOCK_EXPORT TestStore {
   /// Store::revoke(name) (the operator's revocation), then the holder's renewal runs at once:
   /// it is told, and lets go of the name. Returns what Store::revoke returned.
   std::optional<LockInfo> revoke(std::string_view name);
+  /// Store::request_release(name) (asking the holder to let go), then the holder's renewal runs at
+  /// once: Lock::release_requested() is true and on_release_requested has been called when this
+  /// returns (unless the holder's renewal is stalled). Returns what Store::request_release returned.
+  std::optional<LockInfo> request_release(std::string_view name);
   /// Lets another owner take `name`: expire(name), then a manager of the test store's own
   /// ("dblock-testing-intruder", OwnerScope::manager) acquires it: a real grant with a greater
   /// token, renewed while the returned guard lives.

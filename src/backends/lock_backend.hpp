@@ -62,6 +62,9 @@ struct Renewal {
       : renewed(std::move(renewed_positions)) {}  // NOLINT(google-explicit-constructor)
   std::vector<std::size_t> renewed;
   std::vector<std::size_t> busy;
+  /// Among `renewed`: the positions whose grant was asked to let go (ask_release). A backend that
+  /// cannot tell leaves it empty for a round (a renewal that met a fence on MySQL).
+  std::vector<std::size_t> asked;
 };
 
 /// One acquisition of a combined statement (exclusive locks only; groups are never combined):
@@ -152,6 +155,11 @@ class LockBackend {
   /// lease ends (or acknowledge_revoked deletes it). Returns false when no live row was there to
   /// revoke (none, expired, already revoked, or kept for a minimum hold).
   virtual bool revoke(std::string_view name) = 0;
+  /// Asks the live exclusive holder of `name` to let go: marks its grant (the row's token) as asked,
+  /// which the holder's next renewal reports (Renewal::asked); ownership, lease and token stay. A
+  /// later grant of the name is not asked. Safe to send twice. Returns false when no live exclusive
+  /// holder was there (none, expired, a group's row, revoked, or kept for a minimum hold).
+  virtual bool ask_release(std::string_view name) = 0;
   /// The revoked holder's acknowledgement (it no longer believes it holds the lock): deletes the
   /// row revoked from (owner, token) and wakes waiters. Returns whether it did.
   virtual bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) = 0;

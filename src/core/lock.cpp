@@ -48,6 +48,8 @@ std::int64_t Lock::token() const {
 }
 bool Lock::lost() const { return !require(held_).believed_held(core_->local_now()); }
 
+bool Lock::release_requested() const { return require(held_).release_requested.load(); }
+
 std::stop_token Lock::stop_token() const {
   require(held_);
   return held_->stop_token();

@@ -105,8 +105,9 @@ struct HeldLock {
   const HolderKind kind;                       // table mode: exclusive, or a member of a group (permit, shared)
   std::atomic<std::chrono::milliseconds> ttl;  // the longest any re-entry asked for: what the database holds
   std::atomic<bool> lost{false};
-  std::atomic<bool> ended{false};         // end_belief() ran: no renewal extends it again
-  std::atomic<bool> end_reported{false};  // claim_end() ran: the grant's end was reported
+  std::atomic<bool> ended{false};              // end_belief() ran: no renewal extends it again
+  std::atomic<bool> end_reported{false};       // claim_end() ran: the grant's end was reported
+  std::atomic<bool> release_requested{false};  // a renewal found this grant asked to let go
   std::atomic<SteadyClock::rep> local_deadline;
   std::int64_t depth = 0;                 // guarded by the manager's mutex_
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
@@ -259,6 +260,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   /// Marks `held` lost once: counter, warning, event and the user's on_lost callback; only logged
   /// when its release has already ended the grant (a loss found since is no second end).
   void report_lost(HeldLock& held, std::string_view why);
+  /// A renewal found `held`'s grant asked to let go (Store::request_release): once per grant, a log
+  /// line and the user's on_release_requested callback, unless the grant was lost meanwhile.
+  void report_release_requested(HeldLock& held);
   /// LockLost for a release that found the lock gone (counted and reported unless it already was).
   [[noreturn]] void throw_lost_on_release(HeldLock& held, std::string_view why);
   void count_renewal(std::int64_t renewed, std::chrono::microseconds latency = {});

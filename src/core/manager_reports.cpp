@@ -122,6 +122,19 @@ void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   }
 }
 
+void ManagerBase::report_release_requested(HeldLock& held) {
+  if (held.lost.load() || held.release_requested.exchange(true)) return;
+  logger_->info("lock '{}' (token {}): its release was requested", held.name, held.token.load());
+  if (!options_.on_release_requested) return;
+  try {
+    options_.on_release_requested(held.name, held.token);
+  } catch (const std::exception& e) {
+    logger_->error("on_release_requested callback for '{}' threw: {}", held.name, e.what());
+  } catch (...) {
+    logger_->error("on_release_requested callback for '{}' threw", held.name);
+  }
+}
+
 void ManagerBase::forgo_min_hold(Lock& lock) {
   std::lock_guard guard(mutex_);
   if (lock.held_ && lock.held_->depth == 1) lock.held_->min_hold = std::chrono::milliseconds(0);

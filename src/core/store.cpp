@@ -223,6 +223,21 @@ std::optional<LockInfo> Store::revoke(std::string_view name) {
   return info;
 }
 
+std::optional<LockInfo> Store::request_release(std::string_view name) {
+  detail::validate_lock_name(name);
+  // Asking twice is asking once: a request whose reply was lost is sent again.
+  bool asked = detail::retry_read([&] { return impl_->locks->ask_release(name); });
+  if (!asked) {
+    impl_->logger->info("asking the holder of lock '{}' to let go: no live exclusive holder", name);
+    return std::nullopt;
+  }
+  auto row = detail::repeat_if_reply_lost([&] { return impl_->locks->read(name); });
+  // Released (or lost) between the ask and this read: the ask was answered already.
+  LockInfo info = row ? presented(std::move(*row)) : LockInfo{std::string(name)};
+  impl_->logger->info("asked the holder of lock '{}' (token {}) to let go", name, info.token);
+  return info;
+}
+
 bool Store::force_release(std::string_view name) {
   detail::validate_lock_name(name);
   bool existed = impl_->locks->force_release(name);

@@ -142,6 +142,8 @@ Renewal TableCore::renew_all(const std::vector<HeldRef>& refs, SteadyClock::time
       if (index < at.size()) all.renewed.push_back(at[index]);
     for (auto index : part.busy)
       if (index < at.size()) all.busy.push_back(at[index]);
+    for (auto index : part.asked)
+      if (index < at.size()) all.asked.push_back(at[index]);
   };
   if (!plain.empty()) gather(with_read_retries([&] { return locks_.renew(plain, reply_by); }), plain_at);
   if (!members.empty())
@@ -201,6 +203,8 @@ bool TableCore::watchdog_cycle() {
     }
     if (still_held) mark_lost(held, "the row was deleted, expired or taken over");
   }
+  for (auto index : renewal.asked)
+    if (index < outcome.size() && outcome[index] == Outcome::renewed) report_release_requested(*snapshot[index]);
   if (!renewal.busy.empty())
     logger_->debug("{} lock(s) left for the next renewal: a transaction (a fence) holds their rows",
                    renewal.busy.size());

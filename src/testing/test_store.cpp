@@ -207,6 +207,12 @@ std::optional<LockInfo> TestStore::revoke(std::string_view name) {
   return revoked;
 }
 
+std::optional<LockInfo> TestStore::request_release(std::string_view name) {
+  auto asked = impl_->store->request_release(name);
+  if (asked) impl_->renew_now();
+  return asked;
+}
+
 Lock TestStore::steal(std::string_view name, LockOptions options) {
   auto& impl = *impl_;
   std::lock_guard lock(impl.intruder_mutex);

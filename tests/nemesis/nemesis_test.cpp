@@ -4,13 +4,14 @@
 // as rows that the last release hands the name to, in table mode) and in child processes (`dblock
 // run` wrappers whose command records its work) contend for two hot names, while a nemesis stalls
 // their connections (packets held, no reset) for longer than the TTL, cuts them, SIGKILLs wrappers
-// or their guard process alone, pauses wrappers (SIGSTOP) past their deadline, and revokes
-// holders as `dblock release --force` does (table mode). Every holder records its belief interval (first to last
-// instant it worked believing it held the lock, on this machine's monotonic clock) and its fencing token. The checker
-// fails on any overlap of two intervals for one name, and on any token that does not rise in grant order. A second run
-// does the same with groups: permit holders of a semaphore of two, and readers and writers of a read-write lock; there
-// the checker fails on more than two permit holders at once, on a writer beside anyone, and on a later grant with a
-// smaller token.
+// or their guard process alone, pauses wrappers (SIGSTOP) past their deadline, revokes
+// holders as `dblock release --force` does and asks them to let go as `dblock release --ask` does
+// (table mode: an asked thread ends its work and releases; a wrapper sends its command SIGTERM). Every holder records
+// its belief interval (first to last instant it worked believing it held the lock, on this machine's monotonic clock)
+// and its fencing token. The checker fails on any overlap of two intervals for one name, and on any token that does not
+// rise in grant order. A second run does the same with groups: permit holders of a semaphore of two, and readers and
+// writers of a read-write lock; there the checker fails on more than two permit holders at once, on a writer beside
+// anyone, and on a later grant with a smaller token.
 //
 // DBLOCK_NEMESIS_SECONDS sets the length of each run (default 8). A run that finds a violation keeps
 // its folder (the wrappers' logs, their commands' records, and <loop>.events: what the nemesis did
@@ -365,6 +366,8 @@ class RunLoop {
                                     "--wait",        "1s"};
       if (mode_ == dblock::LockMode::advisory) args.insert(args.end(), {"--mode", "advisory"});
       for (auto& flag : take.cli_flags()) args.push_back(flag);
+      if (mode_ == dblock::LockMode::table && take.kind == dblock::HolderKind::exclusive)
+        args.insert(args.end(), {"--ask-signal", "TERM"});  // asked to let go: the command ends
       args.insert(args.end(), {"--", NEMESIS_WORKER_PATH, record.string(), std::to_string(work_time(random).count())});
       // Its stdout and stderr appended to the loop's log.
       dblock::test::ChildProcess holder(std::move(args),
@@ -544,7 +547,8 @@ void hold_in_thread(dblock::LockManager& manager, Workload workload, const std::
     auto work_until = [&](Clock::time_point until) {
       while (Clock::now() < until) {
         auto at = now_ns();
-        if (lock->lost()) return;  // checked after `at`: the lock was believed held at `at`
+        if (lock->lost()) return;               // checked after `at`: the lock was believed held at `at`
+        if (lock->release_requested()) return;  // asked to let go: the work ends here, and the lock goes
         if (belief.first_ns == 0) belief.first_ns = at;
         belief.last_ns = at;
         auto deadline = lock->local_deadline().time_since_epoch().count();
@@ -793,7 +797,8 @@ void Nemesis::run(Workload workload) {
   int queued_seen = 0;
   auto enough = [&] {
     return Clock::now() >= end && history.size() >= kEnoughBeliefs && (advisory || fences.load() > 0) &&
-           (!queues || (queued_seen > 0 && history.of_holders("fair/") > 0));
+           (!queues || (queued_seen > 0 && history.of_holders("fair/") > 0)) &&
+           (advisory || workload != Workload::locks || faults["ask"] > 0);
   };
   for (int round = 0; !enough() && Clock::now() < hard_end; ++round) {
     std::this_thread::sleep_for(between(50, 250));
@@ -830,6 +835,15 @@ void Nemesis::run(Workload workload) {
         if (revoker->revoke(name)) ++faults["revoke"];
       } catch (const dblock::Error&) {
         // the revoker's own connection is not faulted; a conflict on a cluster is tried again later
+      }
+    }
+    // And a polite request to let go (table mode): the holder hears it at a renewal and releases,
+    // a hand-over in the middle of every other fault.
+    if (!advisory && workload == Workload::locks && round % 5 == 3) {
+      try {
+        if (revoker->request_release(kNames[random() % kNames.size()])) ++faults["ask"];
+      } catch (const dblock::Error&) {
+        // as for revocations
       }
     }
     // And a process fault on a wrapper whose command is at work, when there is one.
@@ -873,6 +887,9 @@ void Nemesis::run(Workload workload) {
   EXPECT_GE(beliefs.size(), kEnoughBeliefs) << "too few grants to say anything";
   if (!advisory) {
     EXPECT_GT(fences.load(), 0) << "no work was fenced: the renewals and tries beside a fence went untested";
+  }
+  if (!advisory && workload == Workload::locks) {
+    EXPECT_GT(faults["ask"], 0) << "no holder was asked to let go";
   }
   if (queues) {
     EXPECT_GT(fair_beliefs, 0) << "the fair-queue holders were never granted";

@@ -104,6 +104,7 @@ struct Script {
     std::string owner;
     std::int64_t count = 0, token = 0;
     Clock::time_point expires;
+    std::int64_t asked_token = 0;  // migration 0019's release_asked_token (0: none; tokens start at 1)
   };
   /// A row of the holders table (migration 0004): a permit holder's or a reader's membership, or a
   /// waiting writer's mark (kind "writer", count, token and epoch 0).
@@ -240,6 +241,7 @@ struct Script {
       if (row.expires <= now) continue;
       row.expires = std::max(row.expires, now + held[i].ttl);
       renewal.renewed.push_back(i);
+      if (row.asked_token == row.token) renewal.asked.push_back(i);
     }
     return renewal;
   }

@@ -213,6 +213,14 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
         std::string(dblock::detail::kRevokedOwner) + it->second.owner.substr(0, dblock::detail::kMarkedOwnerKept);
     return true;
   }
+  bool ask_release(std::string_view name) override {
+    std::lock_guard lock(script_->mutex);
+    auto it = script_->rows.find(std::string(name));
+    if (it == script_->rows.end() || it->second.owner.starts_with('(') || it->second.expires <= Clock::now())
+      return false;
+    it->second.asked_token = it->second.token;
+    return true;
+  }
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
     std::lock_guard lock(script_->mutex);
     auto it = script_->rows.find(std::string(name));

@@ -347,6 +347,9 @@ struct Tally {
   // Deadlocks told to the fair manager's queued waits (a holder of one name queued for another, in a
   // cycle), and told to any other acquisition (none may be: only a queued waiter reads the graph).
   std::uint64_t deadlocks_told = 0, misplaced_deadlocks = 0;
+  // Holders asked to let go (Store::request_release, applied to the table between steps), the
+  // managers' on_release_requested calls for such a grant, and calls for a grant never asked.
+  std::uint64_t asks = 0, asks_told = 0, misplaced_asks = 0;
 };
 
 /// The capacity every acquisition of "p" asks for.
@@ -375,12 +378,21 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     // and waiting, beside every other step (a place below 1 would be no place at all).
     std::atomic<std::uint64_t> places_told{0}, bad_places{0};
     auto on_queued = [&](std::string_view, std::int64_t position) { ++(position >= 1 ? places_told : bad_places); };
+    // The grants asked to let go; a manager may be told only of those (on its watchdog's thread).
+    std::mutex asks_mutex;
+    std::set<std::pair<std::string, std::int64_t>> asked_grants;
+    std::atomic<std::uint64_t> asks_told{0}, misplaced_asks{0};
+    auto on_asked = [&](std::string_view name, std::int64_t token) {
+      std::lock_guard lock(asks_mutex);
+      ++(asked_grants.contains({std::string(name), token}) ? asks_told : misplaced_asks);
+    };
     for (int i = 0; i < scenario.managers; ++i)
       managers.push_back(std::make_shared<dblock::LockManager>(
           store,
           dblock::ManagerOptions{.default_ttl = 10min,
                                  .renew_interval = 1ms,
                                  .owner_scope = scenario.scope,
+                                 .on_release_requested = on_asked,
                                  .on_event = ends.hook(static_cast<std::size_t>(i)),
                                  .write_behind_releases = scenario.write_behind,
                                  .fair_queue = scenario.fair && i == 0,
@@ -395,7 +407,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     // Fences come and go on a stream of their own, so that the other steps' choices stay those of
     // the same seed without fences.
     std::mt19937 fence_random(seed * 7919u + 17u);
-    std::mutex guards_mutex;  // actors hand guards back to the pool
+    std::mt19937 ask_random(seed * 104729u + 3u);  // asks to let go: a stream of their own, too
+    std::mutex guards_mutex;                       // actors hand guards back to the pool
     std::vector<Guard> guards;
     std::deque<std::string> trace;
     auto note = [&](std::string line) {
@@ -539,6 +552,20 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
             note(fmt::format("{}: a fenced transaction on '{}' (token {}) begins", step, name, it->second.token));
             ++tally.fences;
           }
+        }
+      }
+      // An operator asks the live exclusive holder of a name to let go: the row's grant is marked
+      // (nothing else changes), and its holder's manager is told at a renewal, beside every step.
+      if (ask_random() % 8 == 0) {
+        std::lock_guard lock(script->mutex);
+        auto name = names[ask_random() % names.size()];
+        auto it = script->rows.find(name);
+        if (it != script->rows.end() && !it->second.owner.starts_with('(') && it->second.expires > Clock::now()) {
+          it->second.asked_token = it->second.token;
+          std::lock_guard asks_lock(asks_mutex);
+          asked_grants.emplace(name, it->second.token);
+          note(fmt::format("{}: the holder of '{}' (token {}) is asked to let go", step, name, it->second.token));
+          ++tally.asks;
         }
       }
       int choice = static_cast<int>(pick(1000));
@@ -879,6 +906,8 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     tally.bad_places += bad_places.load();
     tally.deadlocks_told += deadlocks_told.load();
     tally.misplaced_deadlocks += misplaced_deadlocks.load();
+    tally.asks_told += asks_told.load();
+    tally.misplaced_asks += misplaced_asks.load();
     {
       std::lock_guard lock(guards_mutex);
       guards.clear();
@@ -1095,10 +1124,10 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
       "cleanly, {} lapses of a short lease, {} checks found an orphan row, {} adoptions of a row by a lost-reply "
       "acquisition's read, {} lost-reply acquisitions over the row of a guard lost and not released, {} re-entries of "
       "a lost grant landed ({} refused), {} releases lost and unread, {} fenced transactions, {} renewals left "
-      "busy by one",
+      "busy by one, {} holders asked to let go ({} told)",
       ran * scenario.steps, took.count(), tally.batches, tally.behind, tally.failed, tally.lapses, tally.orphaned,
       tally.adoptions, tally.over_lost_guards, tally.lost_reentries, tally.refused_reentries, tally.unread_releases,
-      tally.fences, tally.busy_renewals);
+      tally.fences, tally.busy_renewals, tally.asks, tally.asks_told);
   if (scenario.fair)
     counts += fmt::format(
         "; fair queue: {} waiter rows, {} hand-offs, {} free names taken by a turn, {} leaves found their grant, {} "
@@ -1129,6 +1158,8 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
     EXPECT_EQ(tally.bad_places, 0U) << counts;
   }
   EXPECT_EQ(tally.misplaced_deadlocks, 0U) << counts;
+  EXPECT_GT(tally.asks_told, 0U) << counts;
+  EXPECT_EQ(tally.misplaced_asks, 0U) << counts;
 }
 
 INSTANTIATE_TEST_SUITE_P(Owners, CoreModel,

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string_view>
 
@@ -66,7 +67,7 @@ std::string refusal_reason(const httplib::Request& request, int status, bool sta
         return "the status page is served on a loopback --listen address only, unless the reaper runs with "
                "--status-public";
       return "no such endpoint: this sidecar serves GET /metrics, /healthz, /, /status, /status.json and "
-             "POST /api/revoke?name=NAME";
+             "POST /api/revoke?name=NAME and /api/request-release?name=NAME";
     case 413:
       return "the request body is too large";
     case 414:
@@ -117,13 +118,13 @@ SidecarHttp::SidecarHttp(const ReaperRequest& request, ReaperMetrics& metrics, S
   status_page_served_ = is_loopback(bound.address) || request.status_public;
   serve_metrics_and_health();
   if (status_page_served_) serve_status_pages();
-  serve_revoke();
+  serve_write_actions();
   answer_errors();
   thread_ = std::jthread([this] { server_.listen_after_bind(); });
   auto bound_endpoint = format_endpoint(bound.numeric, address.port);
   logger_->info("serving /metrics, /healthz{} on {}{}{}", status_page_served_ ? " and the status page" : "",
                 request.listen, bound_endpoint == request.listen ? "" : fmt::format(" (bound to {})", bound_endpoint),
-                admin_token_.empty() ? "" : "; POST /api/revoke with the admin token");
+                admin_token_.empty() ? "" : "; POST /api/revoke and /api/request-release with the admin token");
 }
 
 SidecarHttp::~SidecarHttp() {
@@ -177,8 +178,29 @@ void SidecarHttp::serve_status_pages() {
   });
 }
 
-// The one write action: off unless an admin token was given, and then only with it.
-void SidecarHttp::revoke(const httplib::Request& http_request, httplib::Response& response) {
+namespace {
+
+/// An answer of a write action: the row's JSON, or empty when no live lock of that name was there.
+std::string revoke_lock(Store& store, const std::string& name, spdlog::logger& logger) {
+  auto revoked = store.revoke(name);
+  if (!revoked) return {};
+  logger.warn("revoked lock {} through /api/revoke", json_string(name));
+  return fmt::format("{{\"revoked\":{},\"token\":{},\"free_in_ms\":{}}}\n", json_string(name), revoked->token,
+                     revoked->remaining.count());
+}
+
+std::string ask_holder(Store& store, const std::string& name, spdlog::logger& logger) {
+  auto asked = store.request_release(name);
+  if (!asked) return {};
+  logger.info("asked the holder of lock {} to let go through /api/request-release", json_string(name));
+  return fmt::format("{{\"asked\":{},\"owner\":{},\"token\":{},\"lease_left_ms\":{}}}\n", json_string(name),
+                     json_string(asked->owner), asked->token, asked->remaining.count());
+}
+
+}  // namespace
+
+// The write actions: off unless an admin token was given, and then only with it.
+void SidecarHttp::write_action(const httplib::Request& http_request, httplib::Response& response, WriteAction action) {
   set_page_headers(response);
   if (admin_token_.empty())
     return refuse(response, 403, "write actions are off (start the reaper with --admin-token-file)");
@@ -190,17 +212,15 @@ void SidecarHttp::revoke(const httplib::Request& http_request, httplib::Response
     return refuse(response, 401, "a valid bearer token is required");
   }
   auto name = http_request.get_param_value("name");
-  if (name.empty()) return refuse(response, 400, "the name parameter is missing: POST /api/revoke?name=NAME");
+  if (name.empty())
+    return refuse(response, 400, fmt::format("the name parameter is missing: POST {}?name=NAME", http_request.path));
   auto open = current_store_();
   try {
     if (!open) throw ConnectionError("the database has not been reached yet");
-    auto revoked = open->revoke(name);
+    auto answer = action(*open, name, *logger_);
     status_.invalidate();
-    if (!revoked) return refuse(response, 404, "no live lock of that name");
-    logger_->warn("revoked lock {} through /api/revoke", json_string(name));
-    response.set_content(fmt::format("{{\"revoked\":{},\"token\":{},\"free_in_ms\":{}}}\n", json_string(name),
-                                     revoked->token, revoked->remaining.count()),
-                         "application/json");
+    if (answer.empty()) return refuse(response, 404, "no live lock of that name");
+    response.set_content(answer, "application/json");
   } catch (const InvalidArgument& e) {
     refuse(response, 400, e.what());
   } catch (const std::exception& e) {
@@ -208,19 +228,22 @@ void SidecarHttp::revoke(const httplib::Request& http_request, httplib::Response
   }
 }
 
-void SidecarHttp::serve_revoke() {
-  server_.Post("/api/revoke", [this](const httplib::Request& http_request, httplib::Response& response) {
-    revoke(http_request, response);
-  });
+void SidecarHttp::serve_write_actions() {
+  const std::map<std::string, WriteAction, std::less<>> actions{{"/api/revoke", revoke_lock},
+                                                                {"/api/request-release", ask_holder}};
+  for (const auto& [path, action] : actions)
+    server_.Post(path, [this, action](const httplib::Request& http_request, httplib::Response& response) {
+      write_action(http_request, response, action);
+    });
   // RFC 9112 section 6.3: a request with neither Content-Length nor Transfer-Encoding has no body,
   // and `curl -X POST URL` sends one so. httplib 0.11 reads such a body until its read timeout and
   // then answers 400 without calling any handler, so these requests are answered before it reads.
-  server_.set_pre_routing_handler([this](const httplib::Request& http_request, httplib::Response& response) {
+  server_.set_pre_routing_handler([this, actions](const httplib::Request& http_request, httplib::Response& response) {
     if (http_request.method != "POST" || http_request.has_header("Content-Length") ||
         http_request.has_header("Transfer-Encoding"))
       return httplib::Server::HandlerResponse::Unhandled;
-    if (http_request.path == "/api/revoke")
-      revoke(http_request, response);
+    if (auto action = actions.find(http_request.path); action != actions.end())
+      write_action(http_request, response, action->second);
     else
       response.status = 404;  // the error handler says why
     return httplib::Server::HandlerResponse::Handled;

@@ -1,6 +1,7 @@
 #pragma once
 // The sidecar's HTTP endpoints: /metrics, /healthz, the status page (/ and /status) and
-// /status.json, and POST /api/revoke when an admin token is given. Every error answer says why.
+// /status.json, and POST /api/revoke and /api/request-release when an admin token is given. Every error answer says
+// why.
 
 #include <functional>
 #include <memory>
@@ -37,9 +38,12 @@ class SidecarHttp {
  private:
   void serve_metrics_and_health();
   void serve_status_pages();
-  void serve_revoke();
+  void serve_write_actions();
   void answer_errors();
-  void revoke(const httplib::Request& http_request, httplib::Response& response);
+  /// POST /api/revoke and /api/request-release: the admin token checked, then `action` on the
+  /// store and the name asked for, its answer as JSON.
+  using WriteAction = std::string (*)(Store& store, const std::string& name, spdlog::logger& logger);
+  void write_action(const httplib::Request& http_request, httplib::Response& response, WriteAction action);
   [[nodiscard]] std::string store_label() const;
 
   const ReaperRequest& request_;

@@ -24,4 +24,25 @@ int run_release(Store& store, const std::string& name, bool unsafe_delete) {
   return 0;
 }
 
+int run_release_ask(Store& store, const std::string& name) {
+  auto shown = terminal_safe(name);
+  auto asked = store.request_release(name);
+  if (!asked) {
+    fmt::print(
+        "no live lock named '{}' whose holder can be asked (none, expired, a group's, revoked or in its "
+        "minimum hold; advisory and GET_LOCK holders are not in the lock table)\n",
+        shown);
+    return 1;
+  }
+  if (asked->owner.empty()) {
+    fmt::print("asked the holder of '{}' to let go: it has released it already\n", shown);
+    return 0;
+  }
+  fmt::print(
+      "asked {} (token {}) to let go of '{}': it hears at its next renewal and keeps the lock until it "
+      "releases it (lease left {})\n",
+      terminal_safe(asked->owner), asked->token, shown, format_duration(asked->remaining));
+  return 0;
+}
+
 }  // namespace dblock::cli

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -70,29 +71,39 @@ std::vector<pid_t> children_of_this_process() {
   return children;
 }
 
-/// The guard's side: which forwarded signals are pending here, as a bit per kForwarded entry. Read
-/// after the fork, it holds every one sent to the group before it (the command missed those) and
-/// maybe some sent since (the command has those pending too).
-void hand_over_signals_sent_before_fork(const Pipe& handoff) {
+/// The signals the wrapper sends the group: the forwarded ones and the ask signal (0: none).
+std::array<int, std::size(kForwarded) + 1> group_signals(const GuardSetup& setup) {
+  std::array<int, std::size(kForwarded) + 1> signals{};
+  std::ranges::copy(kForwarded, signals.begin());
+  signals.back() = setup.ask_signal;
+  return signals;
+}
+
+/// The guard's side: which of the group's signals are pending here, as a bit per group_signals
+/// entry. Read after the fork, it holds every one sent to the group before it (the command missed
+/// those) and maybe some sent since (the command has those pending too).
+void hand_over_signals_sent_before_fork(const Pipe& handoff, const GuardSetup& setup) {
   sigset_t pending;
   sigpending(&pending);
   std::uint32_t sent = 0;
-  for (std::size_t i = 0; i < std::size(kForwarded); ++i)
-    if (sigismember(&pending, kForwarded[i]) == 1) sent |= 1U << i;
+  auto signals = group_signals(setup);
+  for (std::size_t i = 0; i < signals.size(); ++i)
+    if (signals[i] != 0 && sigismember(&pending, signals[i]) == 1) sent |= 1U << i;
   handoff.send(&sent, sizeof sent);
 }
 
 /// The command's side, before it unblocks anything: a signal pending at the guard but not here was
 /// sent before this process existed, so it is raised here (blocked: it waits for the unblock). The
 /// guard read its pending set first, so one sent to both since is pending here and not raised twice.
-void receive_signals_sent_before_fork(const Pipe& handoff) {
+void receive_signals_sent_before_fork(const Pipe& handoff, const GuardSetup& setup) {
   std::uint32_t sent = 0;
   while (read(handoff.read, &sent, sizeof sent) < 0 && errno == EINTR) {
   }
   sigset_t pending;
   sigpending(&pending);
-  for (std::size_t i = 0; i < std::size(kForwarded); ++i)
-    if ((sent >> i & 1U) != 0 && sigismember(&pending, kForwarded[i]) != 1) kill(getpid(), kForwarded[i]);
+  auto signals = group_signals(setup);
+  for (std::size_t i = 0; i < signals.size(); ++i)
+    if ((sent >> i & 1U) != 0 && sigismember(&pending, signals[i]) != 1) kill(getpid(), signals[i]);
 }
 
 }  // namespace
@@ -210,7 +221,7 @@ namespace {
 /// the signals its group got before it existed. Async-signal-safe calls only.
 [[noreturn]] void become_command(Exec& exec, Pipe& reports, Pipe& handoff, const GuardSetup& setup, pid_t guard_pid) {
   handoff.close_write();
-  receive_signals_sent_before_fork(handoff);
+  receive_signals_sent_before_fork(handoff, setup);
   for (int signal_number : kForwarded) signal(signal_number, SIG_DFL);
   for (std::size_t i = 0; i < std::size(kJobControl); ++i) sigaction(kJobControl[i], &setup.job_control[i], nullptr);
   signal(SIGCHLD, SIG_DFL);
@@ -241,6 +252,7 @@ void become_guard(Exec& exec, Pipe& life, Pipe& reports, Pipe& handoff, const Gu
   sigset_t held_back;
   sigemptyset(&held_back);
   for (int signal_number : kForwarded) sigaddset(&held_back, signal_number);
+  if (setup.ask_signal != 0) sigaddset(&held_back, setup.ask_signal);
   sigaddset(&held_back, SIGCHLD);  // taken only inside ppoll, below
   sigprocmask(SIG_BLOCK, &held_back, nullptr);
   for (int signal_number : kJobControl) signal(signal_number, SIG_IGN);
@@ -256,7 +268,7 @@ void become_guard(Exec& exec, Pipe& life, Pipe& reports, Pipe& handoff, const Gu
   if (command < 0) _exit(kOsError);
   if (command == 0) become_command(exec, reports, handoff, setup, guard_pid);
   handoff.close_read();
-  hand_over_signals_sent_before_fork(handoff);
+  hand_over_signals_sent_before_fork(handoff, setup);
   handoff.close_write();
   sigset_t wake;  // the mask inside ppoll: SIGCHLD (the command stopped, continued or ended) wakes it
   sigprocmask(SIG_SETMASK, nullptr, &wake);

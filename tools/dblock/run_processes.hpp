@@ -122,12 +122,13 @@ struct GuardSetup {
   pid_t wrapper = 0;
   std::int64_t deadline = 0, kill_margin = 0;  // CLOCK_MONOTONIC nanoseconds
   int terminal = -1;                           // hand this terminal to the group before the command starts
+  int ask_signal = 0;  // also sent to the group (RunRequest::ask_signal): held back and handed over like kForwarded
   struct sigaction job_control[std::size(kJobControl)] = {};  // the command's dispositions
 };
 
 /// Call in the child of fork: it becomes the guard, leader of the command's process group, which
 /// starts the command and never returns. It keeps the signals the wrapper forwards to the group
-/// blocked (one the group got before the command existed is handed to the command through
+/// (and the setup's ask_signal) blocked (one the group got before the command existed is handed to the command through
 /// `handoff`, both ends of which the wrapper closes), ignores job control's stops, and reports the
 /// command's stops, continuations and end on `reports`.
 /// The wrapper writes the lease's local deadline to `life` whenever it moves; the guard kills the

@@ -54,6 +54,7 @@ void CommandSupervision::run(Exec& exec) {
     pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {reports_.read, POLLIN, 0}};
     ppoll(fds, 2, &timeout, nullptr);
     forward_signals();
+    pass_on_release_request();
     read_reports();
     // The guard reports the command's end before it kills what is left of the group: a leftover
     // seen dead of SIGKILL finds that report already in the pipe.
@@ -78,7 +79,8 @@ void CommandSupervision::start_guard(Exec& exec) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   GuardSetup setup{.wrapper = getpid(),
                    .deadline = steady_nanoseconds(lock_.local_deadline()),
-                   .kill_margin = std::chrono::duration_cast<std::chrono::nanoseconds>(kill_margin_).count()};
+                   .kill_margin = std::chrono::duration_cast<std::chrono::nanoseconds>(kill_margin_).count(),
+                   .ask_signal = request_.ask_signal};
   job_control_.prepare(setup);
   told_deadline_ = lock_.local_deadline();
   close_on_exec_all_but(request_.inherited_descriptors);
@@ -138,6 +140,21 @@ void CommandSupervision::forward_signals() {
     kill(-group_, signal_number);
     if (command_stopped_) kill(-group_, SIGCONT);  // a stopped command would not see it
   }
+}
+
+// Seen by the manager's renewal (Lock::release_requested), passed on once, by this loop's thread.
+void CommandSupervision::pass_on_release_request() {
+  if (release_request_passed_on_ || !lock_.release_requested()) return;
+  release_request_passed_on_ = true;
+  if (request_.ask_signal == 0) {
+    out_.say("info", fmt::format("the holder of '{}' was asked to let go; no --ask-signal, so the command goes on",
+                                 request_.name));
+    return;
+  }
+  out_.say("info", fmt::format("the holder of '{}' was asked to let go; sending the command SIG{}", request_.name,
+                               sigabbrev_np(request_.ask_signal)));
+  kill(-group_, request_.ask_signal);
+  if (command_stopped_) kill(-group_, SIGCONT);
 }
 
 void CommandSupervision::read_reports() {

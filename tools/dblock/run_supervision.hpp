@@ -44,6 +44,7 @@ class CommandSupervision {
   void stop_when_due(Clock::time_point now);
   [[nodiscard]] Clock::time_point next_step(Clock::time_point now) const;
   void forward_signals();
+  void pass_on_release_request();
   void read_reports();
   void kill_what_is_left();
   void say_how_it_ended();
@@ -62,6 +63,7 @@ class CommandSupervision {
   std::optional<Clock::time_point> terminated_at_;
   bool killed_ = false;
   bool command_stopped_ = false;
+  bool release_request_passed_on_ = false;
   std::optional<int> command_status_;
   std::optional<int> exec_error_;  // the command could not be started: its exec's errno
   std::optional<siginfo_t> guard_end_;

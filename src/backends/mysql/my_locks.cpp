@@ -112,6 +112,12 @@ class MyLocks final : public LockBackend {
     return db_.pool.lease()->update(db_.sql.revoke, params) > 0;
   }
 
+  bool ask_release(std::string_view name) override {
+    std::array<MyParam, 1> params{name};
+    auto session = db_.pool.lease();
+    return session->update(db_.sql.ask_release, params) > 0 || !session->query(db_.sql.asked_already, params).empty();
+  }
+
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
     std::array<MyParam, 3> params{name, owner, token};
     return db_.pool.lease()->update(db_.sql.acknowledge_revoked, params) > 0;
@@ -162,20 +168,27 @@ class MyLocks final : public LockBackend {
     return rows.empty() ? std::string() : rows.front().str(0);
   }
 
-  /// One statement renews every lock; affected rows says whether all were renewed, and only when
-  /// some were not does renewed_of ask which.
+  /// One statement renews every lock whose grant was not asked to let go; affected rows says whether
+  /// all were renewed, and only when some were not do renew_asked and renewed_of renew the asked
+  /// ones and read which were renewed and asked.
   Renewal renew_together(std::span<const HeldRef> held) {
     auto json = held_json(held);
     std::array<MyParam, 1> params{json};
-    auto renewed = db_.pool.lease()->update(db_.sql.renew, params);
-    std::vector<std::size_t> positions;
+    auto session = db_.pool.lease();
+    auto renewed = session->update(db_.sql.renew, params);
+    Renewal renewal;
     if (renewed == held.size()) {
-      for (std::size_t i = 0; i < held.size(); ++i) positions.push_back(i);
-      return positions;
+      for (std::size_t i = 0; i < held.size(); ++i) renewal.renewed.push_back(i);
+      return renewal;
     }
-    for (auto& row : db_.pool.lease()->query(db_.sql.renewed_of, params))
-      positions.push_back(static_cast<std::size_t>(row.num(0)));
-    return positions;
+    // Some were lost, already renewed later, or asked to let go (which `renew` leaves to this one).
+    session->update(db_.sql.renew_asked, params);
+    for (auto& row : session->query(db_.sql.renewed_of, params)) {
+      auto position = static_cast<std::size_t>(row.num(0));
+      renewal.renewed.push_back(position);
+      if (row.num(1) != 0) renewal.asked.push_back(position);
+    }
+    return renewal;
   }
 
   bool still_live(std::span<const HeldRef> one) {

@@ -57,7 +57,16 @@ struct MySql {
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 UPDATE `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
 SET l.expires_at = GREATEST(l.expires_at, UTC_TIMESTAMP(6) + INTERVAL (h.ttl_us + l.lock_delay_ms * 1000) MICROSECOND)
-WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6))");
+WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6)
+  AND NOT l.release_asked_token <=> l.token)");
+    // The rows `renew` leaves because their grant was asked to let go (migration 0019): renewed
+    // here, then renewed_of tells which they were.
+    renew_asked = make("renew_asked", R"(
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
+UPDATE `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
+SET l.expires_at = GREATEST(l.expires_at, UTC_TIMESTAMP(6) + INTERVAL (h.ttl_us + l.lock_delay_ms * 1000) MICROSECOND)
+WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6)
+  AND l.release_asked_token = l.token)");
     // One lock by its primary key, locking no other row: `renew`'s join may lock every row it
     // scans (a small table is scanned), the fenced one included.
     renew_one = make("renew_one", R"(
@@ -67,7 +76,7 @@ SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL (? + lock_dela
 WHERE name = ? AND owner = ? AND token = ?
   AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6))");
     renewed_of = make("renewed", R"(
-SELECT h.position - 1 FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
+SELECT h.position - 1, l.release_asked_token <=> l.token FROM `{prefix}locks` l JOIN {held} ON l.name = h.name AND l.owner = h.owner AND l.token = h.token
 WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6))");
     lease_left = make("lease_left", R"(
 SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) FROM `{prefix}locks` WHERE name = ?)");
@@ -162,6 +171,17 @@ WHERE TRIGGER_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TRIGGER_NAME USING utf
     revoke = make("revoke", R"(
 UPDATE `{prefix}locks` SET owner = CONCAT('(revoked)', LEFT(owner, 240))
 WHERE name = ? AND expires_at > UTC_TIMESTAMP(6) AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%')");
+    ask_release = make("ask_release", R"(
+UPDATE `{prefix}locks` SET release_asked_token = token
+WHERE name = ? AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6)
+  AND owner NOT IN ('(permits)', '(readers)') AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%')");
+    // Affected rows count changed rows: an ask of a grant asked before changes nothing, and this
+    // read says it stands.
+    asked_already = make("asked_already", R"(
+SELECT 1 FROM `{prefix}locks`
+WHERE name = ? AND release_asked_token = token
+  AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6)
+  AND owner NOT IN ('(permits)', '(readers)') AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%')");
     acknowledge_revoked = make("acknowledge_revoked", R"(
 DELETE FROM `{prefix}locks` WHERE name = ? AND owner = CONCAT('(revoked)', LEFT(?, 240)) AND token = ?)");
     release_keeping = make("release_keeping", R"(
@@ -196,10 +216,11 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   ttl_us BIGINT PATH '$[3]',
   position FOR ORDINALITY)) h)";
 
-  MyStatement acquire, release, release_last, renew, renew_one, renewed_of, lease_left, list, force_release, reap,
-      reap_members, census, seed_expired, acquire_member, release_member, renew_members, lease_left_of_readers,
-      mark_writer, unmark_writer, first_lease_end, schema_version, history, record_started, record_done, forget, grants,
-      catalog, revoke, acknowledge_revoked, release_keeping, acquire_many, release_last_many;
+  MyStatement acquire, release, release_last, renew, renew_asked, renew_one, renewed_of, lease_left, list,
+      force_release, reap, reap_members, census, seed_expired, acquire_member, release_member, renew_members,
+      lease_left_of_readers, mark_writer, unmark_writer, first_lease_end, schema_version, history, record_started,
+      record_done, forget, grants, catalog, revoke, ask_release, asked_already, acknowledge_revoked, release_keeping,
+      acquire_many, release_last_many;
   std::string history_table;
 };
 

@@ -59,12 +59,15 @@ Renewal pg_renew(PgDatabase& database, const PgStatement& statement, std::span<c
   auto limit = session->limit_replies(reply_by);
   auto result = run_table_statement(*session, statement, params);
   Renewal renewal;
+  bool tells_asks = PQnfields(result.get()) > 1;  // renew_held_noting_asks; memberships are never asked
   for (int row = 0; row < PQntuples(result.get()); ++row) {
     auto position = to_int64(result.get(), row, 0);  // -(position + 1): left alone, busy
-    if (position >= 0)
-      renewal.renewed.push_back(static_cast<std::size_t>(position));
-    else
+    if (position < 0) {
       renewal.busy.push_back(static_cast<std::size_t>(-position - 1));
+      continue;
+    }
+    renewal.renewed.push_back(static_cast<std::size_t>(position));
+    if (tells_asks && text_of(result.get(), row, 1) == "t") renewal.asked.push_back(static_cast<std::size_t>(position));
   }
   return renewal;
 }

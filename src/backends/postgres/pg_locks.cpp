@@ -134,6 +134,11 @@ class PgLocks final : public LockBackend {
     return PQntuples(run_table_statement(*database_.pool.lease(), database_.sql.revoke, params).get()) > 0;
   }
 
+  bool ask_release(std::string_view name) override {
+    std::array<std::string, 1> params{std::string(name)};
+    return PQntuples(run_table_statement(*database_.pool.lease(), database_.sql.ask_release, params).get()) > 0;
+  }
+
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {
     std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(token)};
     return PQntuples(run_table_statement(*database_.pool.lease(), database_.sql.acknowledge_revoked, params).get()) > 0;

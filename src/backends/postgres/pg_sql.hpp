@@ -49,7 +49,7 @@ struct PgLockSql {
 /// (pg_sql_admin.cpp)
 struct PgAdminSql {
   PgAdminSql(StatementIds& ids, const PgSqlText& fill);
-  PgStatement list, force_release, revoke, reap, census;
+  PgStatement list, force_release, revoke, ask_release, reap, census;
 };
 
 /// Semaphores' and reader-writer locks' statements: memberships taken, released and renewed, and a waiting writer's

@@ -31,6 +31,13 @@ SELECT (SELECT 1 FROM pg_notify('{channel}', d.name)) FROM d)")};
 UPDATE "{schema}"."{prefix}locks" SET owner = '(revoked)' || left(owner, 240)
 WHERE name = $1 AND expires_at > clock_timestamp() AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%'
 RETURNING 1)")};
+  // A request to let go (doc/semantics.md, "Asking a holder to let go"): the grant asked is the
+  // row's token, which the holder's renewal compares (migration 0019).
+  ask_release = {ids, fill(R"(
+UPDATE "{schema}"."{prefix}locks" SET release_asked_token = token
+WHERE name = $1 AND expires_at - lock_delay_ms * interval '1 millisecond' > clock_timestamp()
+  AND owner NOT IN ('(permits)', '(readers)') AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%'
+RETURNING 1)")};
   // SKIP LOCKED: concurrent reapers and acquirers never wait for each other. The row lock is
   // taken on the newest row version and the expiry re-checked there, so a row an acquirer has
   // just taken over or renewed is left alone.

@@ -126,9 +126,10 @@ WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
            RETURNING l.name)
 SELECT d.name, {notify_if_waited} FROM d, async)")};
   // Migration 0016: a renewal that never waits for a row another transaction holds (a fence);
-  // such a row comes back as -(position + 1), busy, asked again soon.
+  // such a row comes back as -(position + 1), busy, asked again soon. Migration 0019: each row
+  // renewed says whether its grant was asked to let go.
   renew = {ids, fill(R"(
-SELECT "{schema}"."{prefix}renew_held_or_busy"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
+SELECT * FROM "{schema}"."{prefix}renew_held_noting_asks"($1::text[], $2::text[], $3::bigint[], $4::bigint[]))")};
   lease_left = {ids, fill(R"(
 SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM "{schema}"."{prefix}locks" WHERE name = $1)")};

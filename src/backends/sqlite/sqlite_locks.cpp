@@ -66,10 +66,10 @@ std::vector<bool> SqliteLockStatements::release_last_many(std::span<const Releas
   return deleted;
 }
 
-std::vector<std::size_t> SqliteLockStatements::renew(std::span<const HeldRef> held, const std::string& held_json) {
+Renewal SqliteLockStatements::renew(std::span<const HeldRef> held, const std::string& held_json) {
   text_ = held_json;
   // SQLite's RETURNING cannot name the joined list: the row's owner and token say which it was.
-  std::vector<std::size_t> renewed;
+  Renewal renewed;
   std::multimap<std::string_view, std::size_t> by_name;
   for (std::size_t i = 0; i < held.size(); ++i) by_name.emplace(held[i].name, i);
   auto position_of_row = [&] {
@@ -79,8 +79,11 @@ std::vector<std::size_t> SqliteLockStatements::renew(std::span<const HeldRef> he
     return held.size();
   };
   if (renew_statement().execute(true)) {
-    do renewed.push_back(position_of_row());
-    while (renew_statement().fetch());
+    do {
+      auto position = position_of_row();
+      renewed.renewed.push_back(position);
+      if (result_b_ != 0) renewed.asked.push_back(position);
+    } while (renew_statement().fetch());
   }
   return renewed;
 }
@@ -99,6 +102,12 @@ bool SqliteLockStatements::force_release(std::string_view name) {
 bool SqliteLockStatements::revoke(std::string_view name) {
   name_ = name;
   soci::statement statement = (session_.prepare << sql_.revoke, soci::use(name_, "name"), soci::into(out_name_));
+  return execute_single(statement);
+}
+
+bool SqliteLockStatements::ask_release(std::string_view name) {
+  name_ = name;
+  soci::statement statement = (session_.prepare << sql_.ask_release, soci::use(name_, "name"), soci::into(out_name_));
   return execute_single(statement);
 }
 
@@ -223,6 +232,11 @@ class SqliteLocks final : public LockBackend {
   bool revoke(std::string_view name) override {
     auto session = pool_.lease();
     return session->guarded_write("revoke", [&] { return of(*session).revoke(name); });
+  }
+
+  bool ask_release(std::string_view name) override {
+    auto session = pool_.lease();
+    return session->guarded_write("ask a holder to let go", [&] { return of(*session).ask_release(name); });
   }
 
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) override {

@@ -32,13 +32,15 @@ class SqliteLockStatements final : public SqliteSessionPart {
   /// transaction (one commit for the batch; nothing of it stays if one fails).
   std::vector<std::optional<Grant>> try_acquire_many(std::span<const AcquireRequest> requests);
   std::vector<bool> release_last_many(std::span<const ReleaseRequest> requests);
-  /// `held_json`: [[name, owner, token, ttl_ms], ...]; returns the positions in `held` renewed.
-  std::vector<std::size_t> renew(std::span<const HeldRef> held, const std::string& held_json);
+  /// `held_json`: [[name, owner, token, ttl_ms], ...]; returns the positions in `held` renewed,
+  /// and those of them whose grant was asked to let go.
+  Renewal renew(std::span<const HeldRef> held, const std::string& held_json);
   std::optional<std::chrono::milliseconds> lease_left(std::string_view name);
   bool force_release(std::string_view name);
   // Rare (an operator's revocation, a revoked holder's release, a release within a minimum hold):
   // prepared per call.
   bool revoke(std::string_view name);
+  bool ask_release(std::string_view name);
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token);
   bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
                        std::chrono::milliseconds min_hold);
@@ -81,7 +83,7 @@ class SqliteLockStatements final : public SqliteSessionPart {
   soci::statement& renew_statement() {
     return prepared(renew_, [&] {
       return soci::statement((session_.prepare << sql_.renew, soci::use(text_, "held"), soci::into(out_name_),
-                              soci::into(out_owner_), soci::into(result_a_)));
+                              soci::into(out_owner_), soci::into(result_a_), soci::into(result_b_)));
     });
   }
   soci::statement& lease_left_statement() {

@@ -133,7 +133,7 @@ FROM (SELECT value ->> 0 AS name, value ->> 1 AS owner, value ->> 2 AS token, va
       FROM json_each(:held)) AS h
 WHERE "{prefix}locks".name = h.name AND "{prefix}locks".owner = h.owner AND "{prefix}locks".token = h.token
   AND "{prefix}locks".expires_at - "{prefix}locks".lock_delay_ms > {now}
-RETURNING name, owner, token)");
+RETURNING name, owner, token, coalesce(release_asked_token = token, 0))");
     lease_left = fill(R"(SELECT expires_at - {now} FROM "{prefix}locks" WHERE name = :name)");
     // One row per holder: a group's lock row stands for its members, listed instead.
     list = fill(R"(
@@ -152,6 +152,13 @@ ORDER BY name, owner LIMIT :limit)");
     revoke = fill(R"(
 UPDATE "{prefix}locks" SET owner = '(revoked)' || substr(owner, 1, 240)
 WHERE name = :name AND expires_at > {now} AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%'
+RETURNING name)");
+    // A request to let go: the grant asked is the row's token (migration 0019). A RETURNING row
+    // also when it was asked before, so an ask sent twice is answered alike.
+    ask_release = fill(R"(
+UPDATE "{prefix}locks" SET release_asked_token = token
+WHERE name = :name AND expires_at - lock_delay_ms > {now}
+  AND owner NOT IN ('(permits)', '(readers)') AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%'
 RETURNING name)");
     acknowledge_revoked = fill(R"(
 DELETE FROM "{prefix}locks" WHERE name = :name AND owner = '(revoked)' || substr(:owner, 1, 240) AND token = :token
@@ -201,7 +208,7 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
 
   std::string acquire, release_last, release_at_one, release_inner, renew, lease_left, list, force_release, reap,
       reap_members, census;
-  std::string revoke, acknowledge_revoked, release_keeping;
+  std::string revoke, ask_release, acknowledge_revoked, release_keeping;
   std::string seed_expired, schema_version, history_table, history, record, forget;
   SqliteGroupSql groups;
   std::string_view now;  // the clock's SQL, for the roles that build statements of their own

@@ -47,7 +47,12 @@ class LeaderCommand final : public Command {
 class ReleaseCommand final : public Command {
  public:
   explicit ReleaseCommand(CLI::App& app)
-      : Command(*app.add_subcommand("release", "Operator's break-glass: revoke a lock whoever holds it")) {
+      : Command(*app.add_subcommand(
+            "release", "Operator's break-glass: revoke a lock whoever holds it; or ask its holder to let go (--ask)")) {
+    auto* ask = parser_->add_flag("--ask", ask_,
+                                  "Ask the holder to let go instead: nothing is taken from it; it hears at its next "
+                                  "renewal (a `dblock run` holder passes it on as its --ask-signal) and releases when "
+                                  "its work allows. Needs no --force");
     parser_->add_flag("--force", force_,
                       "Required: confirms breaking someone else's lock. The holder is revoked: told at its next "
                       "renewal that it lost the lock, and the name is free once it lets go or its lease ends, not "
@@ -56,14 +61,17 @@ class ReleaseCommand final : public Command {
                       "With --force: delete the row at once instead. UNSAFE unless the holder is known to be dead: "
                       "a live holder keeps working until its next renewal while the next one is already granted");
     parser_->add_option("name", name_, "Lock name")->required();
+    ask->excludes("--force")->excludes("--unsafe-delete");
   }
   int run(const Invocation& invocation) override {
-    if (!force_) throw InvalidArgument("release breaks another owner's lock: add --force to confirm");
     validate_lock_name(name_);
+    if (ask_) return run_release_ask(*open_checked_store(invocation), name_);
+    if (!force_) throw InvalidArgument("release breaks another owner's lock: add --force to confirm (or --ask)");
     return run_release(*open_checked_store(invocation), name_, unsafe_delete_);
   }
 
  private:
+  bool ask_ = false;
   bool force_ = false;
   bool unsafe_delete_ = false;
   std::string name_;

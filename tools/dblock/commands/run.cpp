@@ -1,6 +1,11 @@
 // `dblock run --name N -- CMD ...`: its options and their checks; run_command.cpp holds the lock
 // while the command runs.
+#include <signal.h>
+
+#include <array>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 #include <dblock/errors.hpp>
@@ -45,6 +50,10 @@ class RunCommand final : public Command {
                  "Table mode, a plain exclusive lock: wait in the name's fair queue (first come, first served; a "
                  "release hands the name to the first waiter in its own commit) and say the place taken on stderr")
         ->needs(run.get_option("--wait"));
+    run.add_option("--ask-signal", ask_signal_text_,
+                   "Table mode, exclusive: when the holder is asked to let go (`dblock release --ask`), send CMD's "
+                   "process group this signal (TERM, INT, HUP, USR1, USR2, QUIT, WINCH or ALRM, with or without "
+                   "SIG); default none: the request is only said on stderr");
     run.add_option("--once-per", once_per_text_,
                    "Run CMD at most once per occurrence of a schedule with this period across every host (e.g. 1h "
                    "for an hourly timer): a host finding this occurrence already run (or failed) exits 75");
@@ -111,7 +120,27 @@ class RunCommand final : public Command {
     if (request_.fair && (!exclusive_table || request_.min_hold.count() > 0 || request_.lock_delay.count() > 0))
       throw InvalidArgument(
           "--fair needs --mode table and a plain exclusive lock (no --shared, --permits, --min-hold or --lock-delay)");
+    if (!ask_signal_text_.empty()) {
+      request_.ask_signal = signal_named(ask_signal_text_);
+      if (!exclusive_table) throw InvalidArgument("--ask-signal needs --mode table and an exclusive lock");
+    }
     check_occurrence(exclusive_table);
+  }
+
+  static int signal_named(std::string_view text) {
+    constexpr std::array<std::pair<std::string_view, int>, 8> kSignals{{{"TERM", SIGTERM},
+                                                                        {"INT", SIGINT},
+                                                                        {"HUP", SIGHUP},
+                                                                        {"USR1", SIGUSR1},
+                                                                        {"USR2", SIGUSR2},
+                                                                        {"QUIT", SIGQUIT},
+                                                                        {"WINCH", SIGWINCH},
+                                                                        {"ALRM", SIGALRM}}};
+    auto bare = text.starts_with("SIG") ? text.substr(3) : text;
+    for (auto [name, number] : kSignals)
+      if (bare == name) return number;
+    throw InvalidArgument(fmt::format("--ask-signal '{}' is not one of TERM, INT, HUP, USR1, USR2, QUIT, WINCH, ALRM",
+                                      terminal_safe(text)));
   }
 
   void check_occurrence(bool exclusive_table) {
@@ -133,7 +162,7 @@ class RunCommand final : public Command {
 
   RunRequest request_;
   std::string ttl_text_ = "30s", wait_text_ = "0s", grace_text_, mode_text_ = "table";
-  std::string min_hold_text_, lock_delay_text_;
+  std::string min_hold_text_, lock_delay_text_, ask_signal_text_;
   std::string once_per_text_, occurrence_key_text_, tolerance_text_, offset_text_, keep_text_;
   bool retry_failed_ = false;
 };

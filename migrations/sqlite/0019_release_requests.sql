@@ -1,0 +1,4 @@
+-- dblock schema version 19 for SQLite: a holder can be asked to let go (migrations/postgres/0019 has
+-- the design). The asked grant's token goes into release_asked_token; the renewal's RETURNING says
+-- per renewed row whether its grant was asked.
+ALTER TABLE "{prefix}locks" ADD COLUMN release_asked_token INTEGER;
