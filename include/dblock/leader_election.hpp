@@ -69,7 +69,9 @@ struct ElectionOptions {
   /// logger of the store. Its on_lost is called too, before on_revoked.
   ManagerOptions manager;
   /// How long one campaign wait lasts before the thread checks whether it should stop: the most
-  /// resign() and the destructor wait for a campaign in progress. Default: 250 ms.
+  /// resign() and the destructor wait for a campaign in progress. Not with manager.fair_queue: a
+  /// campaign then waits in the name's queue in one call, which resign() stops at once (a wait in
+  /// slices would leave the queue at each slice's end and queue again at its back). Default: 250 ms.
   std::chrono::milliseconds campaign_slice{250};
   /// Pause before campaigning again after an error other than a timeout (a missing schema,
   /// a refused mode). Default: 1 s.
@@ -109,6 +111,20 @@ class DBLOCK_EXPORT LeaderElection {
   /// failed release is logged, and the row then lapses with its lease).
   void resign() noexcept;
 
+  /// The owner id this election campaigns as: what a leader passes to hand_over() to make this
+  /// process its successor. Waits for the campaign thread to start (it says so first).
+  [[nodiscard]] std::string owner_id() const;
+  /// Hands leadership to the campaigner whose owner_id() is `successor`: this term ends
+  /// (on_revoked runs on this thread, before the successor can be granted) and its lock is
+  /// released with Lock::hand_over, which grants the name to the successor's waiting campaign in
+  /// the same commit: at no moment does nobody lead, and never do two. When `successor` is not
+  /// waiting (not campaigning, or not yet queued), the first campaigner in the queue is granted it.
+  /// This process then campaigns again, behind the others. Needs manager.fair_queue (table mode)
+  /// on both elections. Returns false when this process does not lead.
+  /// @throws InvalidArgument (leadership kept) without the fair queue or for a bad owner id;
+  ///         ConnectionError/DatabaseError as Lock::release (the term has ended; the lock lapses).
+  bool hand_over(std::string_view successor);
+
  private:
   void campaign(std::stop_token stop);
   /// The manager reported `token`'s lock lost.
@@ -118,11 +134,13 @@ class DBLOCK_EXPORT LeaderElection {
   const std::string name_;
   ElectionOptions options_;
   mutable std::mutex state_;  // guards the term below
-  std::condition_variable_any wake_;
+  mutable std::condition_variable_any wake_;  // owner_id() waits on it too
   std::optional<Lock> term_;           // the leader's lock
   std::optional<Lock> ended_by_loss_;  // a lost term's guard, for the campaign thread to drop
   std::uint64_t terms_ = 0;
   std::string campaign_error_;  // the last campaign attempt's error, empty after a success or timeout
+  std::string campaign_owner_;  // the campaign thread's owner id, set when it starts
+  bool handing_over_ = false;   // hand_over() releases the ended term: the campaign waits for it
   std::mutex callbacks_;        // on_elected and on_revoked of one term never overlap, and come in order
   std::shared_ptr<spdlog::logger> logger_;
   std::unique_ptr<LockManager> manager_;  // after the state: its threads stop before the state goes
@@ -161,7 +179,7 @@ class DBLOCK_EXPORT LeaderObserver {
   const std::string name_;
   ObserverOptions options_;
   mutable std::mutex mutex_;
-  std::condition_variable_any wake_;
+  mutable std::condition_variable_any wake_;  // owner_id() waits on it too
   std::optional<LeaderInfo> current_;
   std::uint64_t readings_ = 0;
   std::jthread thread_;  // last: stopped and joined first

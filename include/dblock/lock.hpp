@@ -73,6 +73,17 @@ class DBLOCK_EXPORT Lock {
   ///         guard is then released locally and the row expires with its lease).
   void release();
 
+  /// Releases this acquisition, its last level, handing the name in the same commit to the waiter
+  /// whose owner id is `successor` (LockManager::owner_id() of its thread, or as Store::waiters()
+  /// lists it) when that waiter waits live, ahead of waiters queued before it; else to the first
+  /// live waiter, as release() does. The name is never free between the two owners. Needs a manager
+  /// with ManagerOptions::fair_queue and a plain exclusive lock; the successor's acquisition must
+  /// be waiting through a fair-queue manager too (its waiter row is what is granted).
+  /// @throws InvalidArgument (the lock stays held) when the manager has no fair queue, the lock is
+  ///         a group's or re-entered (more than one level held) or has a minimum hold, or
+  ///         `successor` is not an owner id; else as release().
+  void hand_over(std::string_view successor);
+
  private:
   friend class detail::ManagerBase;
   friend struct detail::AsyncAccess;  // dblock/asio.hpp: empty guards for failed completions

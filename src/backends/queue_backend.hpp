@@ -59,9 +59,11 @@ class QueueBackend {
   /// false when it was gone (granted, or reaped). Safe to send twice.
   virtual bool leave(std::string_view name, std::string_view owner, std::int64_t seq) = 0;
   /// LockBackend::release_last that also grants the name to the first live exclusive waiter in the
-  /// same commit and wakes it. Returns 0, or empty when the row does not carry this owner and token.
+  /// same commit and wakes it; to the live exclusive waiter whose owner is `successor` (non-empty)
+  /// ahead of earlier ones when it waits (migration 0019). Returns 0, or empty when the row does not
+  /// carry this owner and token.
   virtual std::optional<std::int64_t> release_handing_off(std::string_view name, std::string_view owner,
-                                                          std::int64_t token) = 0;
+                                                          std::int64_t token, std::string_view successor) = 0;
   /// Deletes at most `batch` waiter rows whose waiter lease has ended. Returns how many.
   virtual std::size_t reap_waiters(std::size_t batch) = 0;
   /// Read-only: how many waiter rows `name` has, live or not (tests, status).

@@ -75,6 +75,16 @@ void validate_owner_tag(std::string_view tag) {
     throw InvalidArgument(fmt::format("ManagerOptions.owner_tag '{}' is not valid UTF-8", printable(tag)));
 }
 
+void validate_owner_id(std::string_view owner, std::string_view what) {
+  if (owner.empty() || owner.size() > kMaxNameBytes)
+    throw InvalidArgument(
+        fmt::format("{} is {} bytes; it must be between 1 and {}", what, owner.size(), kMaxNameBytes));
+  for (unsigned char c : owner)
+    if (c < 0x20 || c == 0x7f)
+      throw InvalidArgument(fmt::format("{} '{}' contains a control character", what, printable(owner)));
+  if (!is_valid_utf8(owner)) throw InvalidArgument(fmt::format("{} '{}' is not valid UTF-8", what, printable(owner)));
+}
+
 void validate_ttl(std::chrono::milliseconds ttl, std::chrono::milliseconds renew_interval) {
   if (ttl < kMinTtl || ttl > kMaxTtl)
     throw InvalidArgument(fmt::format("ttl {}ms is out of range: it must be between {}ms and {}ms", ttl.count(),

@@ -16,6 +16,9 @@ void validate_lock_name(std::string_view name);
 /// ManagerOptions::owner_tag: up to 64 bytes of valid UTF-8 without control characters (a NUL
 /// would cut the owner id short on PostgreSQL and merge owners; a newline would forge lines).
 void validate_owner_tag(std::string_view tag);
+/// An owner id named by a caller (Lock::hand_over's successor): 1..255 bytes of valid UTF-8
+/// without control characters, as the library makes them. `what` names it in the error.
+void validate_owner_id(std::string_view owner, std::string_view what);
 /// kMinTtl..kMaxTtl and at least three renew intervals.
 void validate_ttl(std::chrono::milliseconds ttl, std::chrono::milliseconds renew_interval);
 /// Schema names and table prefixes: [a-z_][a-z0-9_]*, so they need no quoting in any dialect.

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/scope_exit.hpp"
 #include "base/validate.hpp"
 #include "core/manual_clock.hpp"
 #include "core/store_parts.hpp"
@@ -121,6 +122,39 @@ void LeaderElection::resign() noexcept {
   }
 }
 
+std::string LeaderElection::owner_id() const {
+  std::unique_lock state(state_);
+  wake_.wait(state, [&] { return !campaign_owner_.empty(); });
+  return campaign_owner_;
+}
+
+bool LeaderElection::hand_over(std::string_view successor) {
+  if (!options_.manager.fair_queue || options_.manager.mode != LockMode::table)
+    throw InvalidArgument("LeaderElection::hand_over needs ElectionOptions::manager.fair_queue (table mode)");
+  detail::validate_owner_id(successor, "the successor's owner id");
+  std::optional<Lock> ended;
+  {
+    std::lock_guard callbacks(callbacks_);
+    {
+      std::lock_guard state(state_);
+      if (!term_ || term_->lost()) return false;
+      ended = std::exchange(term_, std::nullopt);
+      handing_over_ = true;  // the campaign thread, now owner of nothing, must not re-enter the lock
+    }
+    call_quietly(*logger_, "on_revoked", options_.on_revoked);
+  }
+  detail::ScopeExit campaign_again([this]() noexcept {
+    {
+      std::lock_guard state(state_);
+      handing_over_ = false;
+    }
+    wake_.notify_all();
+  });
+  ended->hand_over(successor);
+  logger_->info("handed the leadership of '{}' over (successor asked for: {})", name_, successor);
+  return true;
+}
+
 void LeaderElection::lock_lost(std::int64_t token) {
   std::lock_guard callbacks(callbacks_);
   {
@@ -135,10 +169,17 @@ void LeaderElection::lock_lost(std::int64_t token) {
 }
 
 void LeaderElection::campaign(std::stop_token stop) {
+  {
+    std::lock_guard state(state_);
+    campaign_owner_ = manager_->owner_id();
+  }
+  wake_.notify_all();
   while (!stop.stop_requested()) {
     std::optional<Lock> granted;
     try {
-      granted.emplace(manager_->acquire(name_, options_.campaign_slice));
+      // A fair campaign keeps its place in the queue: one wait, which a stop request ends.
+      granted.emplace(options_.manager.fair_queue ? manager_->acquire(name_, wait_forever, {}, stop)
+                                                  : manager_->acquire(name_, options_.campaign_slice));
     } catch (const Timeout&) {
       std::lock_guard state(state_);
       campaign_error_.clear();
@@ -172,7 +213,7 @@ void LeaderElection::campaign(std::stop_token stop) {
     std::optional<Lock> ended;
     {
       std::unique_lock state(state_);
-      wake_.wait(state, stop, [&] { return !term_; });
+      wake_.wait(state, stop, [&] { return !term_ && !handing_over_; });
       ended = std::exchange(ended_by_loss_, std::nullopt);
     }
     // A lost guard's release finds the lock gone (LockLost) and changes nothing in the database.

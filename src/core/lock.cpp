@@ -48,6 +48,12 @@ std::int64_t Lock::token() const {
 }
 bool Lock::lost() const { return !require(held_).believed_held(core_->local_now()); }
 
+void Lock::hand_over(std::string_view successor) {
+  require(held_);
+  core_->prepare_hand_over(*held_, successor);
+  release();
+}
+
 bool Lock::release_requested() const { return require(held_).release_requested.load(); }
 
 std::stop_token Lock::stop_token() const {

@@ -110,6 +110,7 @@ struct HeldLock {
   std::atomic<bool> release_requested{false};  // a renewal found this grant asked to let go
   std::atomic<SteadyClock::rep> local_deadline;
   std::int64_t depth = 0;                 // guarded by the manager's mutex_
+  std::string hand_to;  // Lock::hand_over's successor: set before the last release, on the releasing thread
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
   const SteadyClock::time_point granted = SteadyClock::now();  // for LockEvent::held
   /// Lock::stop_token(): requested once the grant is lost (report_lost and its kin), never on
@@ -162,6 +163,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   virtual Lock acquire(const AdvisoryKey& key, std::chrono::milliseconds timeout, const LockOptions& options);
   /// Releases one level of `held`; the guard has already let go of it.
   virtual void release(const std::shared_ptr<HeldLock>& held) = 0;
+  /// Lock::hand_over(): marks `held` (its last level) to be granted to `successor` by its release.
+  /// @throws InvalidArgument where no hand-over is possible (this default: not a fair-queue manager).
+  virtual void prepare_hand_over(HeldLock& held, std::string_view successor);
   /// A lock set that failed gives back what it took at once: a name it took afresh (its only
   /// level) is released without the minimum hold it asked for.
   void forgo_min_hold(Lock& lock);

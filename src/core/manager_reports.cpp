@@ -135,6 +135,10 @@ void ManagerBase::report_release_requested(HeldLock& held) {
   }
 }
 
+void ManagerBase::prepare_hand_over(HeldLock&, std::string_view) {
+  throw InvalidArgument("handing a lock over to a successor needs table mode and ManagerOptions::fair_queue");
+}
+
 void ManagerBase::forgo_min_hold(Lock& lock) {
   std::lock_guard guard(mutex_);
   if (lock.held_ && lock.held_->depth == 1) lock.held_->min_hold = std::chrono::milliseconds(0);

@@ -35,6 +35,7 @@ class TableCore final : public ManagerBase {
   using ManagerBase::acquire;
   using ManagerBase::try_acquire;
   void release(const std::shared_ptr<HeldLock>& held) override;
+  void prepare_hand_over(HeldLock& held, std::string_view successor) override;
 
  private:
   using Key = std::tuple<std::string, std::string, HolderKind>;  // owner, name, kind

@@ -122,7 +122,7 @@ void TableCore::leave_queue(std::string_view name, const std::string& owner, std
     // Granted as it left: nobody will hold that grant, so it goes to the next waiter at once.
     auto look = with_read_retries([&] { return queue_->look(name, owner, seq); });
     if (granted_to_waiter(name, look.grant))
-      with_release_retries([&] { return queue_->release_handing_off(name, owner, look.grant->token); });
+      with_release_retries([&] { return queue_->release_handing_off(name, owner, look.grant->token, {}); });
   } catch (const std::exception& e) {
     logger_->warn(
         "leaving the queue of '{}' failed (its waiter row lapses with its waiter lease, a grant handed to it "

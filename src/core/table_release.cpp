@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/scope_exit.hpp"
+#include "base/validate.hpp"
 
 namespace dblock::detail {
 
@@ -82,7 +83,8 @@ std::optional<std::int64_t> TableCore::release_once(const HeldLock& held, std::i
       if (depth_before <= 1 && min_hold.count() > 0 &&
           locks_.release_keeping(held.name, held.owner, held.token, min_hold))
         return std::optional<std::int64_t>(0);
-      if (depth_before <= 1 && queue_ != nullptr) return queue_->release_handing_off(held.name, held.owner, held.token);
+      if (depth_before <= 1 && queue_ != nullptr)
+        return queue_->release_handing_off(held.name, held.owner, held.token, held.hand_to);
       if (depth_before <= 1 && releases_) {
         std::size_t carried = 1;
         bool deleted = releases_->submit(ReleaseRequest{held.name, held.owner, held.token},
@@ -128,6 +130,18 @@ bool TableCore::acknowledge_revocation(const HeldLock& held) {
     logger_->warn("letting go of the revoked lock '{}' failed (it lapses with its lease): {}", held.name, e.what());
     return false;
   }
+}
+
+void TableCore::prepare_hand_over(HeldLock& held, std::string_view successor) {
+  if (queue_ == nullptr || held.kind != HolderKind::exclusive)
+    ManagerBase::prepare_hand_over(held, successor);  // throws: nothing to hand over to
+  validate_owner_id(successor, "the successor's owner id");
+  std::lock_guard lock(mutex_);
+  if (held.depth != 1 || held.min_hold.count() > 0)
+    throw InvalidArgument(fmt::format("lock '{}' can be handed over only by its last level and without a minimum hold "
+                                      "({} level(s) held)",
+                                      held.name, held.depth));
+  held.hand_to = successor;
 }
 
 void TableCore::release(const std::shared_ptr<HeldLock>& held) {

@@ -218,6 +218,12 @@ TEST(ReaperSidecar, ABodilessRevokeRevokesAndAnIncompleteOneSaysWhy) {
   auto again = raw_http("127.0.0.1", port, bodiless_post("/api/revoke?name=no/such/lock", bearer));
   EXPECT_EQ(again.status, 404);
   EXPECT_NE(again.body.find("no live lock"), std::string::npos) << again.body;
+  // Its sibling, asking a holder to let go, is answered before a body is read too.
+  auto other = locks.try_acquire("bodiless/asked");
+  ASSERT_TRUE(other);
+  auto asked = raw_http("127.0.0.1", port, bodiless_post("/api/request-release?name=bodiless/asked", bearer));
+  EXPECT_EQ(asked.status, 200) << asked.body;
+  EXPECT_NE(asked.body.find("\"asked\":\"bodiless/asked\""), std::string::npos) << asked.body;
   std::remove(token_file.c_str());
   dblock::test::remove_embedded_sqlite();
 }

@@ -4,6 +4,7 @@
 // that grant or leaves nothing behind, what an operator sees of the queue, and deadlocks reported.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -161,6 +162,116 @@ TEST_P(FairQueue, AHandOffLeavesTheNameNoFreeMoment) {
   ASSERT_TRUE(granted.has_value());
   EXPECT_EQ(granted->token(), after->token) << "the waiter holds the grant the release made";
   EXPECT_EQ(queue().waiter_rows(name), 0U);
+}
+
+// Lock::hand_over: the named waiter is granted ahead of one that queued before it, in the releasing
+// commit; a successor that does not wait leaves the grant to the first waiter; what cannot be handed
+// over is refused and stays held.
+TEST_P(FairQueue, AHandOverGrantsTheNamedWaiterAheadOfEarlierOnesAndElseTheFirst) {
+  const std::string name = "fq-hand-over";
+  auto fair = fair_manager();
+  auto holder = fair->acquire(name, 5s);
+  struct Waiter {
+    std::string owner;
+    std::optional<dblock::Lock> lock;
+    std::jthread thread;
+  };
+  std::array<Waiter, 2> waiters;
+  std::mutex mutex;
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    waiters[i].thread = std::jthread([&, i] {
+      {
+        std::lock_guard guard(mutex);
+        waiters[i].owner = fair->owner_id();
+      }
+      auto lock = fair->acquire(name, 60s);
+      std::lock_guard guard(mutex);
+      waiters[i].lock = std::move(lock);
+    });
+    ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == i + 1; }, 30s));
+  }
+  std::string later;
+  {
+    std::lock_guard guard(mutex);
+    later = waiters[1].owner;
+  }
+  auto first = holder.token();
+  EXPECT_THROW(holder.hand_over(""), dblock::InvalidArgument);
+  EXPECT_THROW(holder.hand_over("bad\nowner"), dblock::InvalidArgument);
+  {
+    auto again = fair->acquire(name, 5s);  // a re-entry: one level of two cannot be handed over
+    EXPECT_THROW(again.hand_over(later), dblock::InvalidArgument);
+    EXPECT_TRUE(again.owns()) << "refused: still held";
+  }
+  auto plain = manager();
+  auto elsewhere = plain->acquire(name + "-plain", 5s);
+  EXPECT_THROW(elsewhere.hand_over(later), dblock::InvalidArgument) << "no fair queue, no hand-over";
+
+  holder.hand_over(later);
+  auto after = row(name);
+  ASSERT_TRUE(after) << "the name was free after the hand-over";
+  EXPECT_EQ(after->owner, later) << "granted to the named waiter, ahead of the one queued before it";
+  EXPECT_GT(after->token, first);
+  waiters[1].thread.join();
+  ASSERT_TRUE(waiters[1].lock);
+  EXPECT_EQ(waiters[1].lock->token(), after->token);
+  EXPECT_EQ(queue().waiter_rows(name), 1U) << "the earlier waiter still waits";
+
+  waiters[1].lock->hand_over("nobody-waits-as-this");
+  waiters[0].thread.join();
+  ASSERT_TRUE(waiters[0].lock) << "a successor that does not wait leaves the grant to the first waiter";
+  EXPECT_GT(waiters[0].lock->token(), after->token);
+  EXPECT_EQ(row(name)->owner, waiters[0].owner);
+  waiters[0].lock->release();
+}
+
+// LeaderElection::hand_over: the named campaigner leads next, the term's on_revoked comes before
+// its successor's on_elected, nobody else is elected in between, and the old leader campaigns again.
+TEST_P(FairQueue, ALeaderHandsLeadershipToANamedSuccessorWithNoGapAndNoSecondLeader) {
+  const std::string name = "fq-leader";
+  std::mutex mutex;
+  std::vector<std::string> events;  // "elected N" and "revoked N", in the order they came
+  auto options = [&](int n) {
+    dblock::ElectionOptions election;
+    election.on_elected = [&, n](std::int64_t) {
+      std::lock_guard guard(mutex);
+      events.push_back(fmt::format("elected {}", n));
+    };
+    election.on_revoked = [&, n] {
+      std::lock_guard guard(mutex);
+      events.push_back(fmt::format("revoked {}", n));
+    };
+    election.manager.fair_queue = true;
+    election.manager.default_ttl = 10s;
+    return election;
+  };
+  auto leader = std::make_unique<dblock::LeaderElection>(store_, name, options(0));
+  ASSERT_TRUE(dblock::test::eventually([&] { return leader->is_leader(); }, 30s));
+  dblock::LeaderElection earlier(store_, name, options(1));
+  ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 1; }, 30s));
+  dblock::LeaderElection successor(store_, name, options(2));
+  ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 2; }, 30s));
+  auto term = *leader->token();
+
+  EXPECT_FALSE(earlier.hand_over(successor.owner_id())) << "a follower has nothing to hand over";
+  ASSERT_TRUE(leader->hand_over(successor.owner_id()));
+  auto now = dblock::LeaderElection::leader(*store_, name);
+  ASSERT_TRUE(now) << "nobody led after the hand-over";
+  EXPECT_EQ(now->owner, successor.owner_id());
+  EXPECT_GT(now->token, term);
+  ASSERT_TRUE(dblock::test::eventually([&] { return successor.is_leader(); }, 30s));
+  EXPECT_FALSE(earlier.is_leader());
+  EXPECT_FALSE(leader->is_leader());
+  ASSERT_TRUE(dblock::test::eventually([&] { return queue().waiter_rows(name) == 2; }, 30s))
+      << "the old leader campaigns again, behind the follower that waited";
+  {
+    std::lock_guard guard(mutex);
+    EXPECT_EQ(events, (std::vector<std::string>{"elected 0", "revoked 0", "elected 2"}));
+  }
+  EXPECT_THROW((void)dblock::LeaderElection(store_, "fq-plain", {}).hand_over(successor.owner_id()),
+               dblock::InvalidArgument)
+      << "without the fair queue";
+  leader.reset();
 }
 
 // A waiter whose waiter lease ended (its process died) is skipped by the hand-off, which grants the

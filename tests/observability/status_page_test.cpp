@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <string>
 #include <thread>
@@ -201,6 +202,41 @@ TEST_F(StatusPage, RevokeNeedsTheAdminToken) {
   ASSERT_TRUE(revoked);
   EXPECT_EQ(revoked->status, 200) << revoked->body;
   EXPECT_EQ(store_->lock("status/revoked")->state, dblock::LockState::revoked);
+  std::remove(token_file.c_str());
+}
+
+TEST_F(StatusPage, RequestReleaseNeedsTheAdminTokenAndTheHolderHearsIt) {
+  auto token_file = fmt::format("/tmp/dblock-admin-token-ask-{}", getpid());
+  std::ofstream(token_file) << "0123456789abcdef-secret\n";
+  std::promise<std::int64_t> asked;
+  dblock::LockManager locks(store_, {.default_ttl = 3s, .renew_interval = 200ms,
+                                     .on_release_requested = [&](std::string_view, std::int64_t token) {
+                                       asked.set_value(token);
+                                     }});
+  auto held = locks.try_acquire("status/asked");
+  ASSERT_TRUE(held);
+  Sidecar sidecar(dsn_, dblock::test::free_port(), {"--admin-token-file", token_file});
+  ASSERT_TRUE(sidecar.ready());
+  httplib::Headers wrong{{"Authorization", "Bearer 0123456789abcdef-secreX"}};
+  auto denied = sidecar.client().Post("/api/request-release?name=status/asked", wrong, "", "text/plain");
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  httplib::Headers right{{"Authorization", "Bearer 0123456789abcdef-secret"}};
+  auto nobody = sidecar.client().Post("/api/request-release?name=status/nobody", right, "", "text/plain");
+  ASSERT_TRUE(nobody);
+  EXPECT_EQ(nobody->status, 404) << nobody->body;
+  auto unnamed = sidecar.client().Post("/api/request-release", right, "", "text/plain");
+  ASSERT_TRUE(unnamed);
+  EXPECT_EQ(unnamed->status, 400);
+  EXPECT_NE(unnamed->body.find("POST /api/request-release?name=NAME"), std::string::npos) << unnamed->body;
+  auto told = sidecar.client().Post("/api/request-release?name=status/asked", right, "", "text/plain");
+  ASSERT_TRUE(told);
+  EXPECT_EQ(told->status, 200) << told->body;
+  EXPECT_NE(told->body.find(fmt::format("\"token\":{}", held->token())), std::string::npos) << told->body;
+  auto heard = asked.get_future();
+  ASSERT_EQ(heard.wait_for(10s), std::future_status::ready) << "told at a renewal";
+  EXPECT_EQ(heard.get(), held->token());
+  EXPECT_EQ(store_->lock("status/asked")->state, dblock::LockState::held) << "asked, not revoked";
   std::remove(token_file.c_str());
 }
 

@@ -58,9 +58,14 @@ inline void run_every_statement_set(const std::shared_ptr<Store>& store, int rou
   EXPECT_EQ(locks.release_last(name, owner, grant->token), 0);
   EXPECT_FALSE(locks.read(name));
 
-  // Revocation, its acknowledgement, a minimum hold, force release.
+  // A request to let go, revocation, its acknowledgement, a minimum hold, force release.
   grant = locks.try_acquire(name, owner, 60s, 0);
   ASSERT_TRUE(grant);
+  EXPECT_TRUE(locks.ask_release(name));
+  EXPECT_TRUE(locks.ask_release(name)) << "asked twice";
+  auto asked = locks.renew(std::array{d::HeldRef{name, owner, grant->token, 90s}}, reply_by());
+  EXPECT_EQ(asked.renewed, std::vector<std::size_t>{0});
+  EXPECT_EQ(asked.asked, std::vector<std::size_t>{0});
   EXPECT_TRUE(locks.revoke(name));
   EXPECT_TRUE(locks.acknowledge_revoked(name, owner, grant->token));
   grant = locks.try_acquire(name, owner, 60s, 0);
@@ -125,14 +130,21 @@ inline void run_every_statement_set(const std::shared_ptr<Store>& store, int rou
     ASSERT_GT(waiting.seq, 0) << "a held name queues";
     EXPECT_TRUE(queue->look(queued, other, waiting.seq).queued);
     EXPECT_FALSE(queue->take_turn(queued, other, 60s, 60s, waiting.seq).grant) << "renewed, still queued";
-    EXPECT_EQ(queue->release_handing_off(queued, owner, holder.grant->token), 0);
+    const auto third = owner + "-third";
+    auto later = queue->take_turn(queued, third, 60s, 60s, 0);
+    ASSERT_GT(later.seq, waiting.seq);
+    EXPECT_EQ(queue->release_handing_off(queued, owner, holder.grant->token, third), 0);
+    auto named = queue->look(queued, third, later.seq);
+    ASSERT_TRUE(named.grant) << "the named successor goes ahead of the earlier waiter";
+    EXPECT_TRUE(queue->look(queued, other, waiting.seq).queued);
+    EXPECT_EQ(queue->release_handing_off(queued, third, named.grant->token, {}), 0);
     auto look = queue->look(queued, other, waiting.seq);
     EXPECT_FALSE(look.queued);
     ASSERT_TRUE(look.grant) << "handed on";
     EXPECT_FALSE(queue->leave(queued, other, waiting.seq)) << "granted: nothing to leave";
     EXPECT_EQ(queue->waiter_rows(queued), 0u);
     EXPECT_EQ(queue->reap_waiters(10), 0u);
-    EXPECT_EQ(queue->release_handing_off(queued, other, look.grant->token), 0);
+    EXPECT_EQ(queue->release_handing_off(queued, other, look.grant->token, {}), 0);
   }
 
   // Migrations: status and verify read the history and the catalog.

@@ -157,8 +157,10 @@ struct Script {
   std::map<std::string, std::map<std::int64_t, Waiter>> waiters;  // by name, then arrival order (seq)
   std::int64_t next_waiter_seq = 0;
   // Queue paths taken: waiter rows inserted, grants handed on by a release, free names taken by the
-  // first live waiter's turn, leaves that found their row granted, dead waiter rows skipped.
-  std::atomic<int> waiters_queued{0}, handoffs{0}, turns_granted{0}, leaves_after_grant{0}, dead_waiters_skipped{0};
+  // first live waiter's turn, leaves that found their row granted, dead waiter rows skipped; hand-offs
+  // to a named successor ahead of earlier waiters.
+  std::atomic<int> waiters_queued{0}, handoffs{0}, turns_granted{0}, leaves_after_grant{0}, dead_waiters_skipped{0},
+      named_handoffs{0};
   /// Counts a last-level release statement naming `names`; true when its reply is to be lost.
   bool sent_release_of(const std::vector<std::string>& names) {
     std::lock_guard lock(mutex);

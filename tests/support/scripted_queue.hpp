@@ -118,7 +118,8 @@ inline bool leave(Script& script, const std::string& name, const std::string& ow
 }
 
 inline std::optional<std::int64_t> release_handing_off(Script& script, const std::string& name,
-                                                       const std::string& owner, std::int64_t token) {
+                                                       const std::string& owner, std::int64_t token,
+                                                       const std::string& successor) {
   std::lock_guard lock(script.mutex);
   auto row = script.rows.find(name);
   if (row == script.rows.end() || row->second.owner != owner || row->second.token != token) return std::nullopt;
@@ -127,6 +128,13 @@ inline std::optional<std::int64_t> release_handing_off(Script& script, const std
   auto first = first_live(script, name, now);
   if (first == 0) return 0;
   auto& queue = script.waiters[name];
+  // The named successor, when it waits live, goes ahead of earlier waiters (migration 0019).
+  for (auto& [seq, waiter] : queue)
+    if (!successor.empty() && waiter.owner == successor && waiter.expires > now) {
+      first = seq;
+      ++script.named_handoffs;
+      break;
+    }
   auto waiter = queue.at(first);
   queue.erase(first);
   script.rows[name] = Script::Row{waiter.owner, 1, ++script.next_token, now + waiter.ttl};
@@ -159,11 +167,11 @@ class ScriptedQueue final : public dblock::detail::QueueBackend {
     if (!script_->stepper) return apply();
     return run_stepped<bool>(*script_, "leave", owner, {std::string(name)}, {seq}, apply);
   }
-  std::optional<std::int64_t> release_handing_off(std::string_view name, std::string_view owner,
-                                                  std::int64_t token) override {
+  std::optional<std::int64_t> release_handing_off(std::string_view name, std::string_view owner, std::int64_t token,
+                                                  std::string_view successor) override {
     ++script_->releases;
-    auto apply = [s = script_, n = std::string(name), o = std::string(owner), token] {
-      return queue_rules::release_handing_off(*s, n, o, token);
+    auto apply = [s = script_, n = std::string(name), o = std::string(owner), token, to = std::string(successor)] {
+      return queue_rules::release_handing_off(*s, n, o, token, to);
     };
     if (!script_->stepper) return apply();
     return run_stepped<std::optional<std::int64_t>>(*script_, "release_handing_off", owner, {std::string(name)},

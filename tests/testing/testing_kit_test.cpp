@@ -186,6 +186,31 @@ TEST(TestingKit, RevokeTellsTheHolderWhichLetsGoOfTheName) {
   EXPECT_TRUE(others.try_acquire("job")) << "free once its holder let go";
 }
 
+TEST(TestingKit, RequestReleaseTellsTheHolderAtOnceAndTakesNothing) {
+  TestStore db;
+  std::atomic<int> told{0};
+  std::atomic<std::int64_t> told_token{0};
+  dblock::LockManager locks(db.store(), {.on_release_requested = [&](std::string_view, std::int64_t token) {
+                                           told_token = token;
+                                           ++told;
+                                         }});
+  auto lock = locks.acquire("job", 0ms);
+  EXPECT_FALSE(lock.release_requested());
+  auto asked = db.request_release("job");
+  ASSERT_TRUE(asked);
+  EXPECT_EQ(asked->token, lock.token());
+  EXPECT_TRUE(lock.release_requested()) << "told by the renewal the request ran";
+  EXPECT_EQ(told.load(), 1);
+  EXPECT_EQ(told_token.load(), lock.token());
+  EXPECT_THAT(lock, Not(IsLost()));
+  db.advance(5min);
+  EXPECT_THAT(lock, Not(IsLost())) << "an asked lock is still renewed";
+  EXPECT_EQ(told.load(), 1) << "once per grant";
+  EXPECT_FALSE(db.request_release("other"));
+  lock.release();
+  EXPECT_THAT(db.holder("job"), NotHeld());
+}
+
 TEST(TestingKit, StealGivesTheNameToAnotherOwnerWithAGreaterToken) {
   TestStore db;
   dblock::LockManager locks(db.store());

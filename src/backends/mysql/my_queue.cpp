@@ -46,6 +46,7 @@ FROM `{prefix}locks` l WHERE l.name = ? AND l.owner = ? AND l.expires_at > UTC_T
     // row gone, or deletes it first and the hand-off passes to the next waiter.
     leave_ = {ids, "leave", fill("DELETE FROM `{prefix}waiters` WHERE name = ? AND owner = ? AND seq = ?")};
     release_handing_off_ = {ids, "release_handing_off", fill("SELECT `{prefix}release_handing_off`(?, ?, ?)")};
+    release_handing_to_ = {ids, "release_handing_to", fill("SELECT `{prefix}release_handing_to`(?, ?, ?, ?)")};
     reap_ = {ids, "reap_waiters",
              fill("DELETE FROM `{prefix}waiters` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?")};
     rows_ = {ids, "waiter_rows", fill("SELECT COUNT(*) FROM `{prefix}waiters` WHERE name = ?")};
@@ -91,10 +92,11 @@ ORDER BY w.queued_at LIMIT ?)")};
     return pool_.lease()->update(leave_, params) > 0;
   }
 
-  std::optional<std::int64_t> release_handing_off(std::string_view name, std::string_view owner,
-                                                  std::int64_t token) override {
-    std::array<MyParam, 3> params{name, owner, token};
-    auto rows = pool_.lease()->query(release_handing_off_, params);
+  std::optional<std::int64_t> release_handing_off(std::string_view name, std::string_view owner, std::int64_t token,
+                                                  std::string_view successor) override {
+    std::array<MyParam, 4> params{name, owner, token, successor};
+    auto rows = successor.empty() ? pool_.lease()->query(release_handing_off_, std::span(params).first(3))
+                                  : pool_.lease()->query(release_handing_to_, params);
     if (rows.empty() || !rows.front().text(0)) return std::nullopt;  // not ours: nothing changed
     return 0;
   }
@@ -133,7 +135,7 @@ ORDER BY w.queued_at LIMIT ?)")};
 
  private:
   SessionPool<MyConnection>& pool_;
-  MyStatement take_turn_, look_, leave_, release_handing_off_, reap_, rows_, list_, place_, edges_;
+  MyStatement take_turn_, look_, leave_, release_handing_off_, release_handing_to_, reap_, rows_, list_, place_, edges_;
 };
 
 }  // namespace

@@ -46,11 +46,12 @@ class PgQueue final : public QueueBackend {
     return PQntuples(run_table_statement(*database_.pool.lease(), database_.sql.leave, params).get()) > 0;
   }
 
-  std::optional<std::int64_t> release_handing_off(std::string_view name, std::string_view owner,
-                                                  std::int64_t token) override {
-    std::array<std::string, 3> params{std::string(name), std::string(owner), std::to_string(token)};
-    if (PQntuples(run_table_statement(*database_.pool.lease(), database_.sql.release_handing_off, params).get()) == 0)
-      return std::nullopt;
+  std::optional<std::int64_t> release_handing_off(std::string_view name, std::string_view owner, std::int64_t token,
+                                                  std::string_view successor) override {
+    std::vector<std::string> params{std::string(name), std::string(owner), std::to_string(token)};
+    if (!successor.empty()) params.emplace_back(successor);
+    const auto& statement = successor.empty() ? database_.sql.release_handing_off : database_.sql.release_handing_to;
+    if (PQntuples(run_table_statement(*database_.pool.lease(), statement, params).get()) == 0) return std::nullopt;
     return 0;
   }
 

@@ -63,7 +63,7 @@ struct PgGroupSql {
 /// delete of dead waiters and the operators' listing. (pg_sql_queue.cpp)
 struct PgQueueSql {
   PgQueueSql(StatementIds& ids, const PgSqlText& fill);
-  PgStatement take_turn, look, leave, release_handing_off, reap_waiters, waiter_rows, list_waiters, place, wait_edges;
+  PgStatement take_turn, look, leave, release_handing_off, release_handing_to, reap_waiters, waiter_rows, list_waiters, place, wait_edges;
 };
 
 /// `dblock bench`'s: the hand-written floor and the rows its reaper scenario seeds. (pg_sql_bench.cpp)

@@ -24,6 +24,8 @@ LEFT JOIN "{schema}"."{prefix}locks" l ON l.name = $1 AND l.owner = $2 AND l.exp
 DELETE FROM "{schema}"."{prefix}waiters" WHERE name = $1 AND owner = $2 AND seq = $3::bigint RETURNING 1)")};
   release_handing_off = {ids, fill(R"(
 SELECT granted_owner FROM "{schema}"."{prefix}release_handing_off"($1, $2, $3::bigint, {key}, '{channel}'))")};
+  release_handing_to = {ids, fill(R"(
+SELECT granted_owner FROM "{schema}"."{prefix}release_handing_to"($1, $2, $3::bigint, $4, {key}, '{channel}'))")};
   // SKIP LOCKED: a waiter row a hand-off or a leave is working on is left for the next round.
   reap_waiters = {ids, fill(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),

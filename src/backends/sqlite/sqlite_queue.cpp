@@ -51,7 +51,7 @@ LEFT JOIN "{prefix}locks" l ON l.name = :name3 AND l.owner = :owner2 AND l.expir
         fill(R"(DELETE FROM "{prefix}locks" WHERE name = :name AND owner = :owner AND token = :token RETURNING name)");
     first_waiter_ = fill(R"(
 SELECT seq, owner, ttl_ms FROM "{prefix}waiters" WHERE name = :name AND kind = 'exclusive' AND expires_at > :now
-ORDER BY seq LIMIT 1)");
+ORDER BY owner = :successor DESC, seq LIMIT 1)");
     drop_waiter_ = fill(R"(DELETE FROM "{prefix}waiters" WHERE name = :name AND seq = :seq)");
     reap_ = fill(R"(
 DELETE FROM "{prefix}waiters" WHERE (name, seq) IN (
@@ -147,19 +147,19 @@ ORDER BY w.seq LIMIT :limit)");
   }
 
   std::optional<std::int64_t> release_handing_off(std::string_view name_in, std::string_view owner_in,
-                                                  std::int64_t token_in) override {
+                                                  std::int64_t token_in, std::string_view successor_in) override {
     auto session = pool_.lease();
     return session->guarded_write("release", [&]() -> std::optional<std::int64_t> {
       auto& sql = session->session();
-      std::string name(name_in), owner(owner_in), released, next_owner;
+      std::string name(name_in), owner(owner_in), successor(successor_in), released, next_owner;
       long long token = token_in, now = 0, seq = 0, ttl_ms = 0;
       ImmediateTransaction transaction(sql);
       sql << release_, soci::use(name, "name"), soci::use(owner, "owner"), soci::use(token, "token"),
           soci::into(released);
       if (!sql.got_data()) return std::nullopt;  // not ours: rolled back, nothing changed
       sql << now_, soci::into(now);
-      sql << first_waiter_, soci::use(name, "name"), soci::use(now, "now"), soci::into(seq), soci::into(next_owner),
-          soci::into(ttl_ms);
+      sql << first_waiter_, soci::use(name, "name"), soci::use(now, "now"), soci::use(successor, "successor"),
+          soci::into(seq), soci::into(next_owner), soci::into(ttl_ms);
       if (sql.got_data()) {
         long long next_token = 0, expires = now + ttl_ms;
         sql << drop_waiter_, soci::use(name, "name"), soci::use(seq, "seq");
