@@ -120,6 +120,12 @@ struct LockOptions {
   /// once; renewals are unaffected. 0: none. Up to 30 days. A re-entry with a longer one raises it
   /// for the whole grant.
   milliseconds lock_delay{0};
+  /// Table mode, exclusive locks: a short note shown beside the holder (`dblock locks`, the status
+  /// page, Store::locks()): who it is, what it does. Up to 255 bytes of valid UTF-8 without NUL;
+  /// written by one more statement after the grant (a re-entry keeps the first level's), for this
+  /// grant only. A note that cannot be written is logged, and the lock is held all the same.
+  /// Default: none.
+  std::string note;
 };
 
 /// Policy of one LockManager.

@@ -58,6 +58,9 @@ struct LockInfo {
   std::chrono::milliseconds lock_delay{0};
   /// Time since this holder's grant (re-entries keep it), by the database's clock.
   std::chrono::milliseconds held_for{0};
+  /// The holder's note (LockOptions::note, `dblock run --note`), empty for none. Any text: escape
+  /// it before printing it to a terminal (dblock::terminal_safe), as every other field.
+  std::string note;
 };
 
 /// One waiter of the fair queue (ManagerOptions::fair_queue; doc/fair-queue.md) as an operator sees

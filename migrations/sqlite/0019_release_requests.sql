@@ -2,3 +2,6 @@
 -- the design). The asked grant's token goes into release_asked_token; the renewal's RETURNING says
 -- per renewed row whether its grant was asked.
 ALTER TABLE "{prefix}locks" ADD COLUMN release_asked_token INTEGER;
+-- A holder's note, for its grant's token (migrations/postgres/0019 says why).
+ALTER TABLE "{prefix}locks" ADD COLUMN holder_note TEXT;
+ALTER TABLE "{prefix}locks" ADD COLUMN note_token INTEGER;

@@ -160,6 +160,9 @@ class LockBackend {
   /// later grant of the name is not asked. Safe to send twice. Returns false when no live exclusive
   /// holder was there (none, expired, a group's row, revoked, or kept for a minimum hold).
   virtual bool ask_release(std::string_view name) = 0;
+  /// The holder's note for its grant (LockOptions::note), shown by list_rows while the row carries
+  /// this grant. Does nothing when the row does not carry this owner and token.
+  virtual void set_note(std::string_view name, std::string_view owner, std::int64_t token, std::string_view note) = 0;
   /// The revoked holder's acknowledgement (it no longer believes it holds the lock): deletes the
   /// row revoked from (owner, token) and wakes waiters. Returns whether it did.
   virtual bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) = 0;

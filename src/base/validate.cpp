@@ -85,6 +85,15 @@ void validate_owner_id(std::string_view owner, std::string_view what) {
   if (!is_valid_utf8(owner)) throw InvalidArgument(fmt::format("{} '{}' is not valid UTF-8", what, printable(owner)));
 }
 
+void validate_note(std::string_view note) {
+  if (note.size() > kMaxNameBytes)
+    throw InvalidArgument(
+        fmt::format("LockOptions.note is {} bytes; at most {} are allowed", note.size(), kMaxNameBytes));
+  if (note.find('\0') != std::string_view::npos) throw InvalidArgument("LockOptions.note contains a NUL byte");
+  if (!is_valid_utf8(note))
+    throw InvalidArgument(fmt::format("LockOptions.note '{}' is not valid UTF-8", printable(note)));
+}
+
 void validate_ttl(std::chrono::milliseconds ttl, std::chrono::milliseconds renew_interval) {
   if (ttl < kMinTtl || ttl > kMaxTtl)
     throw InvalidArgument(fmt::format("ttl {}ms is out of range: it must be between {}ms and {}ms", ttl.count(),

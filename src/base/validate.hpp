@@ -19,6 +19,8 @@ void validate_owner_tag(std::string_view tag);
 /// An owner id named by a caller (Lock::hand_over's successor): 1..255 bytes of valid UTF-8
 /// without control characters, as the library makes them. `what` names it in the error.
 void validate_owner_id(std::string_view owner, std::string_view what);
+/// LockOptions::note: up to 255 bytes of valid UTF-8 without NUL.
+void validate_note(std::string_view note);
 /// kMinTtl..kMaxTtl and at least three renew intervals.
 void validate_ttl(std::chrono::milliseconds ttl, std::chrono::milliseconds renew_interval);
 /// Schema names and table prefixes: [a-z_][a-z0-9_]*, so they need no quoting in any dialect.

@@ -71,6 +71,8 @@ std::optional<Lock> AdvisoryCore::acquire_key(std::string_view lock_name, const 
     throw InvalidArgument("a minimum hold (LockOptions::min_hold) needs ManagerOptions.mode = LockMode::table");
   if (options.lock_delay.count() != 0)  // a server-side lock ends with its session: nothing can keep it
     throw InvalidArgument("a lock-delay (LockOptions::lock_delay) needs ManagerOptions.mode = LockMode::table");
+  if (!options.note.empty())  // a server-side lock has no row to keep it in
+    throw InvalidArgument("a holder's note (LockOptions::note) needs ManagerOptions.mode = LockMode::table");
   AdvisoryTarget target{key, lock_name, options.shared};
   advisory_.check_advisory_target(target);
   std::string key_text;  // the name an explicit key is shown under

@@ -82,8 +82,28 @@ TableCore::Request TableCore::request_of(const LockOptions& options) const {
   if (options.lock_delay.count() > 0 && request.kind != HolderKind::exclusive)
     throw InvalidArgument("a lock-delay (lock_delay) is for exclusive locks, not for permits or shared locks");
   request.lock_delay = options.lock_delay;
+  if (!options.note.empty()) {
+    if (request.kind != HolderKind::exclusive)
+      throw InvalidArgument(
+          "a holder's note (LockOptions::note) is for exclusive locks, not for permits or shared locks");
+    validate_note(options.note);
+    request.note = options.note;
+  }
   if (request.kind != HolderKind::exclusive && !groups_) throw InvalidArgument(groups_.why_absent());
   return request;
+}
+
+void TableCore::write_note(std::string_view name, const std::string& owner, const Grant& grant,
+                           const Request& request) {
+  if (request.note.empty() || grant.count != 1) return;
+  try {
+    with_read_retries([&] {  // safe to send twice: it sets the same note on the same grant
+      locks_.set_note(name, owner, grant.token, request.note);
+      return true;
+    });
+  } catch (const std::exception& e) {
+    logger_->warn("the note of lock '{}' (token {}) was not written: {}", name, grant.token, e.what());
+  }
 }
 
 std::optional<TableCore::Granted> TableCore::acquire_once(std::string_view name, const std::string& owner,
@@ -167,6 +187,7 @@ std::optional<Lock> TableCore::attempt(std::string_view name, const std::string&
   count_acquired(name, grant.token, grant.count,
                  waiting_since ? count_wait(*waiting_since) : std::chrono::milliseconds(0),
                  std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - sent));
+  write_note(name, owner, grant, request);
   return make_guard(std::move(held), grant.count);
 }
 

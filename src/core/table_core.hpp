@@ -52,6 +52,7 @@ class TableCore final : public ManagerBase {
     std::chrono::milliseconds ttl{0};
     std::chrono::milliseconds min_hold{0};
     std::chrono::milliseconds lock_delay{0};
+    std::string note;  // LockOptions::note, written after a fresh grant
   };
 
   /// From the constructor: concurrent plain acquisitions and last-level releases go out combined.
@@ -60,6 +61,8 @@ class TableCore final : public ManagerBase {
   std::vector<std::shared_ptr<HeldLock>> held_snapshot() override;
   void deadline_passed(const std::shared_ptr<HeldLock>& held) override;
   Request request_of(const LockOptions& options) const;
+  /// A fresh grant's note (Request::note), one statement; a failure is only logged.
+  void write_note(std::string_view name, const std::string& owner, const Grant& grant, const Request& request);
   /// One try: the statement, and on a grant the record and the guard. `waiting_since`: when the
   /// caller's wait began (counted on a grant), empty for a try without waiting.
   std::optional<Lock> attempt(std::string_view name, const std::string& owner, const Request& request,

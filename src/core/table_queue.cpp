@@ -68,6 +68,7 @@ std::optional<Lock> TableCore::take_if_granted(std::string_view name, const std:
   }
   if (replaced) report_lost(*replaced, "it had expired before it was acquired again");
   count_acquired(name, grant.token, grant.count, count_wait(started));
+  write_note(name, owner, grant, request);
   return make_guard(std::move(held), grant.count);
 }
 

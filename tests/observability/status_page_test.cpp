@@ -205,14 +205,27 @@ TEST_F(StatusPage, RevokeNeedsTheAdminToken) {
   std::remove(token_file.c_str());
 }
 
+TEST_F(StatusPage, AHoldersNoteIsShownEscapedOnThePageAndInTheJson) {
+  dblock::LockManager locks(store_, {.default_ttl = 60s});
+  auto held = locks.acquire("status/noted", 5s, {.note = "<script>alert(1)</script> by ci"});
+  Sidecar sidecar(dsn_, dblock::test::free_port());
+  ASSERT_TRUE(sidecar.ready());
+  auto json = sidecar.get("/status.json");
+  EXPECT_NE(json.find("\"note\":\"<script>alert(1)</script> by ci\""), std::string::npos) << json;
+  auto page = sidecar.get("/");
+  EXPECT_NE(page.find("<td class=\"note\">&lt;script&gt;alert(1)&lt;/script&gt; by ci</td>"), std::string::npos)
+      << page;
+  EXPECT_EQ(page.find("<script"), std::string::npos);
+}
+
 TEST_F(StatusPage, RequestReleaseNeedsTheAdminTokenAndTheHolderHearsIt) {
   auto token_file = fmt::format("/tmp/dblock-admin-token-ask-{}", getpid());
   std::ofstream(token_file) << "0123456789abcdef-secret\n";
   std::promise<std::int64_t> asked;
-  dblock::LockManager locks(store_, {.default_ttl = 3s, .renew_interval = 200ms,
-                                     .on_release_requested = [&](std::string_view, std::int64_t token) {
-                                       asked.set_value(token);
-                                     }});
+  dblock::LockManager locks(
+      store_, {.default_ttl = 3s,
+               .renew_interval = 200ms,
+               .on_release_requested = [&](std::string_view, std::int64_t token) { asked.set_value(token); }});
   auto held = locks.try_acquire("status/asked");
   ASSERT_TRUE(held);
   Sidecar sidecar(dsn_, dblock::test::free_port(), {"--admin-token-file", token_file});

@@ -213,6 +213,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
         std::string(dblock::detail::kRevokedOwner) + it->second.owner.substr(0, dblock::detail::kMarkedOwnerKept);
     return true;
   }
+  void set_note(std::string_view, std::string_view, std::int64_t, std::string_view) override {}
   bool ask_release(std::string_view name) override {
     std::lock_guard lock(script_->mutex);
     auto it = script_->rows.find(std::string(name));

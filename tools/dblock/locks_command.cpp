@@ -1,5 +1,6 @@
 #include "dblock/locks_command.hpp"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,10 +58,11 @@ void print_locks(Store& store, bool json) {
       auto& row = rows[i];
       fmt::print(
           "{}{{\"name\":{},\"owner\":{},\"kind\":\"{}\",\"state\":\"{}\",\"count\":{},\"token\":{},"
-          "\"remaining_ms\":{},\"expired\":{}{}}}",
+          "\"remaining_ms\":{},\"expired\":{}{}{}}}",
           i == 0 ? "" : ",", json_string(row.name), json_string(row.owner), holder_kind_name(row.kind),
           state_name(row.state), row.count, row.token, row.remaining.count(), row.remaining.count() <= 0,
-          row.lock_delay.count() > 0 ? fmt::format(",\"lock_delay_ms\":{}", row.lock_delay.count()) : "");
+          row.lock_delay.count() > 0 ? fmt::format(",\"lock_delay_ms\":{}", row.lock_delay.count()) : "",
+          row.note.empty() ? "" : fmt::format(",\"note\":{}", json_string(row.note)));
     }
     // Occurrence records of once-per-occurrence runs, as entries of kind "occurrence".
     for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -90,13 +92,16 @@ void print_locks(Store& store, bool json) {
     print_waiters(waiters);
     return;
   }
-  fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", "NAME", "KIND", "STATE", "COUNT", "TOKEN", "LEASE",
-             "OWNER");
+  // Holders' notes, when any holder has one, come last: after the owner, as NOTE.
+  bool notes = std::ranges::any_of(rows, [](const LockInfo& row) { return !row.note.empty(); });
+  fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}{}\n", "NAME", "KIND", "STATE", "COUNT", "TOKEN", "LEASE",
+             "OWNER", notes ? "  NOTE" : "");
   for (auto& row : rows) {
     auto lease = row.remaining.count() > 0 ? format_duration(row.remaining) : std::string("expired");
-    // Names and owners come from the database: escaped, so that each lock is exactly one row.
-    fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}\n", terminal_safe(row.name), holder_kind_name(row.kind),
-               state_name(row.state), row.count, row.token, lease, terminal_safe(row.owner));
+    // Names, owners and notes come from the database: escaped, so that each lock is exactly one row.
+    fmt::print("{:<32} {:<9} {:<8} {:>6} {:>10} {:>10}  {}{}\n", terminal_safe(row.name), holder_kind_name(row.kind),
+               state_name(row.state), row.count, row.token, lease, terminal_safe(row.owner),
+               row.note.empty() ? "" : "  " + terminal_safe(row.note));
   }
   print_waiters(waiters);
 }

@@ -95,7 +95,8 @@ int run_guarded(const std::shared_ptr<Store>& store, const RunRequest& request) 
   LockOptions options{.shared = request.shared,
                       .permits = request.permits,
                       .min_hold = request.min_hold,
-                      .lock_delay = request.lock_delay};
+                      .lock_delay = request.lock_delay,
+                      .note = request.note};
   std::optional<Lock> lock;
   int stopped_by = 0;
   if (request.wait.count() > 0)

@@ -31,6 +31,7 @@ struct RunRequest {
   std::chrono::milliseconds lock_delay{0};      // LockOptions::lock_delay
   bool fair = false;                            // ManagerOptions::fair_queue (its place said on stderr)
   int ask_signal = 0;                           // sent to the command when the holder is asked to let go
+  std::string note;                             // LockOptions::note
   std::optional<OccurrenceOptions> occurrence;  // --once-per/--occurrence: run once per occurrence
   std::vector<std::string> command;
   const Stderr* out = nullptr;             // where run's reports on its command go

@@ -113,13 +113,15 @@ std::string render_status_html(const StatusSnapshot& status, std::string_view st
   } else if (!status.rows.empty()) {
     out +=
         "<table id=\"locks\"><thead><tr><th>name</th><th>kind</th><th>state</th><th>owner</th><th>token</th>"
-        "<th>count</th><th>lease left</th><th>held for</th></tr></thead><tbody>\n";
+        "<th>count</th><th>lease left</th><th>held for</th><th>note</th></tr></thead><tbody>\n";
     for (auto& row : status.rows)
       out += fmt::format(
           "<tr><td class=\"name\">{}</td><td>{}</td><td>{}</td><td class=\"owner\">{}</td><td class=\"num\">{}</td>"
-          "<td class=\"num\">{}</td><td class=\"num{}\">{}</td><td class=\"num\">{}</td></tr>\n",
+          "<td class=\"num\">{}</td><td class=\"num{}\">{}</td><td class=\"num\">{}</td><td class=\"note\">{}</td>"
+          "</tr>\n",
           html_escape(row.name), holder_kind_name(row.kind), state_name(row.state), html_escape(row.owner), row.token,
-          row.count, row.remaining.count() <= 0 ? " bad" : "", lease_text(row), format_duration(row.held_for));
+          row.count, row.remaining.count() <= 0 ? " bad" : "", lease_text(row), format_duration(row.held_for),
+          html_escape(row.note));
     out += "</tbody></table>\n";
     if (status.truncated)
       out += fmt::format(
@@ -158,10 +160,10 @@ std::string render_status_json(const StatusSnapshot& status, std::string_view st
     auto& row = status.rows[i];
     out += fmt::format(
         "{}{{\"name\":{},\"kind\":\"{}\",\"state\":\"{}\",\"owner\":{},\"token\":{},\"count\":{},"
-        "\"lease_left_ms\":{},\"expired\":{},\"held_for_ms\":{}}}",
+        "\"lease_left_ms\":{},\"expired\":{},\"held_for_ms\":{},\"note\":{}}}",
         i == 0 ? "" : ",", json_string(row.name), holder_kind_name(row.kind), state_name(row.state),
         json_string(row.owner), row.token, row.count, row.remaining.count(), row.remaining.count() <= 0,
-        row.held_for.count());
+        row.held_for.count(), json_string(row.note));
   }
   out += "]}\n";
   return out;

@@ -112,6 +112,11 @@ class MyLocks final : public LockBackend {
     return db_.pool.lease()->update(db_.sql.revoke, params) > 0;
   }
 
+  void set_note(std::string_view name, std::string_view owner, std::int64_t token, std::string_view note) override {
+    std::array<MyParam, 4> params{note, name, owner, token};
+    db_.pool.lease()->update(db_.sql.set_note, params);
+  }
+
   bool ask_release(std::string_view name) override {
     std::array<MyParam, 1> params{name};
     auto session = db_.pool.lease();
@@ -152,7 +157,7 @@ class MyLocks final : public LockBackend {
     for (auto& row : db_.pool.lease()->query(db_.sql.list, params))
       locks.push_back(LockInfo{row.str(0), row.str(1), row.num(2), row.num(3), milliseconds(row.num(4)),
                                kind_from_text(row.str(5)), LockState::held, milliseconds(row.num(6)),
-                               milliseconds(row.num(7))});
+                               milliseconds(row.num(7)), row.str(8)});
     return locks;
   }
 

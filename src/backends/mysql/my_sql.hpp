@@ -82,14 +82,15 @@ WHERE l.expires_at - INTERVAL (l.lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTA
 SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) FROM `{prefix}locks` WHERE name = ?)");
     // One row per holder: a group's lock row stands for its members, listed instead.
     list = make("list", R"(
-SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for FROM (
+SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for, note FROM (
   SELECT name, owner, count, token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) AS remaining,
          'exclusive' AS kind, lock_delay_ms,
-         FLOOR(TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) / 1000) AS held_for
+         FLOOR(TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) / 1000) AS held_for,
+         IF(note_token <=> token, COALESCE(holder_note, ''), '') AS note
   FROM `{prefix}locks` WHERE (? = '' OR name = ?) AND owner NOT IN ('(permits)', '(readers)')
   UNION ALL
   SELECT m.name, m.owner, m.count, m.token, FLOOR(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), m.expires_at) / 1000),
-         m.kind, 0, FLOOR(TIMESTAMPDIFF(MICROSECOND, m.acquired_at, UTC_TIMESTAMP(6)) / 1000)
+         m.kind, 0, FLOOR(TIMESTAMPDIFF(MICROSECOND, m.acquired_at, UTC_TIMESTAMP(6)) / 1000), ''
   FROM `{prefix}holders` m JOIN `{prefix}locks` l
     ON l.name = m.name AND l.token = m.epoch AND l.owner = IF(m.kind = 'permit', '(permits)', '(readers)')
   WHERE (? = '' OR m.name = ?) AND m.kind <> 'writer') AS holders
@@ -171,6 +172,9 @@ WHERE TRIGGER_SCHEMA = DATABASE() AND FIND_IN_SET(CONVERT(TRIGGER_NAME USING utf
     revoke = make("revoke", R"(
 UPDATE `{prefix}locks` SET owner = CONCAT('(revoked)', LEFT(owner, 240))
 WHERE name = ? AND expires_at > UTC_TIMESTAMP(6) AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%')");
+    // A holder's note, for its own grant (migration 0019).
+    set_note = make("set_note", R"(
+UPDATE `{prefix}locks` SET holder_note = ?, note_token = token WHERE name = ? AND owner = ? AND token = ?)");
     ask_release = make("ask_release", R"(
 UPDATE `{prefix}locks` SET release_asked_token = token
 WHERE name = ? AND expires_at - INTERVAL (lock_delay_ms * 1000) MICROSECOND > UTC_TIMESTAMP(6)
@@ -219,8 +223,8 @@ CREATE TABLE IF NOT EXISTS `{prefix}schema_history` (
   MyStatement acquire, release, release_last, renew, renew_asked, renew_one, renewed_of, lease_left, list,
       force_release, reap, reap_members, census, seed_expired, acquire_member, release_member, renew_members,
       lease_left_of_readers, mark_writer, unmark_writer, first_lease_end, schema_version, history, record_started,
-      record_done, forget, grants, catalog, revoke, ask_release, asked_already, acknowledge_revoked, release_keeping,
-      acquire_many, release_last_many;
+      record_done, forget, grants, catalog, revoke, ask_release, asked_already, set_note, acknowledge_revoked,
+      release_keeping, acquire_many, release_last_many;
   std::string history_table;
 };
 

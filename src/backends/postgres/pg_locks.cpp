@@ -134,6 +134,11 @@ class PgLocks final : public LockBackend {
     return PQntuples(run_table_statement(*database_.pool.lease(), database_.sql.revoke, params).get()) > 0;
   }
 
+  void set_note(std::string_view name, std::string_view owner, std::int64_t token, std::string_view note) override {
+    std::array<std::string, 4> params{std::string(name), std::string(owner), std::to_string(token), std::string(note)};
+    run_table_statement(*database_.pool.lease(), database_.sql.set_note, params);
+  }
+
   bool ask_release(std::string_view name) override {
     std::array<std::string, 1> params{std::string(name)};
     return PQntuples(run_table_statement(*database_.pool.lease(), database_.sql.ask_release, params).get()) > 0;
@@ -174,11 +179,11 @@ class PgLocks final : public LockBackend {
     auto result = run_table_statement(*database_.pool.lease(), database_.sql.list, params);
     std::vector<LockInfo> rows;
     for (int row = 0; row < PQntuples(result.get()); ++row)
-      rows.push_back(
-          LockInfo{text_of(result.get(), row, 0), text_of(result.get(), row, 1), to_int64(result.get(), row, 2),
-                   to_int64(result.get(), row, 3), milliseconds(to_int64(result.get(), row, 4)),
-                   kind_from_text(text_of(result.get(), row, 5)), LockState::held,
-                   milliseconds(to_int64(result.get(), row, 6)), milliseconds(to_int64(result.get(), row, 7))});
+      rows.push_back(LockInfo{
+          text_of(result.get(), row, 0), text_of(result.get(), row, 1), to_int64(result.get(), row, 2),
+          to_int64(result.get(), row, 3), milliseconds(to_int64(result.get(), row, 4)),
+          kind_from_text(text_of(result.get(), row, 5)), LockState::held, milliseconds(to_int64(result.get(), row, 6)),
+          milliseconds(to_int64(result.get(), row, 7)), text_of(result.get(), row, 8)});
     return rows;
   }
 

@@ -49,7 +49,7 @@ struct PgLockSql {
 /// (pg_sql_admin.cpp)
 struct PgAdminSql {
   PgAdminSql(StatementIds& ids, const PgSqlText& fill);
-  PgStatement list, force_release, revoke, ask_release, reap, census;
+  PgStatement list, force_release, revoke, ask_release, set_note, reap, census;
 };
 
 /// Semaphores' and reader-writer locks' statements: memberships taken, released and renewed, and a waiting writer's
@@ -63,7 +63,8 @@ struct PgGroupSql {
 /// delete of dead waiters and the operators' listing. (pg_sql_queue.cpp)
 struct PgQueueSql {
   PgQueueSql(StatementIds& ids, const PgSqlText& fill);
-  PgStatement take_turn, look, leave, release_handing_off, release_handing_to, reap_waiters, waiter_rows, list_waiters, place, wait_edges;
+  PgStatement take_turn, look, leave, release_handing_off, release_handing_to, reap_waiters, waiter_rows, list_waiters,
+      place, wait_edges;
 };
 
 /// `dblock bench`'s: the hand-written floor and the rows its reaper scenario seeds. (pg_sql_bench.cpp)

@@ -9,15 +9,16 @@ PgAdminSql::PgAdminSql(StatementIds& ids, const PgSqlText& fill) {
   // is limited in its primary key's order, so the first rows of a big table are read by index
   // (8 ms instead of 700 ms for 1000 of 1,000,000 rows).
   list = {ids, fill(R"(
-SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for FROM (
+SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for, note FROM (
   (SELECT name, owner, count, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS remaining,
           'exclusive' AS kind, lock_delay_ms,
-          floor(extract(epoch FROM clock_timestamp() - acquired_at) * 1000)::bigint AS held_for
+          floor(extract(epoch FROM clock_timestamp() - acquired_at) * 1000)::bigint AS held_for,
+          CASE WHEN note_token = token THEN coalesce(holder_note, '') ELSE '' END AS note
    FROM "{schema}"."{prefix}locks" WHERE ($1 = '' OR name = $1) AND owner NOT IN ('(permits)', '(readers)')
    ORDER BY name LIMIT $2::bigint)
   UNION ALL
   (SELECT m.name, m.owner, m.count, m.token, floor(extract(epoch FROM m.expires_at - clock_timestamp()) * 1000)::bigint,
-          m.kind, 0, floor(extract(epoch FROM clock_timestamp() - m.acquired_at) * 1000)::bigint
+          m.kind, 0, floor(extract(epoch FROM clock_timestamp() - m.acquired_at) * 1000)::bigint, ''
    FROM "{schema}"."{prefix}holders" m JOIN "{schema}"."{prefix}locks" l
      ON l.name = m.name AND l.token = m.epoch AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
    WHERE ($1 = '' OR m.name = $1) AND m.kind <> 'writer' ORDER BY m.name, m.owner LIMIT $2::bigint)) AS holders
@@ -38,6 +39,10 @@ UPDATE "{schema}"."{prefix}locks" SET release_asked_token = token
 WHERE name = $1 AND expires_at - lock_delay_ms * interval '1 millisecond' > clock_timestamp()
   AND owner NOT IN ('(permits)', '(readers)') AND owner NOT LIKE '(revoked)%' AND owner NOT LIKE '(min-hold)%'
 RETURNING 1)")};
+  // A holder's note, for its own grant (migration 0019).
+  set_note = {ids, fill(R"(
+UPDATE "{schema}"."{prefix}locks" SET holder_note = $4, note_token = token
+WHERE name = $1 AND owner = $2 AND token = $3::bigint RETURNING 1)")};
   // SKIP LOCKED: concurrent reapers and acquirers never wait for each other. The row lock is
   // taken on the newest row version and the expiry re-checked there, so a row an acquirer has
   // just taken over or renewed is left alone.

@@ -111,6 +111,17 @@ bool SqliteLockStatements::ask_release(std::string_view name) {
   return execute_single(statement);
 }
 
+bool SqliteLockStatements::set_note(std::string_view name, std::string_view owner, std::int64_t token,
+                                    std::string_view note) {
+  name_ = name;
+  owner_ = owner;
+  number_ = token;
+  text_ = note;
+  soci::statement statement = (session_.prepare << sql_.set_note, soci::use(text_, "note"), soci::use(name_, "name"),
+                               soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(out_name_));
+  return execute_single(statement);
+}
+
 bool SqliteLockStatements::acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) {
   name_ = name;
   owner_ = owner;
@@ -156,7 +167,7 @@ std::vector<LockInfo> SqliteLockStatements::list(std::string_view only_name, std
     do
       rows.push_back(LockInfo{out_name_, out_owner_, result_a_, result_b_, std::chrono::milliseconds(result_c_),
                               kind_from_text(out_kind_), LockState::held, std::chrono::milliseconds(delay_),
-                              std::chrono::milliseconds(held_for_)});
+                              std::chrono::milliseconds(held_for_), out_note_});
     while (list_statement().fetch());
   }
   return rows;
@@ -232,6 +243,11 @@ class SqliteLocks final : public LockBackend {
   bool revoke(std::string_view name) override {
     auto session = pool_.lease();
     return session->guarded_write("revoke", [&] { return of(*session).revoke(name); });
+  }
+
+  void set_note(std::string_view name, std::string_view owner, std::int64_t token, std::string_view note) override {
+    auto session = pool_.lease();
+    session->guarded_write("write a holder's note", [&] { return of(*session).set_note(name, owner, token, note); });
   }
 
   bool ask_release(std::string_view name) override {

@@ -41,6 +41,7 @@ class SqliteLockStatements final : public SqliteSessionPart {
   // prepared per call.
   bool revoke(std::string_view name);
   bool ask_release(std::string_view name);
+  bool set_note(std::string_view name, std::string_view owner, std::int64_t token, std::string_view note);
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token);
   bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
                        std::chrono::milliseconds min_hold);
@@ -97,7 +98,7 @@ class SqliteLockStatements final : public SqliteSessionPart {
                               soci::use(name_, "name3"), soci::use(name_, "name4"), soci::use(limit_, "limit"),
                               soci::into(out_name_), soci::into(out_owner_), soci::into(result_a_),
                               soci::into(result_b_), soci::into(result_c_), soci::into(out_kind_), soci::into(delay_),
-                              soci::into(held_for_)));
+                              soci::into(held_for_), soci::into(out_note_)));
     });
   }
   soci::statement& begin_immediate_statement() {
@@ -139,7 +140,7 @@ class SqliteLockStatements final : public SqliteSessionPart {
   }
 
   // Bound parameters and results of the prepared statements (bound by address at prepare time).
-  std::string name_, owner_, text_, out_name_, out_owner_, out_kind_;
+  std::string name_, owner_, text_, out_name_, out_owner_, out_kind_, out_note_;
   std::int64_t number_ = 0, held_token_ = 0, delay_ = 0, result_a_ = 0, result_b_ = 0, result_c_ = 0, result_d_ = 0;
   std::int64_t held_for_ = 0;  // list: the row's age
   std::int64_t limit_ = 0;     // list: most rows

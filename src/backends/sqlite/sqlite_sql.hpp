@@ -137,12 +137,13 @@ RETURNING name, owner, token, coalesce(release_asked_token = token, 0))");
     lease_left = fill(R"(SELECT expires_at - {now} FROM "{prefix}locks" WHERE name = :name)");
     // One row per holder: a group's lock row stands for its members, listed instead.
     list = fill(R"(
-SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for FROM (
+SELECT name, owner, count, token, remaining, kind, lock_delay_ms, held_for, note FROM (
   SELECT name, owner, count, token, expires_at - {now} AS remaining, 'exclusive' AS kind, lock_delay_ms,
-         {now} - acquired_at AS held_for
+         {now} - acquired_at AS held_for,
+         CASE WHEN note_token = token THEN coalesce(holder_note, '') ELSE '' END AS note
   FROM "{prefix}locks" WHERE (:name = '' OR name = :name2) AND owner NOT IN ('(permits)', '(readers)')
   UNION ALL
-  SELECT m.name, m.owner, m.count, m.token, m.expires_at - {now}, m.kind, 0, {now} - m.acquired_at
+  SELECT m.name, m.owner, m.count, m.token, m.expires_at - {now}, m.kind, 0, {now} - m.acquired_at, ''
   FROM "{prefix}holders" m JOIN "{prefix}locks" l
     ON l.name = m.name AND l.token = m.epoch AND l.owner = CASE m.kind WHEN 'permit' THEN '(permits)' ELSE '(readers)' END
   WHERE (:name3 = '' OR m.name = :name4) AND m.kind <> 'writer')
@@ -155,6 +156,10 @@ WHERE name = :name AND expires_at > {now} AND owner NOT LIKE '(revoked)%' AND ow
 RETURNING name)");
     // A request to let go: the grant asked is the row's token (migration 0019). A RETURNING row
     // also when it was asked before, so an ask sent twice is answered alike.
+    // A holder's note, for its own grant (migration 0019).
+    set_note = fill(R"(
+UPDATE "{prefix}locks" SET holder_note = :note, note_token = token WHERE name = :name AND owner = :owner AND token = :token
+RETURNING name)");
     ask_release = fill(R"(
 UPDATE "{prefix}locks" SET release_asked_token = token
 WHERE name = :name AND expires_at - lock_delay_ms > {now}
@@ -208,7 +213,7 @@ VALUES (:version, :name, :checksum, :applied_by, :execution_ms, 1))");
 
   std::string acquire, release_last, release_at_one, release_inner, renew, lease_left, list, force_release, reap,
       reap_members, census;
-  std::string revoke, ask_release, acknowledge_revoked, release_keeping;
+  std::string revoke, ask_release, set_note, acknowledge_revoked, release_keeping;
   std::string seed_expired, schema_version, history_table, history, record, forget;
   SqliteGroupSql groups;
   std::string_view now;  // the clock's SQL, for the roles that build statements of their own

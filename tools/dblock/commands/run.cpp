@@ -1,11 +1,14 @@
 // `dblock run --name N -- CMD ...`: its options and their checks; run_command.cpp holds the lock
 // while the command runs.
 #include <signal.h>
+#include <unistd.h>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <dblock/errors.hpp>
@@ -50,6 +53,9 @@ class RunCommand final : public Command {
                  "Table mode, a plain exclusive lock: wait in the name's fair queue (first come, first served; a "
                  "release hands the name to the first waiter in its own commit) and say the place taken on stderr")
         ->needs(run.get_option("--wait"));
+    run.add_option("--note", note_,
+                   "Table mode, exclusive: a note shown beside this holder by `dblock locks` and the status page "
+                   "(up to 255 bytes; default: this host, pid and CMD; '' for none)");
     run.add_option("--ask-signal", ask_signal_text_,
                    "Table mode, exclusive: when the holder is asked to let go (`dblock release --ask`), send CMD's "
                    "process group this signal (TERM, INT, HUP, USR1, USR2, QUIT, WINCH or ALRM, with or without "
@@ -120,11 +126,32 @@ class RunCommand final : public Command {
     if (request_.fair && (!exclusive_table || request_.min_hold.count() > 0 || request_.lock_delay.count() > 0))
       throw InvalidArgument(
           "--fair needs --mode table and a plain exclusive lock (no --shared, --permits, --min-hold or --lock-delay)");
+    if (note_) {
+      request_.note = *note_;
+      if (!note_->empty() && !exclusive_table) throw InvalidArgument("--note needs --mode table and an exclusive lock");
+    } else if (exclusive_table) {
+      request_.note = default_note(request_.command);
+    }
     if (!ask_signal_text_.empty()) {
       request_.ask_signal = signal_named(ask_signal_text_);
       if (!exclusive_table) throw InvalidArgument("--ask-signal needs --mode table and an exclusive lock");
     }
     check_occurrence(exclusive_table);
+  }
+
+  /// "HOST pid N: CMD ARGS...", escaped as a terminal shows it, cut to a note's 255 bytes.
+  static std::string default_note(const std::vector<std::string>& command) {
+    std::array<char, 256> host{};
+    if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+    auto note = fmt::format("{} pid {}:", terminal_safe(host.data()), getpid());
+    for (const auto& word : command) note += " " + terminal_safe(word);
+    constexpr std::size_t kMaxNote = 255;
+    if (note.size() > kMaxNote) {
+      auto cut = kMaxNote;
+      while (cut > 0 && (static_cast<unsigned char>(note[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+      note.resize(cut);
+    }
+    return note;
   }
 
   static int signal_named(std::string_view text) {
@@ -163,6 +190,7 @@ class RunCommand final : public Command {
   RunRequest request_;
   std::string ttl_text_ = "30s", wait_text_ = "0s", grace_text_, mode_text_ = "table";
   std::string min_hold_text_, lock_delay_text_, ask_signal_text_;
+  std::optional<std::string> note_;
   std::string once_per_text_, occurrence_key_text_, tolerance_text_, offset_text_, keep_text_;
   bool retry_failed_ = false;
 };
