@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include <spdlog/fwd.h>
 
@@ -123,10 +124,14 @@ struct LockOptions {
   /// Table mode, exclusive locks: a short note shown beside the holder (`dblock locks`, the status
   /// page, Store::locks()): who it is, what it does. Up to 255 bytes of valid UTF-8 without NUL;
   /// written by one more statement after the grant (a re-entry keeps the first level's), for this
-  /// grant only. A note that cannot be written is logged, and the lock is held all the same.
-  /// Default: none.
-  std::string note;
+  /// grant only. A note that cannot be written is logged, and the lock is held all the same. A view:
+  /// the call copies it (the asio API when the operation starts, as it does the name), so
+  /// LockOptions stays trivially destructible (GCC 12 destroys a temporary with a destructor inside
+  /// a `co_await` expression twice). Default: none.
+  std::string_view note;
 };
+static_assert(std::is_trivially_destructible_v<LockOptions>,
+              "LockOptions is passed as a temporary inside co_await expressions (see LockOptions::note)");
 
 /// Policy of one LockManager.
 struct ManagerOptions {

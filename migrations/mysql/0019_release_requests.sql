@@ -7,8 +7,8 @@
 ALTER TABLE `{prefix}locks` ADD COLUMN IF NOT EXISTS release_asked_token BIGINT NULL;
 
 -- A holder's note, for its grant's token (migrations/postgres/0019 says why).
-ALTER TABLE `{prefix}locks` ADD COLUMN IF NOT EXISTS holder_note VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NULL,
-  ADD COLUMN IF NOT EXISTS note_token BIGINT NULL;
+ALTER TABLE `{prefix}locks` ADD COLUMN IF NOT EXISTS holder_note VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NULL;
+ALTER TABLE `{prefix}locks` ADD COLUMN IF NOT EXISTS note_token BIGINT NULL;
 
 -- A hand-over to a named successor: 0018's release_handing_off whose grant goes to the live exclusive
 -- waiter p_successor when it waits, ahead of earlier ones, and else to the first live waiter. A new

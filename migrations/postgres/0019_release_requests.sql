@@ -13,7 +13,8 @@ ALTER TABLE "{schema}"."{prefix}locks" ADD COLUMN release_asked_token bigint;
 -- A holder's note (LockOptions::note, `dblock run --note`): shown beside it by `dblock locks` and the
 -- status page. Written after the grant by its holder, for that grant's token: a later grant of the
 -- name (a takeover after its lease ended) does not show it.
-ALTER TABLE "{schema}"."{prefix}locks" ADD COLUMN holder_note text, ADD COLUMN note_token bigint;
+ALTER TABLE "{schema}"."{prefix}locks" ADD COLUMN holder_note text;
+ALTER TABLE "{schema}"."{prefix}locks" ADD COLUMN note_token bigint;
 
 CREATE FUNCTION "{schema}"."{prefix}renew_held_noting_asks"(p_names text[], p_owners text[], p_tokens bigint[],
                                                               p_ttls_ms bigint[])

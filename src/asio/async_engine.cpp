@@ -180,7 +180,7 @@ void AcquireOp::run_statement(std::unique_lock<std::mutex>&) {
     std::exception_ptr error;
     try {
       ScopedOwnerNonce as_task(self->owner_);
-      lock = self->engine_->core().try_acquire(self->name_, self->options_);
+      lock = self->engine_->core().try_acquire(self->name_, self->options_.get());
     } catch (...) {
       error = std::current_exception();
     }

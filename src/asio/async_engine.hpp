@@ -84,6 +84,20 @@ class AsyncEngine : public std::enable_shared_from_this<AsyncEngine> {
   asio::thread_pool pool_;  // last: joined by close() before anything above goes
 };
 
+/// LockOptions whose note (a view) points into text of its own: an operation outlives the
+/// caller's text, which may be gone once the operation was started.
+class KeptOptions {
+ public:
+  explicit KeptOptions(const LockOptions& options) : note_(options.note), options_(options) { options_.note = note_; }
+  KeptOptions(const KeptOptions&) = delete;
+  KeptOptions& operator=(const KeptOptions&) = delete;
+  [[nodiscard]] const LockOptions& get() const noexcept { return options_; }
+
+ private:
+  std::string note_;
+  LockOptions options_;
+};
+
 /// acquire and try_acquire of one name for one owner: try, then wait for a wake-up or a timer,
 /// then try again, until granted, out of time or cancelled.
 class AcquireOp final : public WakeBoard::Waiter, public Cancellable, public std::enable_shared_from_this<AcquireOp> {
@@ -113,7 +127,7 @@ class AcquireOp final : public WakeBoard::Waiter, public Cancellable, public std
 
   const std::shared_ptr<AsyncEngine> engine_;
   const std::string name_;
-  const LockOptions options_;
+  const KeptOptions options_;
   const std::uint64_t owner_;
   const std::optional<std::chrono::milliseconds> timeout_;
   const bool exclusive_;

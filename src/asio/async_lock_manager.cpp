@@ -88,7 +88,7 @@ class AcquireAllOp final : public detail::Cancellable, public std::enable_shared
         step_.reset();
       } else {
         step_ = std::make_shared<AcquireOp>(
-            engine_, names_[taken_.size()], options_, owner_, std::max(left, std::chrono::milliseconds(0)),
+            engine_, names_[taken_.size()], options_.get(), owner_, std::max(left, std::chrono::milliseconds(0)),
             [self = shared_from_this()](std::exception_ptr error, std::optional<Lock> lock) {
               self->on_step(std::move(error), std::move(lock));
             });
@@ -118,7 +118,7 @@ class AcquireAllOp final : public detail::Cancellable, public std::enable_shared
   const std::chrono::steady_clock::time_point deadline_;
   const std::chrono::milliseconds timeout_;
   const std::uint64_t owner_;
-  const LockOptions options_;
+  const detail::KeptOptions options_;
   Done done_;
   std::vector<Lock> taken_;  // touched by one step's completion at a time
   std::mutex mutex_;

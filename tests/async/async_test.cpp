@@ -137,6 +137,35 @@ TEST_P(AsyncLocks, CallbacksFuturesAndAwaitablesEachGetAGuard) {
   EXPECT_TRUE(nothing_held("forms/callback"));
 }
 
+// A note's text may be gone once the operation has started (a temporary, here): the operation keeps
+// its own copy, and LockOptions, trivially destructible, is safe as a temporary inside co_await.
+TEST_P(AsyncLocks, ANoteIsKeptByTheOperationAndShownBesideItsHolder) {
+  asio::io_context io;
+  auto locks = async_manager(io);
+  if (advisory()) {  // notes are kept in the lock table
+    std::exception_ptr refused;
+    locks->async_acquire("noted/async", 5s, dblock::TaskOwner(), {.note = "n"},
+                         [&](std::exception_ptr error, dblock::Lock) { refused = error; });
+    io.run();
+    ASSERT_TRUE(refused);
+    EXPECT_THROW(std::rethrow_exception(refused), dblock::InvalidArgument);
+    return;
+  }
+  std::optional<dblock::Lock> held;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        held.emplace(co_await locks->async_acquire("noted/async", 5s, dblock::TaskOwner(),
+                                                   {.note = std::string("an async holder's note")},
+                                                   asio::use_awaitable));
+      },
+      [](std::exception_ptr error) { EXPECT_FALSE(error); });
+  io.run();
+  ASSERT_TRUE(held && held->owns());
+  EXPECT_EQ(store_->lock("noted/async")->note, "an async holder's note");
+  held->release();
+}
+
 TEST_P(AsyncLocks, TheOwnerIsTheTaskNotTheThread) {
   // Two coroutines on one thread: two owners.
   asio::io_context io;
