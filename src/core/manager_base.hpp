@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -109,8 +110,8 @@ struct HeldLock {
   std::atomic<bool> end_reported{false};       // claim_end() ran: the grant's end was reported
   std::atomic<bool> release_requested{false};  // a renewal found this grant asked to let go
   std::atomic<SteadyClock::rep> local_deadline;
-  std::int64_t depth = 0;                 // guarded by the manager's mutex_
-  std::string hand_to;  // Lock::hand_over's successor: set before the last release, on the releasing thread
+  std::int64_t depth = 0;  // guarded by the manager's mutex_
+  std::string hand_to;     // Lock::hand_over's successor: set before the last release, on the releasing thread
   std::chrono::milliseconds min_hold{0};  // table mode: the longest any level asked for; guarded by mutex_
   const SteadyClock::time_point granted = SteadyClock::now();  // for LockEvent::held
   /// Lock::stop_token(): requested once the grant is lost (report_lost and its kin), never on
@@ -267,6 +268,9 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   /// A renewal found `held`'s grant asked to let go (Store::request_release): once per grant, a log
   /// line and the user's on_release_requested callback, unless the grant was lost meanwhile.
   void report_release_requested(HeldLock& held);
+  /// Calls the user's callback for `held` (on_lost, on_release_requested); what it throws is logged.
+  void tell_user(const std::function<void(std::string_view, std::int64_t)>& callback, std::string_view what,
+                 const HeldLock& held) const;
   /// LockLost for a release that found the lock gone (counted and reported unless it already was).
   [[noreturn]] void throw_lost_on_release(HeldLock& held, std::string_view why);
   void count_renewal(std::int64_t renewed, std::chrono::microseconds latency = {});

@@ -100,6 +100,18 @@ void ManagerBase::throw_timeout(std::string_view name, std::chrono::milliseconds
                             last_error.empty() ? "" : "; last database error: " + last_error));
 }
 
+void ManagerBase::tell_user(const std::function<void(std::string_view, std::int64_t)>& callback, std::string_view what,
+                            const HeldLock& held) const {
+  if (!callback) return;
+  try {
+    callback(held.name, held.token);
+  } catch (const std::exception& e) {
+    logger_->error("{} callback for '{}' threw: {}", what, held.name, e.what());
+  } catch (...) {
+    logger_->error("{} callback for '{}' threw", what, held.name);
+  }
+}
+
 void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   if (held.lost.exchange(true)) return;
   held.request_stop();
@@ -112,27 +124,13 @@ void ManagerBase::report_lost(HeldLock& held, std::string_view why) {
   lost_.fetch_add(1, std::memory_order_relaxed);
   logger_->warn("lock '{}' (token {}) lost: {}", held.name, held.token.load(), why);
   emit(lost_event(held));
-  if (!options_.on_lost) return;
-  try {
-    options_.on_lost(held.name, held.token);
-  } catch (const std::exception& e) {
-    logger_->error("on_lost callback for '{}' threw: {}", held.name, e.what());
-  } catch (...) {
-    logger_->error("on_lost callback for '{}' threw", held.name);
-  }
+  tell_user(options_.on_lost, "on_lost", held);
 }
 
 void ManagerBase::report_release_requested(HeldLock& held) {
   if (held.lost.load() || held.release_requested.exchange(true)) return;
   logger_->info("lock '{}' (token {}): its release was requested", held.name, held.token.load());
-  if (!options_.on_release_requested) return;
-  try {
-    options_.on_release_requested(held.name, held.token);
-  } catch (const std::exception& e) {
-    logger_->error("on_release_requested callback for '{}' threw: {}", held.name, e.what());
-  } catch (...) {
-    logger_->error("on_release_requested callback for '{}' threw", held.name);
-  }
+  tell_user(options_.on_release_requested, "on_release_requested", held);
 }
 
 void ManagerBase::prepare_hand_over(HeldLock&, std::string_view) {
