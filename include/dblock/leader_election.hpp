@@ -133,10 +133,10 @@ class DBLOCK_EXPORT LeaderElection {
   std::shared_ptr<Store> store_;  // for leader()
   const std::string name_;
   ElectionOptions options_;
-  mutable std::mutex state_;  // guards the term below
+  mutable std::mutex state_;                  // guards the term below
   mutable std::condition_variable_any wake_;  // owner_id() waits on it too
-  std::optional<Lock> term_;           // the leader's lock
-  std::optional<Lock> ended_by_loss_;  // a lost term's guard, for the campaign thread to drop
+  std::optional<Lock> term_;                  // the leader's lock
+  std::optional<Lock> ended_by_loss_;         // a lost term's guard, for the campaign thread to drop
   std::uint64_t terms_ = 0;
   std::string campaign_error_;  // the last campaign attempt's error, empty after a success or timeout
   std::string campaign_owner_;  // the campaign thread's owner id, set when it starts

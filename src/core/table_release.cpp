@@ -138,9 +138,10 @@ void TableCore::prepare_hand_over(HeldLock& held, std::string_view successor) {
   validate_owner_id(successor, "the successor's owner id");
   std::lock_guard lock(mutex_);
   if (held.depth != 1 || held.min_hold.count() > 0)
-    throw InvalidArgument(fmt::format("lock '{}' can be handed over only by its last level and without a minimum hold "
-                                      "({} level(s) held)",
-                                      held.name, held.depth));
+    throw InvalidArgument(
+        fmt::format("lock '{}' can be handed over only by its last level and without a minimum hold "
+                    "({} level(s) held)",
+                    held.name, held.depth));
   held.hand_to = successor;
 }
 

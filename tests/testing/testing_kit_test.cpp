@@ -191,9 +191,9 @@ TEST(TestingKit, RequestReleaseTellsTheHolderAtOnceAndTakesNothing) {
   std::atomic<int> told{0};
   std::atomic<std::int64_t> told_token{0};
   dblock::LockManager locks(db.store(), {.on_release_requested = [&](std::string_view, std::int64_t token) {
-                                           told_token = token;
-                                           ++told;
-                                         }});
+                              told_token = token;
+                              ++told;
+                            }});
   auto lock = locks.acquire("job", 0ms);
   EXPECT_FALSE(lock.release_requested());
   auto asked = db.request_release("job");
