@@ -6,7 +6,8 @@
 // their connections (packets held, no reset) for longer than the TTL, cuts them, SIGKILLs wrappers
 // or their guard process alone, pauses wrappers (SIGSTOP) past their deadline, revokes
 // holders as `dblock release --force` does and asks them to let go as `dblock release --ask` does
-// (table mode: an asked thread ends its work and releases; a wrapper sends its command SIGTERM). Every holder records
+// (table mode: an asked thread ends its work and releases; a wrapper sends its command SIGTERM; every
+// other wrapper's round waits in the fair queue with `run --fair`). Every holder records
 // its belief interval (first to last instant it worked believing it held the lock, on this machine's monotonic clock)
 // and its fencing token. The checker fails on any overlap of two intervals for one name, and on any token that does not
 // rise in grant order. A second run does the same with groups: permit holders of a semaphore of two, and readers and
@@ -366,8 +367,12 @@ class RunLoop {
                                     "--wait",        "1s"};
       if (mode_ == dblock::LockMode::advisory) args.insert(args.end(), {"--mode", "advisory"});
       for (auto& flag : take.cli_flags()) args.push_back(flag);
-      if (mode_ == dblock::LockMode::table && take.kind == dblock::HolderKind::exclusive)
+      if (mode_ == dblock::LockMode::table && take.kind == dblock::HolderKind::exclusive) {
         args.insert(args.end(), {"--ask-signal", "TERM"});  // asked to let go: the command ends
+        // Every other round waits in the fair queue: a wrapper killed or paused while queued leaves
+        // a waiter row that lapses, and a grant handed to it meets the nemesis too.
+        if (round % 2 == 1) args.emplace_back("--fair");
+      }
       args.insert(args.end(), {"--", NEMESIS_WORKER_PATH, record.string(), std::to_string(work_time(random).count())});
       // Its stdout and stderr appended to the loop's log.
       dblock::test::ChildProcess holder(std::move(args),
