@@ -179,7 +179,7 @@ class DBLOCK_EXPORT LeaderObserver {
   const std::string name_;
   ObserverOptions options_;
   mutable std::mutex mutex_;
-  mutable std::condition_variable_any wake_;  // owner_id() waits on it too
+  std::condition_variable_any wake_;
   std::optional<LeaderInfo> current_;
   std::uint64_t readings_ = 0;
   std::jthread thread_;  // last: stopped and joined first
