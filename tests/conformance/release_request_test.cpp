@@ -127,9 +127,11 @@ TEST_P(ReleaseRequest, OnlyALiveExclusiveHolderCanBeAskedAndTheCliSaysWhich) {
 }
 
 TEST_P(ReleaseRequest, RunSendsItsCommandTheAskSignalAndWithoutOneSaysTheCommandGoesOn) {
+  // 6 s leases: the wrappers must keep their leases while the test waits for events on a loaded
+  // machine (2 s leases were lost there in the revocation tests).
   auto started = dir_ / "started", asked = dir_ / "asked";
   auto holder =
-      start_cli({"run", "--name", "job", "--ttl", "3s", "--ask-signal", "USR1", "--", "sh", "-c",
+      start_cli({"run", "--name", "job", "--ttl", "6s", "--ask-signal", "USR1", "--", "sh", "-c",
                  "trap 'touch " + asked.string() + "; exit 0' USR1; touch " + started.string() + "; sleep 30 & wait"});
   ASSERT_TRUE(dblock::test::eventually([&] { return std::filesystem::exists(started); })) << holder.output();
   auto told = cli({"release", "--ask", "job"});
@@ -141,7 +143,7 @@ TEST_P(ReleaseRequest, RunSendsItsCommandTheAskSignalAndWithoutOneSaysTheCommand
   EXPECT_FALSE(row("job")) << "released";
 
   auto plain_started = dir_ / "plain";
-  auto plain = start_cli({"run", "--name", "plain", "--ttl", "3s", "--", "sh", "-c",
+  auto plain = start_cli({"run", "--name", "plain", "--ttl", "6s", "--", "sh", "-c",
                           "touch " + plain_started.string() + "; sleep 30 & wait"});
   ASSERT_TRUE(dblock::test::eventually([&] { return std::filesystem::exists(plain_started); })) << plain.output();
   EXPECT_EQ(cli({"release", "--ask", "plain"}).exit_code, 0);

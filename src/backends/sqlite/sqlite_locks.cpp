@@ -117,9 +117,7 @@ bool SqliteLockStatements::set_note(std::string_view name, std::string_view owne
   owner_ = owner;
   number_ = token;
   text_ = note;
-  soci::statement statement = (session_.prepare << sql_.set_note, soci::use(text_, "note"), soci::use(name_, "name"),
-                               soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(out_name_));
-  return execute_single(statement);
+  return execute_single(set_note_statement());
 }
 
 bool SqliteLockStatements::acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token) {

@@ -37,11 +37,11 @@ class SqliteLockStatements final : public SqliteSessionPart {
   Renewal renew(std::span<const HeldRef> held, const std::string& held_json);
   std::optional<std::chrono::milliseconds> lease_left(std::string_view name);
   bool force_release(std::string_view name);
-  // Rare (an operator's revocation, a revoked holder's release, a release within a minimum hold):
-  // prepared per call.
+  bool set_note(std::string_view name, std::string_view owner, std::int64_t token, std::string_view note);
+  // Rare (an operator's revocation or request, a revoked holder's release, a release within a
+  // minimum hold): prepared per call.
   bool revoke(std::string_view name);
   bool ask_release(std::string_view name);
-  bool set_note(std::string_view name, std::string_view owner, std::int64_t token, std::string_view note);
   bool acknowledge_revoked(std::string_view name, std::string_view owner, std::int64_t token);
   bool release_keeping(std::string_view name, std::string_view owner, std::int64_t token,
                        std::chrono::milliseconds min_hold);
@@ -133,6 +133,13 @@ class SqliteLockStatements final : public SqliteSessionPart {
                               soci::into(result_c_), soci::into(result_d_)));
     });
   }
+  // Every acquisition with a note (each `dblock run` by default) sends it: prepared once.
+  soci::statement& set_note_statement() {
+    return prepared(set_note_, [&] {
+      return soci::statement((session_.prepare << sql_.set_note, soci::use(text_, "note"), soci::use(name_, "name"),
+                              soci::use(owner_, "owner"), soci::use(number_, "token"), soci::into(out_name_)));
+    });
+  }
   soci::statement& force_release_statement() {
     return prepared(force_release_, [&] {
       return soci::statement((session_.prepare << sql_.force_release, soci::use(name_, "name"), soci::into(out_name_)));
@@ -146,7 +153,7 @@ class SqliteLockStatements final : public SqliteSessionPart {
   std::int64_t limit_ = 0;     // list: most rows
 
   std::optional<soci::statement> acquire_, release_last_, release_at_one_, release_inner_, renew_, lease_left_, list_,
-      force_release_, reap_, reap_members_, census_, begin_immediate_, commit_;
+      force_release_, set_note_, reap_, reap_members_, census_, begin_immediate_, commit_;
 };
 
 /// The lock role over `pool`'s sessions.
