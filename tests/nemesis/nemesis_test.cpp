@@ -258,7 +258,10 @@ std::vector<std::string> cut_at_a_frozen_wrappers_guard_kill(std::vector<Belief>
   for (auto& belief : beliefs) {
     bool frozen = false;
     std::optional<std::int64_t> guard_killed_ns;
-    std::optional<double> guard_end_ms;  // after its KILL, as the nemesis saw it
+    // When the nemesis saw the guard gone. Each KILL has a watch of its own (a zombie guard may be
+    // killed again), and a later KILL's watch may note the end first, with its own "ms after": so the
+    // end is when the first note was written, not what it counts from.
+    std::optional<std::int64_t> guard_end_ns;
     for (auto& [at, what] : belief.faults) {
       if (what.starts_with("STOP to wrapper"))
         frozen = true;
@@ -266,20 +269,19 @@ std::vector<std::string> cut_at_a_frozen_wrappers_guard_kill(std::vector<Belief>
         frozen = false;
       else if (what.starts_with("KILL to guard") && frozen && !guard_killed_ns)
         guard_killed_ns = at;
-      else if (guard_killed_ns && !guard_end_ms && what.starts_with("guard ") &&
+      else if (guard_killed_ns && !guard_end_ns && what.starts_with("guard ") &&
                what.find(" ended ") != std::string::npos)
-        guard_end_ms = std::atof(what.substr(what.find(" ended ") + 7).c_str());
+        guard_end_ns = at;
     }
     if (!guard_killed_ns || belief.last_ns <= *guard_killed_ns) continue;
     // The nemesis sees the guard gone a moment after the kernel sent the command its SIGKILL, which
     // ends the command at its next entry into the kernel (an interrupt, at the latest): the command may
     // have read the clock for one more step in that moment.
     constexpr std::int64_t kKillInFlightNs = 5'000'000;
-    if (guard_end_ms &&
-        belief.last_ns > *guard_killed_ns + static_cast<std::int64_t>(*guard_end_ms * 1e6) + kKillInFlightNs)
-      found.push_back(fmt::format(
-          "'{}': {} (token {}) worked {:.3f} ms past the end of its guard{}", belief.name, belief.holder, belief.token,
-          (belief.last_ns - *guard_killed_ns) / 1e6 - *guard_end_ms, deadline_trace(belief, *guard_killed_ns)));
+    if (guard_end_ns && belief.last_ns > *guard_end_ns + kKillInFlightNs)
+      found.push_back(fmt::format("'{}': {} (token {}) worked {:.3f} ms past the end of its guard{}", belief.name,
+                                  belief.holder, belief.token, (belief.last_ns - *guard_end_ns) / 1e6,
+                                  deadline_trace(belief, *guard_killed_ns)));
     belief.last_ns = *guard_killed_ns;
   }
   return found;
@@ -955,8 +957,22 @@ TEST(NemesisChecker, AGuardKilledUnderAFrozenWrapperEndsTheBeliefAndItsCommandMu
   auto found = violations({command, next});
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].find("worked 6.000 ms past the end of its guard"), std::string::npos) << found[0];
+  // Killed again before it ended: the second KILL's watch noted the end first, 1 ms after its KILL.
+  command.faults = {{5'000'000, "STOP to wrapper 11 at work"},
+                    {10'000'000, "KILL to guard 12 of wrapper 11"},
+                    {50'000'000, "KILL to guard 12 of wrapper 11"},
+                    {51'000'000, "guard 12 ended 1.0 ms after its KILL"},
+                    {51'100'000, "guard 12 ended 41.1 ms after its KILL"}};
+  command.last_ns = 50'500'000;
+  EXPECT_TRUE(violations({command, next}).empty()) << "the guard ended at 51 ms, whichever watch said so first";
+  command.last_ns = 60'000'000;
+  found = violations({command, next});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].find("worked 9.000 ms past the end of its guard"), std::string::npos) << found[0];
   command.last_ns = 30'000'000;
-  command.faults.insert(command.faults.begin() + 1, {8'000'000, "CONT to wrapper 11"});
+  command.faults = {{5'000'000, "STOP to wrapper 11 at work"},
+                    {8'000'000, "CONT to wrapper 11"},
+                    {10'000'000, "KILL to guard 12 of wrapper 11"}};
   EXPECT_EQ(violations({command, next}).size(), 1u) << "a running wrapper renews, so its command's belief is whole";
   command.faults = {{10'000'000, "KILL to guard 12 of wrapper 11"}};
   EXPECT_EQ(violations({command, next}).size(), 1u) << "no pause, no exemption";
