@@ -46,6 +46,12 @@ bool ReleaseHub::notifying() {
   return !listener_failed_ && listener_for_interrupt_ != nullptr;
 }
 
+bool ReleaseHub::has_waiters(std::string_view name) {
+  std::lock_guard lock(mutex_);
+  auto it = watched_.find(name);
+  return it != watched_.end() && !it->second.waiters.empty();
+}
+
 void ReleaseHub::signal_one(Watched& watched) {
   auto it = std::find_if(watched.waiters.begin(), watched.waiters.end(), [](auto& w) { return !w->signaled; });
   if (it != watched.waiters.end()) (*it)->signaled = true;

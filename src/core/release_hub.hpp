@@ -12,6 +12,7 @@
 #include <mutex>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,8 @@ class ReleaseHub {
   /// passed: the subscription then still works, but only as a timer).
   /// Whether releases currently wake waiters (false: none on this backend, or the listener is down).
   [[nodiscard]] bool notifying();
+  /// Whether a thread of this process waits for `name` now.
+  [[nodiscard]] bool has_waiters(std::string_view name);
 
   [[nodiscard]] std::unique_ptr<Subscription> subscribe(const std::string& name,
                                                         std::chrono::milliseconds ready_timeout);

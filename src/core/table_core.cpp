@@ -208,8 +208,18 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
   auto started = SteadyClock::now();
   auto deadline = started + timeout;
   std::string last_connection_error;
+  validate_lock_name(name);
+  auto request = request_of(options);
+  auto owner = owner_for_this_thread();
+  bool queued = timeout.count() > 0 && queues(name, owner, request);
+  // Another thread of this process waits in the name's queue: a try would only be refused, after
+  // waiting in line behind the queue's statements. The first turn takes the name if it is free.
+  bool try_first = !queued || !StoreParts::release_hub(*store_).has_waiters(name);
   try {
-    if (auto lock = try_acquire(name, options)) return std::move(*lock);
+    if (try_first) {
+      if (auto lock = attempt(name, owner, request, std::nullopt)) return std::move(*lock);
+      count_contended(name);
+    }
   } catch (const ConnectionError& e) {
     if (timeout.count() == 0) throw;
     last_connection_error = e.what();  // a waiter rides out an outage until its deadline
@@ -217,12 +227,10 @@ Lock TableCore::acquire(std::string_view name, std::chrono::milliseconds timeout
     if (timeout.count() == 0) throw;
     last_connection_error = e.what();  // and conflicts that outlasted their retries (a cluster's hot name)
   }
-  auto request = request_of(options);
-  auto owner = owner_for_this_thread();
   WaitReport wait_report(*this, name, started);
-  if (timeout.count() > 0 && queues(name, owner, request)) {
+  if (queued) {
     wait_report.begin();
-    auto lock = wait_in_queue(name, owner, request, started, deadline, stop, last_connection_error);
+    auto lock = wait_in_queue(name, owner, request, started, deadline, try_first, stop, last_connection_error);
     wait_report.settle();
     if (lock) return std::move(*lock);
     throw_timeout(name, timeout, started, last_connection_error, stop.stop_requested());

@@ -98,10 +98,10 @@ class TableCore final : public ManagerBase {
   /// yet released, or released with its reply lost, owns that row, and its release deletes it).
   bool granted_to_waiter(std::string_view name, const std::optional<Grant>& grant);
   /// Waits in the queue until `deadline`, or until `stop` is requested: the lock, or empty then (the
-  /// waiter left the queue; a grant that met its leave is taken). `last_error`: the last error
-  /// ridden out.
+  /// waiter left the queue; a grant that met its leave is taken). `tried`: a try was refused first
+  /// (else the first turn that queues counts the contention). `last_error`: the last error ridden out.
   std::optional<Lock> wait_in_queue(std::string_view name, const std::string& owner, const Request& request,
-                                    SteadyClock::time_point started, SteadyClock::time_point deadline,
+                                    SteadyClock::time_point started, SteadyClock::time_point deadline, bool tried,
                                     const std::stop_token& stop, std::string& last_error);
   /// A grant the queue showed this waiter, and when the statement that showed it was sent.
   struct QueuedFind {

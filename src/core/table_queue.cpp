@@ -134,7 +134,7 @@ void TableCore::leave_queue(std::string_view name, const std::string& owner, std
 
 std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::string& owner, const Request& request,
                                              SteadyClock::time_point started, SteadyClock::time_point deadline,
-                                             const std::stop_token& stop, std::string& last_error) {
+                                             bool tried, const std::stop_token& stop, std::string& last_error) {
   auto& hub = StoreParts::release_hub(*store_);
   auto ready_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
   auto subscription = hub.subscribe(std::string(name), std::min(ready_timeout, StoreParts::connect_timeout(*store_)));
@@ -172,6 +172,7 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
         }
         // seq 0: its row was gone (reaped) and nothing was granted: queued again next.
         auto queued_before = std::exchange(seq, turn.seq);
+        if (seq > 0 && !std::exchange(tried, true)) count_contended(name);
         if (seq > 0 && seq != queued_before) report_queued(name, seq);
         // At queueing and at every renewal: a cycle whose last edge committed after this waiter's
         // read is found at the next one (doc/fair-queue.md, "Deadlocks").

@@ -38,12 +38,14 @@ const std::vector<Released> kReleased{
     {"postgres", 17, "7f5ddcccc8fbb940d954d42c148e96c16e69fd1de14d74b0651e74ed2a717235"},
     {"postgres", 18, "2150bb36de54a3c771a3ee1a10bbdcf921a74c80754e10176d4a4d49a37e26ab"},
     {"postgres", 19, "ef2befe9ce53865fc7300fa437495de8581ef6d5f61cf22b338992c67c6a229f"},
+    {"postgres", 20, "a8c60ddf73162fb94282e2f66cafff8fc239ea168d74eaacea03f975a409c174"},
     {"mysql", 1, "d794f1ff94ece38147b146f7b42cd66eccf9df6643fb986f738420986c11b7d7"},
     {"mysql", 2, "45ae38f5f0ec1cac474b2f0940339442edf51582fb9abd082c559cafb581a06f"},
     {"mysql", 3, "51026c8acd9f6e07732feafc15ee6649dd534c9b36564e6a7e1f28a1538243e8"},
     {"mysql", 17, "01668803960b2ed717332ac82141b7d90b143736930f3b5f5d1bffdd12adac14"},
     {"mysql", 18, "dde6f89aa7f50305d8092827c395b16201b024b3e155fbaa744cc631a91f727d"},
     {"mysql", 19, "9014577c56cebddd7e5417d5dd2e90397249c38e3cceb1466928ef0f51c41d3f"},
+    {"mysql", 20, "fc4f42e74e4be68d20e362bcfb11c0eed722685b16526bd2ad5c7b6de179f8ab"},
     {"mysql", 4, "801c40ff47df36b5e429023f26aa6ea394d3d0ec1f40e01d6bd682defcacb6f9"},
     {"mysql", 5, "e7560dfc3501866f3294458a62dcdbf2a9c02991d6144e2c48ecf5cd3cd05e5b"},
     {"mysql", 6, "d916510e72d35c953c3d095ac1a83f9f748873fcc21e563fe7418c70830131d3"},
@@ -76,6 +78,7 @@ const std::vector<Released> kReleased{
     {"galera", 17, "01668803960b2ed717332ac82141b7d90b143736930f3b5f5d1bffdd12adac14"},
     {"galera", 18, "dde6f89aa7f50305d8092827c395b16201b024b3e155fbaa744cc631a91f727d"},
     {"galera", 19, "9014577c56cebddd7e5417d5dd2e90397249c38e3cceb1466928ef0f51c41d3f"},
+    {"galera", 20, "fc4f42e74e4be68d20e362bcfb11c0eed722685b16526bd2ad5c7b6de179f8ab"},
     {"sqlite", 1, "ede1c9483360a3fdb8bb5c3be98b301f2f1ac996d52d54e28a59d63e78a7454d"},
     {"sqlite", 2, "81d1617858417603b3afab5e699b73d27c61fd0187487ecb9781a1aec6ceeff9"},
     {"sqlite", 3, "2a8169be75068d03a7ec690f160c34aa65bd41701b24cc551c7f85265da38938"},
@@ -95,6 +98,7 @@ const std::vector<Released> kReleased{
     {"sqlite", 17, "975d4cd51707f9d120ff2d21ddcfedfe15af48d3a392493beab60cbcac7e8103"},
     {"sqlite", 18, "67495ac2339e696d28b10c88e885a7a4acdfd3ddd1a9119f33a85a937a9ab089"},
     {"sqlite", 19, "e5c7c61091080c1f1067d213dbef5c7a1d4fa8e19c9a69e3fb91c72fc6211188"},
+    {"sqlite", 20, "5cf04fecd33e8e557539c21f8d2845be2246382e0c64b118b54c4c426da02322"},
 };
 
 TEST(ReleasedMigrations, EveryReleasedFileIsEmbeddedWithItsReleasedChecksum) {

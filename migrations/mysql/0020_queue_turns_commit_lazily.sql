@@ -1,0 +1,5 @@
+-- dblock schema version 20 for MySQL/MariaDB (and Galera, which reads this same file): nothing
+-- changes in this dialect. migrations/postgres/0020 lets a waiter's turn that grants nothing commit
+-- without waiting for the disk; InnoDB's flush at commit is innodb_flush_log_at_trx_commit, which a
+-- session or a function cannot lower for one transaction. The version exists so that every
+-- dialect's schema has one number.

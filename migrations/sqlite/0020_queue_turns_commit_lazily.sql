@@ -1,0 +1,4 @@
+-- dblock schema version 20 for SQLite: nothing changes in this dialect. migrations/postgres/0020
+-- lets a waiter's turn that grants nothing commit without waiting for the disk; SQLite's sync at
+-- commit is the connection's (PRAGMA synchronous), not one transaction's. The version exists so
+-- that every dialect's schema has one number.
