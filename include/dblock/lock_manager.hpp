@@ -43,6 +43,7 @@ struct ManagerStats {
   std::chrono::milliseconds waited{0};  ///< total time spent waiting in acquire()
   std::uint64_t combined = 0;           ///< acquisitions and releases sent in one statement with others (table mode)
   std::uint64_t written_behind = 0;     ///< releases that returned before their statement (write_behind_releases)
+  std::uint64_t grants_unread = 0;  ///< fair-queue grants taken as the release that made them reported them (no read)
 };
 
 class DBLOCK_EXPORT LockManager {

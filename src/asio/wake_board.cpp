@@ -150,7 +150,9 @@ void WakeBoard::listen(std::stop_token stop) {
       }
       for (auto& waiter : to_wake) waiter->wake();
       to_wake.clear();
-      for (auto& name : listener->wait(kListenSlice)) released(name);
+      // Its waiters are not in the fair queue: a release is a release, granted or not.
+      for (auto& notice : listener->wait(kListenSlice))
+        if (!notice.grant) released(notice.name);
     } catch (const std::exception& e) {
       logger_->warn("release listener of asynchronous waiters failed, reconnecting: {}", e.what());
       {

@@ -3,7 +3,9 @@
 // LISTEN/NOTIFY), so that a waiter need not poll. A database without it is simply polled.
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +14,22 @@ namespace dblock::detail {
 
 using std::chrono::milliseconds;
 
+/// A fair-queue grant as the release that made it reports it: the waiter (its owner, and its waiter
+/// row's seq, which no later wait of that owner has) and the grant's token. One level, the waiter's
+/// TTL from the release's commit or before it.
+struct HandedGrant {
+  std::string owner;
+  std::int64_t seq = 0;
+  std::int64_t token = 0;
+};
+
+/// A release a listener reports. `grant`: the release handed the name to that queued waiter; the
+/// same release is also reported plainly (without it), for waiters that do not read grants.
+struct ReleaseNotice {
+  std::string name;
+  std::optional<HandedGrant> grant;
+};
+
 /// Wakes waiters when a name is released. Used by one thread at a time, except interrupt().
 class ReleaseListener {
  public:
@@ -19,9 +37,10 @@ class ReleaseListener {
   /// From now on releases of `name` are reported (and releasers know someone waits).
   virtual void watch(std::string_view name) = 0;
   virtual void unwatch(std::string_view name) = 0;
-  /// Blocks up to `timeout` (or until interrupt()) and returns the names released meanwhile.
+  /// Blocks up to `timeout` (or until interrupt()) and returns the releases reported meanwhile, in
+  /// the order they were sent.
   /// @throws ConnectionError when the listening session broke: notifications may have been missed.
-  virtual std::vector<std::string> wait(milliseconds timeout) = 0;
+  virtual std::vector<ReleaseNotice> wait(milliseconds timeout) = 0;
   /// Thread-safe: makes a concurrent or the next wait() return at once.
   virtual void interrupt() noexcept = 0;
 };

@@ -279,6 +279,7 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
     if (carried > 1) combined_.fetch_add(1, std::memory_order_relaxed);
   }
   void count_written_behind() { written_behind_.fetch_add(1, std::memory_order_relaxed); }
+  void count_grant_unread() { grants_unread_.fetch_add(1, std::memory_order_relaxed); }
   void count_retry() {
     retried_.fetch_add(1, std::memory_order_relaxed);
     if (std::this_thread::get_id() != callback_free_thread_.load()) emit(LockEventKind::retried, {});
@@ -317,7 +318,7 @@ class ManagerBase : public std::enable_shared_from_this<ManagerBase> {
   std::string owner_id_;
   std::condition_variable_any wake_watchdog_;
   std::atomic<std::uint64_t> acquired_{0}, contended_{0}, timeouts_{0}, renewals_{0}, lost_{0}, retried_{0},
-      combined_{0}, written_behind_{0};
+      combined_{0}, written_behind_{0}, grants_unread_{0};
   std::atomic<std::int64_t> waited_ms_{0};
   std::mutex timer_mutex_;
   std::condition_variable_any wake_timer_;

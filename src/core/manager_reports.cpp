@@ -17,7 +17,8 @@ ManagerStats ManagerBase::stats() const {
                       retried_.load(),
                       std::chrono::milliseconds(waited_ms_.load()),
                       combined_.load(),
-                      written_behind_.load()};
+                      written_behind_.load(),
+                      grants_unread_.load()};
 }
 
 void ManagerBase::emit(LockEventKind kind, std::string_view name, std::int64_t token, std::int64_t count,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -26,8 +27,10 @@ ReleaseHub::~ReleaseHub() {
 }
 
 std::unique_ptr<ReleaseHub::Subscription> ReleaseHub::subscribe(const std::string& name,
-                                                                std::chrono::milliseconds ready_timeout) {
+                                                                std::chrono::milliseconds ready_timeout,
+                                                                std::string owner) {
   auto waiter = std::make_shared<Waiter>();
+  waiter->owner = std::move(owner);
   std::unique_lock lock(mutex_);
   auto& watched = watched_[name];
   watched.waiters.push_back(waiter);
@@ -60,6 +63,27 @@ void ReleaseHub::signal_one(Watched& watched) {
 void ReleaseHub::signal_all() {
   for (auto& [name, watched] : watched_)
     for (auto& waiter : watched.waiters) waiter->signaled = true;
+}
+
+void ReleaseHub::deliver(std::vector<ReleaseNotice>& released) {
+  for (std::size_t i = 0; i < released.size(); ++i) {
+    auto& notice = released[i];
+    auto it = watched_.find(notice.name);
+    if (!notice.grant) {
+      if (it != watched_.end()) signal_one(it->second);
+      continue;
+    }
+    // The same release's plain notice comes next (one transaction's notifications arrive together,
+    // in order): the grantee is woken here, and nobody else need look.
+    if (i + 1 < released.size() && !released[i + 1].grant && released[i + 1].name == notice.name) ++i;
+    if (it == watched_.end()) continue;
+    for (auto& waiter : it->second.waiters)
+      if (!waiter->owner.empty() && waiter->owner == notice.grant->owner) {
+        waiter->grant = std::move(notice.grant);
+        waiter->signaled = true;
+        break;
+      }
+  }
 }
 
 void ReleaseHub::run(std::stop_token stop) {
@@ -105,8 +129,7 @@ void ReleaseHub::run(std::stop_token stop) {
       if (released.empty()) continue;
       {
         std::lock_guard lock(mutex_);
-        for (auto& name : released)
-          if (auto it = watched_.find(name); it != watched_.end()) signal_one(it->second);
+        deliver(released);
       }
       changed_.notify_all();
     } catch (const std::exception& e) {
@@ -173,6 +196,11 @@ void ReleaseHub::Subscription::pass_on_later() {
     (*next)->signaled = true;
   }
   hub_.changed_.notify_all();
+}
+
+std::optional<HandedGrant> ReleaseHub::Subscription::take_grant() {
+  std::lock_guard lock(hub_.mutex_);
+  return std::exchange(waiter_->grant, std::nullopt);
 }
 
 bool ReleaseHub::Subscription::wait_until(std::chrono::steady_clock::time_point until, const std::stop_token& stop) {

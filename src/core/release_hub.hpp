@@ -1,7 +1,8 @@
 #pragma once
 // One listening session per Store, driven by one thread, that turns release notifications into
 // wake-ups of waiting threads. A release wakes one waiter of that name in this process (the
-// oldest), so a hot name does not cause a thundering herd of failing acquire statements.
+// oldest), so a hot name does not cause a thundering herd of failing acquire statements; a fair
+// queue's release that granted a waiter of this process wakes that waiter, with its grant.
 
 #include <chrono>
 #include <condition_variable>
@@ -10,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -39,12 +41,17 @@ class ReleaseHub {
   /// Whether a thread of this process waits for `name` now.
   [[nodiscard]] bool has_waiters(std::string_view name);
 
+  /// `owner`: a fair-queue waiter's owner id, whose grants the hub hands it (ReleaseNotice::grant):
+  /// a release that grants it wakes it alone; empty for other waiters.
   [[nodiscard]] std::unique_ptr<Subscription> subscribe(const std::string& name,
-                                                        std::chrono::milliseconds ready_timeout);
+                                                        std::chrono::milliseconds ready_timeout,
+                                                        std::string owner = {});
 
  private:
   struct Waiter {
+    std::string owner;
     bool signaled = false;
+    std::optional<HandedGrant> grant;  // the newest reported to it, not yet taken
   };
   struct Watched {
     std::deque<std::shared_ptr<Waiter>> waiters;  // oldest first
@@ -54,6 +61,8 @@ class ReleaseHub {
   void run(std::stop_token stop);
   void signal_one(Watched& watched);
   void signal_all();
+  /// Wakes the waiters `released` concerns; called with mutex_ held.
+  void deliver(std::vector<ReleaseNotice>& released);
 
   NotificationBackend* notifications_;
   std::shared_ptr<spdlog::logger> logger_;
@@ -88,6 +97,9 @@ class ReleaseHub::Subscription {
   /// before this one was woken first or still has a wake-up to use, so handing it on forwards only
   /// reaches the one it is meant for, where pass_on() could bounce between two others.
   void pass_on_later();
+  /// The grant a release reported for this waiter's owner since the last call, if any (it may be
+  /// of an earlier wait of the owner: compare its seq).
+  [[nodiscard]] std::optional<HandedGrant> take_grant();
 
  private:
   ReleaseHub& hub_;

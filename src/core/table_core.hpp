@@ -16,6 +16,7 @@
 
 #include "backends/group_backend.hpp"
 #include "backends/lock_backend.hpp"
+#include "backends/notification_backend.hpp"
 #include "backends/queue_backend.hpp"
 #include "backends/role.hpp"
 #include "core/combiner.hpp"
@@ -117,6 +118,11 @@ class TableCore final : public ManagerBase {
   static Granted queued_grant(Grant grant, SteadyClock::time_point sent, std::chrono::milliseconds left);
   /// Leaves the queue; a grant that met the leave goes on to the next waiter. Failures are logged.
   void leave_queue(std::string_view name, const std::string& owner, std::int64_t seq) noexcept;
+  /// The grant `handed` (a release's report, ReleaseHub) when it is this wait's (`seq`) and a turn
+  /// sent at `queued_by_turn` bounds its lease, recently enough: the lock, without a read.
+  std::optional<Lock> take_handed_grant(std::string_view name, const std::string& owner, const Request& request,
+                                        SteadyClock::time_point started, const std::optional<HandedGrant>& handed,
+                                        std::int64_t seq, std::optional<SteadyClock::time_point> queued_by_turn);
   /// ManagerOptions::on_queued, with the place of waiter `seq` (read only when it is set).
   void report_queued(std::string_view name, std::int64_t seq) noexcept;
   /// When `owner`, queued for `name`, holds a name of this manager: reads the wait graph and, when its

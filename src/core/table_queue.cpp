@@ -27,6 +27,8 @@ namespace dblock::detail {
 namespace {
 
 constexpr std::chrono::milliseconds kQueuedSafetyPoll{1000};
+/// A grant a release reported is taken without a read within TTL / this of the turn that bounds it.
+constexpr int kHandedGrantFreshness = 8;
 /// The wait graph read for a deadlock: more live waiters than this on names with live holders and the
 /// cycle may be missed (it is then waited out, as without the check).
 constexpr std::size_t kWaitEdgesRead = 10000;
@@ -76,6 +78,24 @@ TableCore::Granted TableCore::queued_grant(Grant grant, SteadyClock::time_point 
   // The lease began when the statement that granted it ran, which may be long before the read that
   // found it: it ends no later than what that read said was left, from when the read was sent.
   return Granted{grant, sent + left - clock_allowance(left)};
+}
+
+std::optional<Lock> TableCore::take_handed_grant(std::string_view name, const std::string& owner,
+                                                 const Request& request, SteadyClock::time_point started,
+                                                 const std::optional<HandedGrant>& handed, std::int64_t seq,
+                                                 std::optional<SteadyClock::time_point> queued_by_turn) {
+  // Only soon after the turn that bounds its lease: later the bound would cut the lease short by
+  // more than a read costs, and the waiter reads its grant instead.
+  if (!handed || handed->seq != seq || seq <= 0 || !queued_by_turn ||
+      local_now() - *queued_by_turn > request.ttl / kHandedGrantFreshness)
+    return std::nullopt;
+  auto lock = take_if_granted(name, owner, request, started, [&]() -> std::optional<QueuedFind> {
+    Grant grant{1, handed->token};
+    if (!granted_to_waiter(name, grant)) return std::nullopt;
+    return QueuedFind{*queued_by_turn, queued_grant(grant, *queued_by_turn, request.ttl)};
+  });
+  if (lock) count_grant_unread();
+  return lock;
 }
 
 void TableCore::report_queued(std::string_view name, std::int64_t seq) noexcept {
@@ -137,7 +157,8 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
                                              bool tried, const std::stop_token& stop, std::string& last_error) {
   auto& hub = StoreParts::release_hub(*store_);
   auto ready_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-  auto subscription = hub.subscribe(std::string(name), std::min(ready_timeout, StoreParts::connect_timeout(*store_)));
+  auto subscription =
+      hub.subscribe(std::string(name), std::min(ready_timeout, StoreParts::connect_timeout(*store_)), owner);
   bool notified = hub.notifying();
   Backoff backoff(options_.backoff_initial, options_.backoff_factor, options_.backoff_max,
                   this_thread_owner_nonce() ^ static_cast<std::uint64_t>(started.time_since_epoch().count()));
@@ -149,6 +170,11 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
   });
   auto holder_left = std::chrono::milliseconds(0);
   auto renew_at = SteadyClock::now();
+  // When the last turn that found this waiter queued was sent: a grant made to its row since came
+  // later (a turn holds the name's transaction lock, as a grant does), so its lease ends no sooner
+  // than this + its TTL. A look takes no such lock and bounds nothing: a grant in flight may have
+  // read the clock before the look's snapshot.
+  std::optional<SteadyClock::time_point> queued_by_turn;
   bool take = true;  // a turn is due: to queue, to renew the waiter lease, or to take a free name
   while (SteadyClock::now() < deadline && !stop.stop_requested()) {
     try {
@@ -163,7 +189,10 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
             if (auto got = resolve_unknown_acquire(name, owner)) return QueuedFind{sent, *got};
             throw;
           }
-          if (!granted_to_waiter(name, turn.grant)) return std::nullopt;
+          if (!granted_to_waiter(name, turn.grant)) {
+            queued_by_turn = sent;
+            return std::nullopt;
+          }
           return QueuedFind{sent, queued_grant(*turn.grant, sent, turn.left)};
         });
         if (lock) {
@@ -186,6 +215,14 @@ std::optional<Lock> TableCore::wait_in_queue(std::string_view name, const std::s
       auto wake_at = std::min({deadline, renew_at, now + (notified ? kQueuedSafetyPoll : backoff.next())});
       if (holder_left.count() > 0) wake_at = std::min(wake_at, now + holder_left + std::chrono::milliseconds(1));
       bool woken = subscription->wait_until(wake_at, stop);
+      // A grant heard is taken before anything else (at the deadline too, as the leave there would).
+      auto handed = subscription->take_grant();
+      if (handed && !stop.stop_requested()) {
+        if (auto lock = take_handed_grant(name, owner, request, started, handed, seq, queued_by_turn)) {
+          seq = 0;
+          return lock;
+        }
+      }
       if (SteadyClock::now() >= deadline || stop.stop_requested()) break;
       if (SteadyClock::now() >= renew_at) {
         take = true;

@@ -252,7 +252,7 @@ TEST_P(Combining, ReleaseLastManyDeletesOnlyTheRowsOfThatOwnerAndToken) {
     std::vector<std::string> heard;
     EXPECT_TRUE(dblock::test::eventually(
         [&] {
-          for (auto& name : listener->wait(100ms)) heard.push_back(name);
+          for (auto& notice : listener->wait(100ms)) heard.push_back(notice.name);
           return std::ranges::find(heard, "a-mine") != heard.end();
         },
         5s))

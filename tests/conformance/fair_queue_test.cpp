@@ -162,6 +162,14 @@ TEST_P(FairQueue, AHandOffLeavesTheNameNoFreeMoment) {
   ASSERT_TRUE(granted.has_value());
   EXPECT_EQ(granted->token(), after->token) << "the waiter holds the grant the release made";
   EXPECT_EQ(queue().waiter_rows(name), 0U);
+  // Where releases are heard (PostgreSQL without a transaction pooler), the waiter took the grant as
+  // the release reported it (migration 0020), and believes no longer than the database holds it.
+  bool heard = GetParam().label == std::string_view(dblock::test::kPostgresTable.label);
+  EXPECT_EQ(fair->stats().grants_unread, heard ? 1U : 0U);
+  auto lease = dblock::detail::StoreParts::backend(*store_).locks().lease_left(name);
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_LE(granted->local_deadline(), std::chrono::steady_clock::now() + *lease + 1ms)
+      << "the waiter's lease outlasts the database's";
 }
 
 // Lock::hand_over: the named waiter is granted ahead of one that queued before it, in the releasing

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <dblock/dblock.hpp>
 
 #include "backends/backend.hpp"
+#include "backends/notification_backend.hpp"
 #include "base/holder_kind.hpp"
 
 namespace dblock_test {
@@ -161,6 +163,42 @@ struct Script {
   // to a named successor ahead of earlier waiters.
   std::atomic<int> waiters_queued{0}, handoffs{0}, turns_granted{0}, leaves_after_grant{0}, dead_waiters_skipped{0},
       named_handoffs{0};
+  /// Release notices, when `notices_on` (the notification role; scripted_backend.hpp's listener
+  /// reads them): what a listening session is told of each release that frees a name or a place,
+  /// and of each hand-off (the grant first, then the name, as migration 0020's release sends them).
+  /// One release in sixteen is not heard, and one is heard again before the next (a late repeat: a
+  /// grant's notice may reach a waiter after it took that grant by a read and queued again).
+  bool notices_on = false;
+  std::mutex notice_mutex;
+  std::condition_variable notice_changed;
+  std::deque<dblock::detail::ReleaseNotice> notices;            // guarded by notice_mutex
+  std::vector<dblock::detail::ReleaseNotice> repeated_notices;  // guarded by notice_mutex
+  std::uint64_t notices_drawn = 0;                              // guarded by notice_mutex
+  bool notices_interrupted = false;                             // guarded by notice_mutex
+  std::atomic<int> grant_notices{0}, notices_unheard{0}, notices_repeated{0};
+  void notice_release(const std::string& name, std::optional<dblock::detail::HandedGrant> grant = std::nullopt) {
+    if (!notices_on) return;
+    {
+      std::lock_guard lock(notice_mutex);
+      auto draw = (++notices_drawn * 2654435761U) % 16;
+      if (draw == 0) {
+        ++notices_unheard;
+        return;
+      }
+      for (auto& repeat : repeated_notices) notices.push_back(repeat);
+      repeated_notices.clear();
+      std::vector<dblock::detail::ReleaseNotice> batch;
+      if (grant) batch.push_back({name, grant});
+      batch.push_back({name, std::nullopt});
+      for (auto& notice : batch) notices.push_back(notice);
+      if (draw == 1) {
+        repeated_notices = batch;
+        ++notices_repeated;
+      }
+      if (grant) ++grant_notices;
+    }
+    notice_changed.notify_all();
+  }
   /// Counts a last-level release statement naming `names`; true when its reply is to be lost.
   bool sent_release_of(const std::vector<std::string>& names) {
     std::lock_guard lock(mutex);
@@ -213,6 +251,7 @@ struct Script {
     if (it == rows.end() || it->second.owner != owner || it->second.token != token) return std::nullopt;
     if (--it->second.count > 0) return it->second.count;
     rows.erase(it);
+    notice_release(std::string(name));
     return 0;
   }
 
@@ -221,6 +260,7 @@ struct Script {
     auto it = rows.find(std::string(name));
     if (it == rows.end() || it->second.owner != owner || it->second.token != token) return std::nullopt;
     rows.erase(it);
+    notice_release(std::string(name));
     return 0;
   }
 
@@ -352,6 +392,7 @@ struct Script {
       row->second.count = live;
       row->second.expires = latest;
     }
+    notice_release(name);
     return 0;
   }
 

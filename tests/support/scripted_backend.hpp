@@ -202,7 +202,9 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
   }
   bool force_release(std::string_view name) override {
     std::lock_guard lock(script_->mutex);
-    return script_->rows.erase(std::string(name)) > 0;
+    if (script_->rows.erase(std::string(name)) == 0) return false;
+    script_->notice_release(std::string(name));
+    return true;
   }
   bool revoke(std::string_view name) override {
     std::lock_guard lock(script_->mutex);
@@ -229,6 +231,7 @@ class ScriptedLocks final : public dblock::detail::LockBackend {
         std::string(dblock::detail::kRevokedOwner) + std::string(owner.substr(0, dblock::detail::kMarkedOwnerKept));
     if (it == script_->rows.end() || it->second.owner != marked || it->second.token != token) return false;
     script_->rows.erase(it);
+    script_->notice_release(std::string(name));
     return true;
   }
   bool release_keeping(std::string_view, std::string_view, std::int64_t, std::chrono::milliseconds) override {
@@ -390,13 +393,51 @@ class ScriptedAdvisory final : public dblock::detail::AdvisoryBackend {
   std::shared_ptr<Script> script_;
 };
 
-/// A backend with only the roles it fakes, locks, groups, advisory sessions and the fair queue; every other role
-/// is absent.
+/// The notification role over the script's notices (Script::notice_release).
+class ScriptedListener final : public dblock::detail::ReleaseListener {
+ public:
+  explicit ScriptedListener(std::shared_ptr<Script> script) : script_(std::move(script)) {}
+  void watch(std::string_view) override {}
+  void unwatch(std::string_view) override {}
+  std::vector<dblock::detail::ReleaseNotice> wait(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(script_->notice_mutex);
+    script_->notice_changed.wait_for(lock, timeout,
+                                     [&] { return !script_->notices.empty() || script_->notices_interrupted; });
+    script_->notices_interrupted = false;
+    std::vector<dblock::detail::ReleaseNotice> heard(script_->notices.begin(), script_->notices.end());
+    script_->notices.clear();
+    return heard;
+  }
+  void interrupt() noexcept override {
+    {
+      std::lock_guard lock(script_->notice_mutex);
+      script_->notices_interrupted = true;
+    }
+    script_->notice_changed.notify_all();
+  }
+
+ private:
+  std::shared_ptr<Script> script_;
+};
+
+class ScriptedNotifications final : public dblock::detail::NotificationBackend {
+ public:
+  explicit ScriptedNotifications(std::shared_ptr<Script> script) : script_(std::move(script)) {}
+  std::unique_ptr<dblock::detail::ReleaseListener> listen() override {
+    return std::make_unique<ScriptedListener>(script_);
+  }
+
+ private:
+  std::shared_ptr<Script> script_;
+};
+
+/// A backend with only the roles it fakes, locks, groups, advisory sessions, the fair queue and,
+/// when the script hears releases (Script::notices_on), notifications; every other role is absent.
 class ScriptedBackend final : public dblock::detail::Backend {
  public:
   // The script is shared: the test reads and steers it while the Store owns this backend.
   explicit ScriptedBackend(std::shared_ptr<Script> script)
-      : locks_(script), groups_(script), advisory_(script), queue_(script) {}
+      : locks_(script), groups_(script), advisory_(script), queue_(script), notifications_(script), script_(script) {}
   dblock::detail::Dialect dialect() const noexcept override { return dblock::detail::Dialect::postgresql; }
 
   dblock::detail::LockBackend& locks() override { return locks_; }
@@ -405,7 +446,8 @@ class ScriptedBackend final : public dblock::detail::Backend {
     return Role<dblock::detail::AdvisoryBackend>::of(advisory_);
   }
   Role<dblock::detail::NotificationBackend> notifications() override {
-    return absent<dblock::detail::NotificationBackend>();
+    if (!script_->notices_on) return absent<dblock::detail::NotificationBackend>();
+    return Role<dblock::detail::NotificationBackend>::of(notifications_);
   }
   Role<dblock::detail::MigrationBackend> migrations() override { return absent<dblock::detail::MigrationBackend>(); }
   Role<dblock::detail::BenchBackend> bench() override { return absent<dblock::detail::BenchBackend>(); }
@@ -423,6 +465,8 @@ class ScriptedBackend final : public dblock::detail::Backend {
   ScriptedGroups groups_;
   ScriptedAdvisory advisory_;
   ScriptedQueue queue_;
+  ScriptedNotifications notifications_;
+  std::shared_ptr<Script> script_;
 };
 
 }  // namespace dblock_test

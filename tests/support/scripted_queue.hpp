@@ -126,7 +126,10 @@ inline std::optional<std::int64_t> release_handing_off(Script& script, const std
   script.rows.erase(row);
   auto now = Clock::now();
   auto first = first_live(script, name, now);
-  if (first == 0) return 0;
+  if (first == 0) {
+    script.notice_release(name);
+    return 0;
+  }
   auto& queue = script.waiters[name];
   // The named successor, when it waits live, goes ahead of earlier waiters (migration 0019).
   for (auto& [seq, waiter] : queue)
@@ -139,6 +142,7 @@ inline std::optional<std::int64_t> release_handing_off(Script& script, const std
   queue.erase(first);
   script.rows[name] = Script::Row{waiter.owner, 1, ++script.next_token, now + waiter.ttl};
   ++script.handoffs;
+  script.notice_release(name, dblock::detail::HandedGrant{waiter.owner, first, script.next_token});
   return 0;
 }
 

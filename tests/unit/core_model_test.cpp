@@ -14,6 +14,8 @@
 // The fair scenarios give one of the two managers the fair queue: its waiting acquisitions queue
 // as waiter rows, its last releases hand the name to the first live waiter, and every statement of
 // the queue that writes is scheduled and loses its reply like the others (scripted_queue.hpp).
+// They also hear releases (the notification role): a hand-off reports its grant, which its waiter
+// may take without a read; some notices are lost, some come again late.
 // CoreModelGroups adds groups: a name read by some acquisitions and written by others (a writer
 // waiting now and then, marked as such), a semaphore of two permits, the reaper, and checks that no
 // kinds mix, no more owners than the permits believe at once, and every believing member names its
@@ -345,6 +347,9 @@ struct Tally {
   std::uint64_t waiters_queued = 0, handoffs = 0, turns_granted = 0, leaves_after_grant = 0, dead_waiters_skipped = 0;
   std::uint64_t named_handoffs = 0;  // hand-overs whose named successor went ahead of earlier waiters
   std::uint64_t fair_waits_granted = 0, places_told = 0, bad_places = 0;
+  // Release notices (fair scenarios hear releases, scripted_backend.hpp): hand-offs reported with
+  // their grant, notices lost and repeated late, and grants the fair manager took as reported.
+  std::uint64_t grant_notices = 0, notices_unheard = 0, notices_repeated = 0, grants_unread = 0;
   // Deadlocks told to the fair manager's queued waits (a holder of one name queued for another, in a
   // cycle), and told to any other acquisition (none may be: only a queued waiter reads the graph).
   std::uint64_t deadlocks_told = 0, misplaced_deadlocks = 0;
@@ -369,6 +374,9 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     auto script = std::make_shared<Script>();
     auto interleaver = std::make_shared<Interleaver>(scenario.actors);
     script->stepper = interleaver;
+    // The fair scenarios hear releases, as PostgreSQL's listeners do: a waiter granted by a release
+    // may take the grant as the release reported it, without a read (and a lost or late notice meets it).
+    script->notices_on = scenario.fair;
     auto store = dblock::detail::StoreParts::over(
         std::make_unique<ScriptedBackend>(script),
         std::make_shared<spdlog::logger>("model", std::make_shared<spdlog::sinks::null_sink_mt>()));
@@ -925,6 +933,10 @@ class CoreModel : public ::testing::TestWithParam<Scenario> {
     tally.leaves_after_grant += static_cast<std::uint64_t>(script->leaves_after_grant.load());
     tally.dead_waiters_skipped += static_cast<std::uint64_t>(script->dead_waiters_skipped.load());
     tally.fair_waits_granted += fair_waits_granted.load();
+    tally.grant_notices += static_cast<std::uint64_t>(script->grant_notices.load());
+    tally.notices_unheard += static_cast<std::uint64_t>(script->notices_unheard.load());
+    tally.notices_repeated += static_cast<std::uint64_t>(script->notices_repeated.load());
+    tally.grants_unread += managers.front()->stats().grants_unread;
     tally.places_told += places_told.load();
     tally.bad_places += bad_places.load();
     tally.deadlocks_told += deadlocks_told.load();
@@ -1130,7 +1142,7 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
     return !scenario.fair ||
            (tally.handoffs >= kHandoffs && tally.turns_granted >= kTurnsGranted &&
             tally.leaves_after_grant >= kLeavesAfterGrant && tally.dead_waiters_skipped >= kDeadWaitersSkipped &&
-            tally.fair_waits_granted >= kFairWaitsGranted && tally.named_handoffs > 0);
+            tally.fair_waits_granted >= kFairWaitsGranted && tally.named_handoffs > 0 && tally.notices_repeated > 0);
   };
   // Combined statements and releases written behind form only when threads meet: a few per 9,000
   // steps at times, none in an unlucky seed, so they count among the minimums too.
@@ -1154,9 +1166,11 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
   if (scenario.fair)
     counts += fmt::format(
         "; fair queue: {} waiter rows, {} hand-offs, {} free names taken by a turn, {} leaves found their grant, {} "
-        "dead waiters skipped, {} waits granted, {} places told, {} deadlocks told, {} hand-overs to a named waiter",
+        "dead waiters skipped, {} waits granted, {} places told, {} deadlocks told, {} hand-overs to a named waiter; "
+        "{} hand-offs heard with their grant ({} notices lost, {} repeated late), {} grants taken as heard",
         tally.waiters_queued, tally.handoffs, tally.turns_granted, tally.leaves_after_grant, tally.dead_waiters_skipped,
-        tally.fair_waits_granted, tally.places_told, tally.deadlocks_told, tally.named_handoffs);
+        tally.fair_waits_granted, tally.places_told, tally.deadlocks_told, tally.named_handoffs, tally.grant_notices,
+        tally.notices_unheard, tally.notices_repeated, tally.grants_unread);
   std::cout << "[ model    ] " << counts << "\n";
   if (replay) return;
   // A batched scenario that never formed a batch tested nothing of it.
@@ -1179,6 +1193,7 @@ TEST_P(CoreModel, EveryGuardThatBelievesItHoldsANameNamesItsLiveRow) {
     EXPECT_GE(tally.fair_waits_granted, kFairWaitsGranted) << counts;
     EXPECT_GT(tally.places_told, 0U) << counts;
     EXPECT_GT(tally.named_handoffs, 0U) << counts;
+    EXPECT_GT(tally.notices_repeated, 0U) << counts;
     EXPECT_EQ(tally.bad_places, 0U) << counts;
   }
   EXPECT_EQ(tally.misplaced_deadlocks, 0U) << counts;

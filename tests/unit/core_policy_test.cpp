@@ -826,3 +826,94 @@ TEST_F(CorePolicy, TheLastReleaseOfAMembershipEndsItsGrantWhateverItsRowCounts) 
 }
 
 }  // namespace
+
+namespace {
+
+/// The waiter rows of `name` in the script, and the seq of its newest.
+std::pair<std::size_t, std::int64_t> waiter_rows(Script& script, const std::string& name) {
+  std::lock_guard lock(script.mutex);
+  auto queue = script.waiters.find(name);
+  if (queue == script.waiters.end() || queue->second.empty()) return {0, 0};
+  return {queue->second.size(), queue->second.rbegin()->first};
+}
+
+}  // namespace
+
+// A fair-queue waiter that hears the release that granted it (the release names the waiter's row
+// and the grant's token) takes the grant without a read, with a lease no longer than the row's; a
+// notice of a grant to an earlier wait of the same owner (its seq) is never taken for this one.
+TEST_F(CorePolicy, AQueuedWaiterTakesTheGrantItHearsAndNeverOneOfAnEarlierWait) {
+  script_->notices_on = true;
+  auto fair = manager({.default_ttl = 60s, .fair_queue = true});
+  auto other = manager({.default_ttl = 60s});
+  const std::string name = "heard";
+  auto holder = other->try_acquire(name);
+  ASSERT_TRUE(holder);
+  std::mutex mutex;
+  struct Granted {
+    std::int64_t token = 0;
+    std::chrono::steady_clock::time_point believed_until, row_expires;
+  };
+  std::vector<Granted> granted;
+  std::atomic<bool> again{false};
+  std::jthread waiter([&] {
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1 && !eventually([&] { return again.load(); }, 10s)) return;
+      auto lock = fair->acquire(name, 10s);
+      auto row = script_->row(name);
+      std::lock_guard guard(mutex);
+      granted.push_back({lock.token(), lock.local_deadline(), row ? row->expires : Clock::time_point{}});
+    }  // each released at once (nobody waits: the name is freed)
+  });
+  ASSERT_TRUE(eventually([&] { return waiter_rows(*script_, name).first == 1; }));
+  auto first_seq = waiter_rows(*script_, name).second;
+  holder->release();  // a plain release: the waiter's turn takes the name, read by its look
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard guard(mutex);
+    return granted.size() == 1;
+  }));
+  // Second round: the fair manager's own holder hands the name to the waiter.
+  auto fair_holder_thread_result = std::optional<dblock::Lock>();
+  std::jthread fair_holder([&] { fair_holder_thread_result = fair->try_acquire(name); });
+  fair_holder.join();
+  ASSERT_TRUE(fair_holder_thread_result);
+  again = true;
+  ASSERT_TRUE(eventually([&] { return waiter_rows(*script_, name).first == 1; }));
+  auto seq = waiter_rows(*script_, name).second;
+  ASSERT_GT(seq, first_seq);
+  // A notice of a grant to the waiter's earlier row (a late one) is heard first: it is not this
+  // wait's, so the waiter looks (and the look fails once: the sign that it was heard and not taken).
+  std::string waiter_owner;
+  auto waiter_lease = [&] {
+    std::lock_guard lock(script_->mutex);
+    return script_->waiters[name].rbegin()->second.expires;
+  };
+  {
+    std::lock_guard lock(script_->mutex);
+    waiter_owner = script_->waiters[name].rbegin()->second.owner;
+  }
+  auto queued_lease = waiter_lease();
+  script_->failing_reads = 1;
+  {
+    std::lock_guard lock(script_->notice_mutex);
+    script_->notices.push_back({name, dblock::detail::HandedGrant{waiter_owner, first_seq, granted.front().token}});
+  }
+  script_->notice_changed.notify_all();
+  ASSERT_TRUE(eventually([&] { return script_->failed_reads.load() == 1; }, 10s))
+      << "the waiter never looked after the late notice";
+  {
+    std::lock_guard guard(mutex);
+    ASSERT_EQ(granted.size(), 1U) << "the waiter took the grant of its earlier wait";
+  }
+  // After a failed look a waiter takes a turn (renewing its waiter lease) before it waits again.
+  ASSERT_TRUE(eventually([&] { return waiter_lease() > queued_lease; }, 10s));
+  auto unread_before = fair->stats().grants_unread;
+  auto holder_token = fair_holder_thread_result->token();
+  fair_holder_thread_result->release();  // hands the name to the waiter, and tells it so
+  waiter.join();
+  ASSERT_EQ(granted.size(), 2U);
+  EXPECT_FALSE(script_->row(name)) << "the waiter's release freed the name";
+  EXPECT_GT(granted[1].token, holder_token);
+  EXPECT_LE(granted[1].believed_until, granted[1].row_expires) << "the waiter believes longer than its row lives";
+  EXPECT_EQ(fair->stats().grants_unread, unread_before + 1) << "the hand-off's grant was taken as heard";
+}

@@ -38,7 +38,7 @@ const std::vector<Released> kReleased{
     {"postgres", 17, "7f5ddcccc8fbb940d954d42c148e96c16e69fd1de14d74b0651e74ed2a717235"},
     {"postgres", 18, "2150bb36de54a3c771a3ee1a10bbdcf921a74c80754e10176d4a4d49a37e26ab"},
     {"postgres", 19, "ef2befe9ce53865fc7300fa437495de8581ef6d5f61cf22b338992c67c6a229f"},
-    {"postgres", 20, "a8c60ddf73162fb94282e2f66cafff8fc239ea168d74eaacea03f975a409c174"},
+    {"postgres", 20, "e299094632a05c9419d428adcb2098c03e180ebb72950f8640845664e4b85fde"},
     {"mysql", 1, "d794f1ff94ece38147b146f7b42cd66eccf9df6643fb986f738420986c11b7d7"},
     {"mysql", 2, "45ae38f5f0ec1cac474b2f0940339442edf51582fb9abd082c559cafb581a06f"},
     {"mysql", 3, "51026c8acd9f6e07732feafc15ee6649dd534c9b36564e6a7e1f28a1538243e8"},

@@ -6,10 +6,13 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
+#include <system_error>
 
 #include <fmt/format.h>
 
 #include "backends/postgres/pg_database.hpp"
+#include "backends/postgres/pg_sql.hpp"
 
 namespace dblock::detail {
 
@@ -41,8 +44,12 @@ class EventFd {
 class PgListener final : public ReleaseListener {
  public:
   PgListener(std::unique_ptr<PgConnection> connection, std::int32_t key, std::string channel)
-      : connection_(std::move(connection)), key_(std::to_string(key)), channel_(std::move(channel)) {
+      : connection_(std::move(connection)),
+        key_(std::to_string(key)),
+        channel_(std::move(channel)),
+        grant_channel_(pg_grant_channel(channel_)) {
     connection_->exec(fmt::format("LISTEN \"{}\"", channel_));
+    connection_->exec(fmt::format("LISTEN \"{}\"", grant_channel_));
   }
 
   void watch(std::string_view name) override {
@@ -55,8 +62,8 @@ class PgListener final : public ReleaseListener {
     connection_->exec_params("SELECT pg_advisory_unlock_shared($1::integer, hashtext($2))", params);
   }
 
-  std::vector<std::string> wait(milliseconds timeout) override {
-    std::vector<std::string> released;
+  std::vector<ReleaseNotice> wait(milliseconds timeout) override {
+    std::vector<ReleaseNotice> released;
     collect(released);
     if (!released.empty()) return released;
     std::array<pollfd, 2> fds{pollfd{PQsocket(connection_->raw()), POLLIN, 0}, pollfd{wake_.fd(), POLLIN, 0}};
@@ -74,9 +81,13 @@ class PgListener final : public ReleaseListener {
   void interrupt() noexcept override { wake_.signal(); }
 
  private:
-  void collect(std::vector<std::string>& released) {
+  void collect(std::vector<ReleaseNotice>& released) {
     while (PGnotify* notify = PQnotifies(connection_->raw())) {
-      if (channel_ == notify->relname) released.emplace_back(notify->extra);
+      if (channel_ == notify->relname) {
+        released.push_back({notify->extra, std::nullopt});
+      } else if (grant_channel_ == notify->relname) {
+        if (auto notice = parse_pg_grant_notice(notify->extra)) released.push_back(std::move(*notice));
+      }
       PQfreemem(notify);
     }
   }
@@ -84,10 +95,29 @@ class PgListener final : public ReleaseListener {
   std::unique_ptr<PgConnection> connection_;
   std::string key_;
   std::string channel_;
+  std::string grant_channel_;
   EventFd wake_;
 };
 
 }  // namespace
+
+std::optional<ReleaseNotice> parse_pg_grant_notice(std::string_view payload) {
+  // '<seq>\n<token>\n<owner>\n<name>': the name last and whole (it may hold any character).
+  auto number = [&payload](std::int64_t& value) {
+    auto end = payload.find('\n');
+    if (end == std::string_view::npos) return false;
+    auto [rest, error] = std::from_chars(payload.data(), payload.data() + end, value);
+    bool whole = error == std::errc() && rest == payload.data() + end && value > 0;
+    payload.remove_prefix(end + 1);
+    return whole;
+  };
+  HandedGrant grant;
+  if (!number(grant.seq) || !number(grant.token)) return std::nullopt;
+  auto owner_end = payload.find('\n');
+  if (owner_end == 0 || owner_end == std::string_view::npos || owner_end + 1 == payload.size()) return std::nullopt;
+  grant.owner = std::string(payload.substr(0, owner_end));
+  return ReleaseNotice{std::string(payload.substr(owner_end + 1)), std::move(grant)};
+}
 
 std::unique_ptr<ReleaseListener> make_pg_listener(std::unique_ptr<PgConnection> connection, std::int32_t key,
                                                   std::string channel) {

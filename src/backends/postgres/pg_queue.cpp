@@ -48,10 +48,10 @@ class PgQueue final : public QueueBackend {
 
   std::optional<std::int64_t> release_handing_off(std::string_view name, std::string_view owner, std::int64_t token,
                                                   std::string_view successor) override {
-    std::vector<std::string> params{std::string(name), std::string(owner), std::to_string(token)};
-    if (!successor.empty()) params.emplace_back(successor);
-    const auto& statement = successor.empty() ? database_.sql.release_handing_off : database_.sql.release_handing_to;
-    if (PQntuples(run_table_statement(*database_.pool.lease(), statement, params).get()) == 0) return std::nullopt;
+    std::array<std::string, 4> params{std::string(name), std::string(owner), std::to_string(token),
+                                      std::string(successor)};
+    if (PQntuples(run_table_statement(*database_.pool.lease(), database_.sql.release_granting, params).get()) == 0)
+      return std::nullopt;
     return 0;
   }
 

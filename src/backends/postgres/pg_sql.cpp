@@ -36,6 +36,8 @@ std::vector<AppliedMigration> parse_history(const PGresult* result) {
   return applied;
 }
 
+std::string pg_grant_channel(std::string_view release_channel) { return std::string(release_channel) + "_grants"; }
+
 PgSqlText::PgSqlText(std::string_view schema, std::string_view prefix, std::int32_t key, std::string_view channel)
     : schema_(schema),
       prefix_(prefix),
@@ -48,6 +50,7 @@ std::string PgSqlText::operator()(std::string_view sql) const {
                             {"{prefix}", prefix_},
                             {"{key}", key_},
                             {"{channel}", channel_},
+                            {"{grant_channel}", pg_grant_channel(channel_)},
                             {"{batch_lock_timeout_ms}", timeout_}});
 }
 

@@ -26,8 +26,12 @@ namespace dblock::detail {
 /// fenced transaction the batch, not the application, is the one that yields.
 inline constexpr int kPgBatchLockTimeoutMs = 200;
 
+/// The channel on which the fair queue's releases name the waiter they granted (pg_listener.hpp).
+[[nodiscard]] std::string pg_grant_channel(std::string_view release_channel);
+
 /// Fills the placeholders the statements of one store share: {schema}, {prefix}, {key} (the
-/// installation's advisory namespace), {channel} (its NOTIFY channel) and {batch_lock_timeout_ms}.
+/// installation's advisory namespace), {channel} (its NOTIFY channel), {grant_channel} and
+/// {batch_lock_timeout_ms}.
 class PgSqlText {
  public:
   PgSqlText(std::string_view schema, std::string_view prefix, std::int32_t key, std::string_view channel);
@@ -63,8 +67,7 @@ struct PgGroupSql {
 /// delete of dead waiters and the operators' listing. (pg_sql_queue.cpp)
 struct PgQueueSql {
   PgQueueSql(StatementIds& ids, const PgSqlText& fill);
-  PgStatement take_turn, look, leave, release_handing_off, release_handing_to, reap_waiters, waiter_rows, list_waiters,
-      place, wait_edges;
+  PgStatement take_turn, look, leave, release_granting, reap_waiters, waiter_rows, list_waiters, place, wait_edges;
 };
 
 /// `dblock bench`'s: the hand-written floor and the rows its reaper scenario seeds. (pg_sql_bench.cpp)

@@ -22,10 +22,10 @@ LEFT JOIN "{schema}"."{prefix}locks" l ON l.name = $1 AND l.owner = $2 AND l.exp
   // row gone, or deletes it first and the hand-off passes to the next waiter.
   leave = {ids, fill(R"(
 DELETE FROM "{schema}"."{prefix}waiters" WHERE name = $1 AND owner = $2 AND seq = $3::bigint RETURNING 1)")};
-  release_handing_off = {ids, fill(R"(
-SELECT granted_owner FROM "{schema}"."{prefix}release_handing_off"($1, $2, $3::bigint, {key}, '{channel}'))")};
-  release_handing_to = {ids, fill(R"(
-SELECT granted_owner FROM "{schema}"."{prefix}release_handing_to"($1, $2, $3::bigint, $4, {key}, '{channel}'))")};
+  // Migration 0020's release: its grant also names the waiter on the grant channel.
+  release_granting = {ids, fill(R"(
+SELECT granted_owner
+FROM "{schema}"."{prefix}release_granting"($1, $2, $3::bigint, $4, {key}, '{channel}', '{grant_channel}'))")};
   // SKIP LOCKED: a waiter row a hand-off or a leave is working on is left for the next round.
   reap_waiters = {ids, fill(R"(
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
