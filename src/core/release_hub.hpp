@@ -34,15 +34,15 @@ class ReleaseHub {
   ReleaseHub(const ReleaseHub&) = delete;
   ReleaseHub& operator=(const ReleaseHub&) = delete;
 
-  /// Starts watching `name` and returns once releases of it will be seen (or `ready_timeout`
-  /// passed: the subscription then still works, but only as a timer).
   /// Whether releases currently wake waiters (false: none on this backend, or the listener is down).
   [[nodiscard]] bool notifying();
   /// Whether a thread of this process waits for `name` now.
   [[nodiscard]] bool has_waiters(std::string_view name);
 
-  /// `owner`: a fair-queue waiter's owner id, whose grants the hub hands it (ReleaseNotice::grant):
-  /// a release that grants it wakes it alone; empty for other waiters.
+  /// Starts watching `name` and returns once releases of it will be seen (or `ready_timeout`
+  /// passed: the subscription then still works, but only as a timer). `owner`: a fair-queue
+  /// waiter's owner id, whose grants the hub hands it (ReleaseNotice::grant): a release that grants
+  /// it wakes it alone; empty for other waiters.
   [[nodiscard]] std::unique_ptr<Subscription> subscribe(const std::string& name,
                                                         std::chrono::milliseconds ready_timeout,
                                                         std::string owner = {});

@@ -282,6 +282,54 @@ TEST_P(FairQueue, ALeaderHandsLeadershipToANamedSuccessorWithNoGapAndNoSecondLea
   leader.reset();
 }
 
+// MariaDB draws arrival order from a counter row per name (migrations 0018, 0020): the reaper deletes
+// the counter of a name nobody waits for once nothing drew from it for ten minutes, so a table of
+// counters does not grow with every name ever queued on; the next waiter of that name starts again.
+class FairQueueArrivalCounters : public FairQueue {
+ protected:
+  int counters(const std::string& name) {
+    return std::stoi(installation_->admin()
+                         .query(fmt::format("SELECT COUNT(*) FROM `{}waiter_counters` WHERE name = '{}'",
+                                            installation_->prefix(), name))
+                         .at(0));
+  }
+  void age_counters() {
+    installation_->admin().exec(fmt::format(
+        "UPDATE `{}waiter_counters` SET touched_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR", installation_->prefix()));
+  }
+};
+
+TEST_P(FairQueueArrivalCounters, AnIdleNamesCounterIsReapedAndItsNextWaiterStartsAgain) {
+  const std::string idle = "fq-counter-idle", waited = "fq-counter-waited", fresh = "fq-counter-fresh";
+  auto fair = fair_manager();
+  std::vector<dblock::Lock> held;
+  for (const auto& name : {idle, waited, fresh}) held.push_back(fair->acquire(name, 5s));
+  auto first = queue().take_turn(idle, "waiter-1", 30s, 30s, 0);
+  auto second = queue().take_turn(idle, "waiter-2", 30s, 30s, 0);
+  ASSERT_GT(second.seq, first.seq);
+  ASSERT_GT(queue().take_turn(waited, "waiter-3", 30s, 30s, 0).seq, 0);
+  ASSERT_TRUE(queue().leave(idle, "waiter-1", first.seq));
+  ASSERT_TRUE(queue().leave(idle, "waiter-2", second.seq));
+  age_counters();
+  auto left = queue().take_turn(fresh, "waiter-4", 30s, 30s, 0);  // drawn from just now
+  ASSERT_TRUE(queue().leave(fresh, "waiter-4", left.seq));
+  ASSERT_EQ(counters(idle), 1);
+  dblock::Reaper reaper(store_);
+  auto cycle = reaper.run_once();
+  EXPECT_TRUE(cycle.ok) << cycle.error;
+  EXPECT_EQ(counters(idle), 0) << "the counter of a name nobody waits for, idle for an hour, stays";
+  EXPECT_EQ(counters(waited), 1) << "a counter whose name has a waiter was reaped";
+  EXPECT_EQ(counters(fresh), 1) << "a counter drawn from a moment ago was reaped";
+  auto again = queue().take_turn(idle, "waiter-5", 30s, 30s, 0);
+  EXPECT_EQ(again.seq, 1) << "the next waiter of the reaped name starts again";
+  auto behind = queue().take_turn(idle, "waiter-6", 30s, 30s, 0);
+  EXPECT_EQ(behind.seq, 2);
+  held.clear();  // the first live waiter of each name is handed its name
+  auto granted = row(idle);
+  ASSERT_TRUE(granted.has_value());
+  EXPECT_EQ(granted->owner, "waiter-5") << "arrival order after the counter started again";
+}
+
 // A waiter whose waiter lease ended (its process died) is skipped by the hand-off, which grants the
 // live waiter behind it, and the reaper deletes its row.
 TEST_P(FairQueue, ADeadWaiterIsSkippedAndReaped) {
@@ -599,6 +647,11 @@ INSTANTIATE_TEST_SUITE_P(Backends, FairQueue,
                          ::testing::ValuesIn(dblock::test::built(
                              {dblock::test::kPostgresTable, dblock::test::kPgBouncerTable, dblock::test::kMysqlTable,
                               dblock::test::kGaleraTable, dblock::test::kSqlite, dblock::test::kSqliteQueued})),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+INSTANTIATE_TEST_SUITE_P(Backends, FairQueueArrivalCounters,
+                         ::testing::ValuesIn(dblock::test::built({dblock::test::kMysqlTable,
+                                                                  dblock::test::kGaleraTable})),
                          [](const auto& info) { return std::string(info.param.label); });
 
 INSTANTIATE_TEST_SUITE_P(

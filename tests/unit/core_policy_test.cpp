@@ -837,8 +837,6 @@ std::pair<std::size_t, std::int64_t> waiter_rows(Script& script, const std::stri
   return {queue->second.size(), queue->second.rbegin()->first};
 }
 
-}  // namespace
-
 // A fair-queue waiter that hears the release that granted it (the release names the waiter's row
 // and the grant's token) takes the grant without a read, with a lease no longer than the row's; a
 // notice of a grant to an earlier wait of the same owner (its seq) is never taken for this one.
@@ -917,3 +915,5 @@ TEST_F(CorePolicy, AQueuedWaiterTakesTheGrantItHearsAndNeverOneOfAnEarlierWait) 
   EXPECT_LE(granted[1].believed_until, granted[1].row_expires) << "the waiter believes longer than its row lives";
   EXPECT_EQ(fair->stats().grants_unread, unread_before + 1) << "the hand-off's grant was taken as heard";
 }
+
+}  // namespace

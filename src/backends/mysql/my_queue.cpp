@@ -49,6 +49,14 @@ FROM `{prefix}locks` l WHERE l.name = ? AND l.owner = ? AND l.expires_at > UTC_T
     release_handing_to_ = {ids, "release_handing_to", fill("SELECT `{prefix}release_handing_to`(?, ?, ?, ?)")};
     reap_ = {ids, "reap_waiters",
              fill("DELETE FROM `{prefix}waiters` WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?")};
+    // A name's arrival counter, once nobody waits for the name and nothing drew from it for ten
+    // minutes (migration 0020): a draw in flight holds the row's lock, and this DELETE, once it has
+    // waited for that lock, reads the row as drawn from just now and keeps it.
+    reap_counters_ = {ids, "reap_waiter_counters", fill(R"(
+DELETE FROM `{prefix}waiter_counters`
+WHERE (touched_at IS NULL OR touched_at < UTC_TIMESTAMP(6) - INTERVAL 10 MINUTE)
+  AND NOT EXISTS (SELECT 1 FROM `{prefix}waiters` w WHERE w.name = `{prefix}waiter_counters`.name)
+LIMIT ?)")};
     rows_ = {ids, "waiter_rows", fill("SELECT COUNT(*) FROM `{prefix}waiters` WHERE name = ?")};
     // The position counts live waiters only: a dead one is skipped by the hand-off, so it is no one's turn.
     list_ = {ids, "list_waiters", fill(R"(
@@ -103,7 +111,10 @@ ORDER BY w.queued_at LIMIT ?)")};
 
   std::size_t reap_waiters(std::size_t batch) override {
     std::array<MyParam, 1> params{static_cast<std::int64_t>(batch)};
-    return static_cast<std::size_t>(pool_.lease()->update(reap_, params));
+    auto session = pool_.lease();
+    auto reaped = static_cast<std::size_t>(session->update(reap_, params));
+    session->update(reap_counters_, params);
+    return reaped;
   }
 
   std::size_t waiter_rows(std::string_view name) override {
@@ -135,7 +146,8 @@ ORDER BY w.queued_at LIMIT ?)")};
 
  private:
   SessionPool<MyConnection>& pool_;
-  MyStatement take_turn_, look_, leave_, release_handing_off_, release_handing_to_, reap_, rows_, list_, place_, edges_;
+  MyStatement take_turn_, look_, leave_, release_handing_off_, release_handing_to_, reap_, reap_counters_, rows_, list_,
+      place_, edges_;
 };
 
 }  // namespace
